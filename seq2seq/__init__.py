@@ -1,0 +1,8 @@
+"""seq2seq: neural machine translation with attention, written to be read.
+
+Data flow, one module per step:
+    corpora -> download -> clean -> tokenizer -> prepare -> batching
+    -> attention / models -> loss (train) / search -> metrics
+"""
+
+__version__ = "0.1.0"

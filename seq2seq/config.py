@@ -1,0 +1,273 @@
+"""Configuration: typed dataclasses, read from TOML files and `section.key=value` overrides.
+
+A configuration file has up to four sections, each mapping onto one dataclass below:
+
+    [data]    which prepared corpus to train on (and how to prepare it when missing)
+    [model]   a named preset (`name = "transformer-tiny"`) plus any field to override
+    [train]   optimisation, batching, validation and checkpointing
+    [decode]  beam search settings used for validation and evaluation
+
+Every unknown key, wrong type or impossible value is a `UserError` naming the key.
+"""
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from seq2seq.errors import UserError
+
+
+@dataclass
+class DataConfig:
+    prepared: str = "data/multi30k.en-de"  # folder written by scripts/prepare_data.py
+    corpus: str = "multi30k"  # used to prepare the folder when it is missing
+    src: str = "en"
+    tgt: str = "de"
+    vocab_size: int = 8000
+    joint_vocab: bool = True
+
+
+@dataclass
+class ModelConfig:
+    """Hyperparameters of both model families; each family reads the fields it needs."""
+
+    name: str = "transformer-tiny"  # the preset this configuration started from
+    arch: str = "transformer"  # "transformer" or "gru"
+    embed_dim: int = 128  # token embedding size (the Transformer's d_model)
+    hidden_size: int = 256  # GRU: decoder hidden size (the encoder uses half per direction)
+    ffn_size: int = 256  # Transformer: position-wise feed-forward inner size
+    num_heads: int = 4  # Transformer: attention heads
+    encoder_layers: int = 4
+    decoder_layers: int = 4
+    dropout: float = 0.3
+    attention_dropout: float = 0.1
+    pre_norm: bool = True  # Transformer: layer norm before each sublayer (False: post-norm)
+    share_embeddings: bool = True  # one embedding for source and target (joint vocabulary only)
+    tie_output: bool = True  # output projection shares the target embedding's weights
+    attention_layer: int = -1  # Transformer: decoder layer whose cross-attention is shown
+
+
+MODEL_PRESETS: dict[str, dict[str, Any]] = {
+    "gru": dict(
+        arch="gru",
+        embed_dim=256,
+        hidden_size=512,
+        encoder_layers=1,
+        decoder_layers=1,
+        dropout=0.3,
+        share_embeddings=False,
+        tie_output=False,
+    ),
+    "transformer-tiny": dict(
+        arch="transformer",
+        embed_dim=128,
+        ffn_size=256,
+        num_heads=4,
+        encoder_layers=4,
+        decoder_layers=4,
+        dropout=0.3,
+    ),
+    "transformer-small": dict(
+        arch="transformer",
+        embed_dim=256,
+        ffn_size=1024,
+        num_heads=4,
+        encoder_layers=3,
+        decoder_layers=3,
+        dropout=0.3,
+    ),
+    "transformer-base": dict(
+        arch="transformer",
+        embed_dim=512,
+        ffn_size=2048,
+        num_heads=8,
+        encoder_layers=6,
+        decoder_layers=6,
+        dropout=0.1,
+    ),
+}
+
+
+@dataclass
+class TrainConfig:
+    run_dir: str = ""  # default: checkpoints/<run_name>
+    run_name: str = "run"
+    seed: int = 1
+    device: str = "auto"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
+    bf16: bool = True  # bf16 autocast on CUDA; CPU always trains in fp32
+    compile: bool = False  # torch.compile the model
+    max_tokens: int = 4096  # token budget per batch, padding included
+    accum_steps: int = 1  # gradient accumulation
+    max_steps: int = 0  # 0: no limit
+    max_epochs: int = 100
+    optimizer_betas: tuple[float, float] = (0.9, 0.98)
+    lr: float = 5e-4
+    weight_decay: float = 0.0001
+    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (warmup then 1/sqrt decay) or "plateau"
+    warmup_steps: int = 4000
+    plateau_factor: float = 0.5  # "plateau": lr *= factor when valid BLEU stalls
+    plateau_patience: int = 2  # validations without improvement before the lr drops
+    min_lr: float = 1e-6
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # 0: no clipping
+    log_every: int = 100
+    valid_every: int = 1000  # steps between validations
+    valid_max_sentences: int = 0  # 0: the whole valid split
+    patience: int = 0  # validations without BLEU improvement before stopping; 0: never stop
+    keep_last: int = 0  # also keep the last K validation checkpoints (for averaging)
+    attention_samples: int = 3  # valid sentences whose attention maps go to TensorBoard
+    max_bad_steps: int = 10  # consecutive NaN/inf losses before the run stops
+    num_workers: int = 0
+
+
+@dataclass
+class DecodeConfig:
+    beam_size: int = 5
+    length_penalty: float = 1.0  # GNMT alpha
+    max_len_ratio: float = 1.5  # max output length = ratio * source length + max_len_const
+    max_len_const: int = 10
+    no_repeat_ngram: int = 0
+    batch_size: int = 128  # sentences per decoding batch
+    valid_beam_size: int = 1  # beam used for BLEU during training validation
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def model_preset(name: str) -> ModelConfig:
+    """The named model configuration, e.g. `model_preset("transformer-tiny")`."""
+    if name not in MODEL_PRESETS:
+        raise UserError(f"model.name: unknown preset {name!r}; known: {', '.join(MODEL_PRESETS)}")
+    return ModelConfig(name=name, **MODEL_PRESETS[name])
+
+
+def _coerce(where: str, value: Any, default: Any) -> Any:
+    """Check `value` against the type of the field's default, converting where it is safe."""
+    kind = type(default)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif kind is str:
+        if isinstance(value, str):
+            return value
+    elif kind is tuple:
+        if isinstance(value, list | tuple) and len(value) == len(default):
+            return tuple(_coerce(where, v, d) for v, d in zip(value, default, strict=True))
+    got = type(value).__name__
+    raise UserError(f"{where}: expected {kind.__name__}, got {got} {value!r}")
+
+
+def _parse_value(text: str) -> Any:
+    """Parse the right side of `key=value` as a TOML value, or as a bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _apply(section_obj: Any, section: str, values: dict[str, Any], source: str) -> None:
+    known = {f.name: f for f in fields(section_obj)}
+    for key, value in values.items():
+        if key not in known:
+            raise UserError(
+                f"{source}: unknown key {section}.{key}; known: {', '.join(sorted(known))}"
+            )
+        default = getattr(section_obj, key)
+        setattr(section_obj, key, _coerce(f"{source}: {section}.{key}", value, default))
+
+
+def _validate(cfg: Config) -> None:
+    checks = [
+        (cfg.model.arch in ("transformer", "gru"), "model.arch must be 'transformer' or 'gru'"),
+        (cfg.model.embed_dim > 0 and cfg.model.hidden_size > 0, "model sizes must be positive"),
+        (cfg.model.encoder_layers >= 1 and cfg.model.decoder_layers >= 1, "layers must be >= 1"),
+        (
+            cfg.model.arch != "transformer" or cfg.model.embed_dim % cfg.model.num_heads == 0,
+            "model.embed_dim must be divisible by model.num_heads",
+        ),
+        (
+            cfg.model.arch != "gru" or cfg.model.hidden_size % 2 == 0,
+            "model.hidden_size must be even (the bidirectional encoder uses half per direction)",
+        ),
+        (0.0 <= cfg.model.dropout < 1.0, "model.dropout must be in [0, 1)"),
+        (0.0 <= cfg.model.attention_dropout < 1.0, "model.attention_dropout must be in [0, 1)"),
+        (cfg.train.max_tokens > 0, "train.max_tokens must be > 0"),
+        (cfg.train.accum_steps >= 1, "train.accum_steps must be >= 1"),
+        (cfg.train.lr > 0, "train.lr must be > 0"),
+        (cfg.train.schedule in ("inverse_sqrt", "plateau"), "train.schedule: inverse_sqrt|plateau"),
+        (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
+        (cfg.train.valid_every > 0, "train.valid_every must be > 0"),
+        (cfg.train.max_steps >= 0 and cfg.train.max_epochs >= 1, "train.max_* must be >= 0"),
+        (cfg.decode.beam_size >= 1, "decode.beam_size must be >= 1"),
+        (cfg.decode.valid_beam_size >= 1, "decode.valid_beam_size must be >= 1"),
+        (cfg.decode.max_len_ratio > 0, "decode.max_len_ratio must be > 0"),
+        (cfg.data.vocab_size >= 16, "data.vocab_size must be >= 16"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(f"invalid configuration: {message}")
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
+    """Read a TOML configuration file and apply `section.key=value` overrides.
+
+    The model section starts from the preset named by `model.name` (from the file, or from an
+    override), then the file's and the overrides' model keys are applied on top.
+    """
+    file_values: dict[str, dict[str, Any]] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"{path}: configuration file not found")
+        try:
+            file_values = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise UserError(f"{path}: not valid TOML: {err}") from None
+    override_values: dict[str, dict[str, Any]] = {}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not name:
+            raise UserError(f"override {item!r}: expected section.key=value, e.g. train.lr=1e-3")
+        override_values.setdefault(section, {})[name] = _parse_value(text.strip())
+
+    sources = [(str(path), file_values), ("override", override_values)]
+    known_sections = {f.name for f in fields(Config)}
+    for source, values in sources:
+        for section, body in values.items():
+            if section not in known_sections:
+                raise UserError(f"{source}: unknown section [{section}]")
+            if not isinstance(body, dict):
+                raise UserError(f"{source}: {section} must be a table of keys")
+
+    preset = override_values.get("model", {}).get("name", file_values.get("model", {}).get("name"))
+    cfg = Config(model=model_preset(preset if preset is not None else ModelConfig.name))
+    for source, values in sources:
+        for section, body in values.items():
+            _apply(getattr(cfg, section), section, body, source)
+    _validate(cfg)
+    return cfg
+
+
+def config_from_dict(values: dict[str, Any]) -> Config:
+    """Rebuild a `Config` saved with `Config.to_dict()` (e.g. inside a checkpoint)."""
+    cfg = Config()
+    for section, body in values.items():
+        _apply(getattr(cfg, section), section, body, "saved configuration")
+    return cfg

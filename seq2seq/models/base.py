@@ -1,0 +1,82 @@
+"""The one interface both model families implement, used by training and by search.
+
+Shapes: B = batch, S = source length, T = target length, V = target vocabulary, H = heads.
+Token id conventions (seq2seq.specials): a source is `ids + [EOS]`; a target is
+`[BOS] + ids + [EOS]`, fed as `tgt_in = target[:, :-1]` and predicted as `target[:, 1:]`.
+
+Encoder state and decoder cache are dictionaries whose values are tensors (or lists of tensors)
+with the batch on dimension 0, so that one function, `select_rows`, reorders both for beam search.
+"""
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+State = dict[str, Tensor | list[Tensor]]
+
+
+@dataclass
+class StepOutput:
+    """What one decoder step returns.
+
+    log_probs: (B, V) log-probabilities of the next token.
+    cache: the updated incremental cache (pass it to the next step).
+    attention: (B, H, S) cross-attention weights of this step when asked for (the GRU has H = 1),
+        else None.
+    """
+
+    log_probs: Tensor
+    cache: State
+    attention: Tensor | None = None
+
+
+def select_rows(state: State, index: Tensor) -> State:
+    """Pick (and repeat or reorder) batch rows of an encoder state or decoder cache.
+
+    `index` is a (B',) long tensor of row numbers; every tensor is indexed on dimension 0.
+    """
+    out: State = {}
+    for key, value in state.items():
+        if isinstance(value, list):
+            out[key] = [v.index_select(0, index) for v in value]
+        else:
+            out[key] = value.index_select(0, index)
+    return out
+
+
+class Seq2SeqModel(nn.Module):
+    """Base class of the GRU and Transformer translation models."""
+
+    def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits.
+
+        src: (B, S) source ids, padded with PAD; src_lens: (B,) true lengths;
+        tgt_in: (B, T) target ids starting with BOS, padded with PAD.
+        Returns (B, T, V) unnormalised scores of the next target token at every position.
+        """
+        raise NotImplementedError
+
+    def encode(self, src: Tensor, src_lens: Tensor) -> State:
+        """Run the encoder once. Returns the state every decoder step reads (batch on dim 0)."""
+        raise NotImplementedError
+
+    def init_cache(self, state: State) -> State:
+        """The empty incremental cache for decoding from `state` (batch on dim 0)."""
+        raise NotImplementedError
+
+    def decode_step(
+        self, state: State, prev_tokens: Tensor, cache: State, need_attention: bool = False
+    ) -> StepOutput:
+        """Advance the decoder by one token.
+
+        prev_tokens: (B,) the previous target token of each row (BOS at the first step).
+        Step t costs O(t) for the Transformer (cached keys/values) and O(1) for the GRU.
+        """
+        raise NotImplementedError
+
+    def cross_attention(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced cross-attention weights (B, H, T, S) for attention maps."""
+        raise NotImplementedError
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
