@@ -11,6 +11,7 @@ Every unknown key, wrong type or impossible value is a `UserError` naming the ke
 """
 
 import dataclasses
+import json
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -96,7 +97,8 @@ class TrainConfig:
     run_name: str = "run"
     seed: int = 1
     device: str = "auto"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
-    bf16: bool = True  # bf16 autocast on CUDA; CPU always trains in fp32
+    precision: str = "auto"  # "auto" (bf16 on CUDA, fp16 where bf16 is missing, fp32 on CPU),
+    # or "bf16", "fp16" (CUDA only, with a gradient scaler), "fp32"
     compile: bool = False  # torch.compile the model
     max_tokens: int = 4096  # token budget per batch, padding included
     accum_steps: int = 1  # gradient accumulation
@@ -113,7 +115,8 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0: no clipping
     log_every: int = 100
-    valid_every: int = 1000  # steps between validations
+    valid_every: int = 1000  # steps between validations (each writes last.pt)
+    save_every: int = 0  # steps between extra writes of last.pt; 0: only at validations
     valid_max_sentences: int = 0  # 0: the whole valid split
     patience: int = 0  # validations without BLEU improvement before stopping; 0: never stop
     keep_last: int = 0  # also keep the last K validation checkpoints (for averaging)
@@ -152,23 +155,17 @@ def model_preset(name: str) -> ModelConfig:
 
 
 def _coerce(where: str, value: Any, default: Any) -> Any:
-    """Check `value` against the type of the field's default, converting where it is safe."""
+    """Check `value` against the type of the field's default, converting int to float."""
     kind = type(default)
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-    elif kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif kind is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif kind is str:
-        if isinstance(value, str):
-            return value
-    elif kind is tuple:
-        if isinstance(value, list | tuple) and len(value) == len(default):
-            return tuple(_coerce(where, v, d) for v, d in zip(value, default, strict=True))
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is tuple and isinstance(value, list | tuple) and len(value) == len(default):
+        return tuple(_coerce(where, v, d) for v, d in zip(value, default, strict=True))
+    if kind is float and is_number:
+        return float(value)
+    if kind is int and is_number and isinstance(value, int):
+        return value
+    if kind in (bool, str) and isinstance(value, kind):
+        return value
     got = type(value).__name__
     raise UserError(f"{where}: expected {kind.__name__}, got {got} {value!r}")
 
@@ -213,6 +210,11 @@ def _validate(cfg: Config) -> None:
         (cfg.train.schedule in ("inverse_sqrt", "plateau"), "train.schedule: inverse_sqrt|plateau"),
         (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
         (cfg.train.valid_every > 0, "train.valid_every must be > 0"),
+        (cfg.train.save_every >= 0, "train.save_every must be >= 0"),
+        (
+            cfg.train.precision in ("auto", "bf16", "fp16", "fp32"),
+            "train.precision must be auto, bf16, fp16 or fp32",
+        ),
         (cfg.train.max_steps >= 0 and cfg.train.max_epochs >= 1, "train.max_* must be >= 0"),
         (cfg.decode.beam_size >= 1, "decode.beam_size must be >= 1"),
         (cfg.decode.valid_beam_size >= 1, "decode.valid_beam_size must be >= 1"),
@@ -263,6 +265,26 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
             _apply(getattr(cfg, section), section, body, source)
     _validate(cfg)
     return cfg
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+
+
+def dump_toml(values: dict[str, dict[str, Any]]) -> str:
+    """Write a configuration dictionary (`Config.to_dict()`) as TOML that `load_config` reads."""
+    lines: list[str] = []
+    for section, body in values.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in body.items())
+        lines.append("")
+    return "\n".join(lines)
 
 
 def config_from_dict(values: dict[str, Any]) -> Config:
