@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint
+.PHONY: install test lint data train tensorboard
 
 install: $(STAMP)
 
@@ -24,3 +24,22 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check seq2seq scripts tests
 	$(PY) -m ruff format --check seq2seq scripts tests
+
+# make data [CORPUS=multi30k SRC=en TGT=de] [MIRROR=dir|url] [ARGS="--vocab-size 16000 ..."]
+# Writes data/$(CORPUS).$(SRC)-$(TGT)/; run again to reuse it (nothing is redone).
+CORPUS ?= multi30k
+SRC ?= en
+TGT ?= de
+data: $(STAMP)
+	$(PY) scripts/prepare_data.py --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
+
+# make train MODEL=transformer|gru [CONFIG=file.toml] [ARGS="train.lr=1e-3 ..."] [MIRROR=dir|url]
+# Prepares the configuration's corpus first when it is missing; run again to resume.
+MODEL ?= transformer
+CONFIG ?= configs/$(MODEL).multi30k.en-de.toml
+train: $(STAMP)
+	$(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
+
+PORT ?= 6006
+tensorboard: $(STAMP)
+	$(VENV)/bin/tensorboard --logdir checkpoints --port $(PORT)

@@ -1,0 +1,84 @@
+"""Prepare a parallel corpus for training: fetch, clean, train sentencepiece, write a folder.
+
+python scripts/prepare_data.py --corpus multi30k --src en --tgt de --mirror ../shared/data
+python scripts/prepare_data.py --corpus tatoeba --src en --tgt fr
+python scripts/prepare_data.py --corpus files --src en --tgt de --data-dir my_corpus/
+"""
+
+import argparse
+
+from seq2seq.clean import MAX_RATIO, MAX_WORDS
+from seq2seq.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
+from seq2seq.download import MIRROR_ENV
+from seq2seq.errors import UserError, run_cli
+from seq2seq.prepare import prepare
+from seq2seq.tokenizer import MODEL_TYPES
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--corpus", default="multi30k", help=f"{', '.join(CORPORA)} or {USER_CORPUS}"
+    )
+    parser.add_argument("--src", default="en", help="source language")
+    parser.add_argument("--tgt", default="de", help="target language")
+    parser.add_argument("--out", help="prepared folder (default: data/<corpus>.<src>-<tgt>)")
+    parser.add_argument(
+        "--mirror",
+        help=f"folder or http(s) URL laid out as <mirror>/<corpus>/<file>, used instead of "
+        f"upstream (default: ${MIRROR_ENV})",
+    )
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument(
+        "--separate-vocab", action="store_true", help="one sentencepiece model per language"
+    )
+    parser.add_argument("--model-type", default="unigram", help=" or ".join(MODEL_TYPES))
+    parser.add_argument(
+        "--max-words", type=int, default=MAX_WORDS, help="drop longer training pairs"
+    )
+    parser.add_argument(
+        "--max-ratio",
+        type=float,
+        default=MAX_RATIO,
+        help="drop training pairs whose "
+        "longer side has more than this many times the words of the shorter",
+    )
+    files = parser.add_argument_group(
+        f"--corpus {USER_CORPUS}: your own corpus, plain text or .gz, one sentence a line"
+    )
+    files.add_argument("--data-dir", help="folder with {train,valid,test}.{SRC,TGT}")
+    for split in SPLITS:
+        files.add_argument(f"--{split}-src", help=f"{split} split, source side")
+        files.add_argument(f"--{split}-tgt", help=f"{split} split, target side")
+        files.add_argument(f"--{split}-tsv", help=f"{split} split as source<TAB>target lines")
+    args = parser.parse_args()
+
+    options = {
+        f"{split}_{kind}": getattr(args, f"{split}_{kind}")
+        for split in SPLITS
+        for kind in ("src", "tgt", "tsv")
+    }
+    user_files = None
+    if args.corpus == USER_CORPUS:
+        user_files = UserFiles.from_options(args.src, args.tgt, args.data_dir, options)
+    elif args.data_dir or any(options.values()):
+        raise UserError(
+            f"--data-dir and the --<split>-src/-tgt/-tsv files need --corpus {USER_CORPUS}"
+        )
+    prepare(
+        args.corpus,
+        args.src,
+        args.tgt,
+        out=args.out,
+        mirror=args.mirror,
+        vocab_size=args.vocab_size,
+        joint=not args.separate_vocab,
+        model_type=args.model_type,
+        max_words=args.max_words,
+        max_ratio=args.max_ratio,
+        files=user_files,
+    )
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,264 @@
+"""Token-id datasets, length-bucketed batches under a token budget, and padding into tensors.
+
+    ParallelDataset     all sentence pairs of a split as two flat int32 arrays plus offsets
+    TokenBatchSampler   which sentences go together: similar lengths, at most `max_tokens`
+                        tokens per batch counting padding; shuffled per epoch, resumable,
+                        split across ranks for distributed training
+    collate -> Batch    pad a list of examples into (B, S) and (B, T) tensors
+
+Shapes: B = batch, S = source length, T = target length (both include the special tokens).
+A source row is `ids + [EOS]`, a target row `[BOS] + ids + [EOS]` (see `seq2seq.models.base`).
+"""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from itertools import chain
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
+
+
+def _pack(seqs: list[list[int]], bos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenate `[BOS]? + ids + [EOS]` of every sequence into one flat int32 array.
+
+    Returns (flat, starts, lens): sequence i is `flat[starts[i] : starts[i] + lens[i]]`.
+    """
+    raw_lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    lens = raw_lens + 1 + int(bos)
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    flat = np.full(int(ends[-1]) if len(seqs) else 0, EOS_ID, dtype=np.int32)
+    is_token = np.ones_like(flat, dtype=bool)
+    is_token[ends - 1] = False
+    if bos:
+        flat[starts] = BOS_ID
+        is_token[starts] = False
+    flat[is_token] = np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=raw_lens.sum())
+    return flat, starts, lens
+
+
+class Example(NamedTuple):
+    """One sentence pair: its row number in the dataset and its source and target ids."""
+
+    index: int
+    src: np.ndarray  # (S,) ids + [EOS]
+    tgt: np.ndarray  # (T,) [BOS] + ids + [EOS]
+
+
+class ParallelDataset:
+    """The token ids of one split, both sides stored as flat int32 arrays with offsets.
+
+    `src_lens[i]` and `tgt_lens[i]` are the lengths of the rows `dataset[i]` returns, special
+    tokens included. Nothing is truncated: a long validation sentence is kept whole.
+    """
+
+    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]]):
+        if len(src_ids) != len(tgt_ids):
+            raise ValueError(f"{len(src_ids)} source but {len(tgt_ids)} target sequences")
+        self._src, self._src_starts, self.src_lens = _pack(src_ids, bos=False)
+        self._tgt, self._tgt_starts, self.tgt_lens = _pack(tgt_ids, bos=True)
+
+    def __len__(self) -> int:
+        return len(self.src_lens)
+
+    def __getitem__(self, index: int) -> Example:
+        src_start, tgt_start = self._src_starts[index], self._tgt_starts[index]
+        return Example(
+            index=int(index),
+            src=self._src[src_start : src_start + self.src_lens[index]],
+            tgt=self._tgt[tgt_start : tgt_start + self.tgt_lens[index]],
+        )
+
+
+def _batch_sizes(sorted_lens: np.ndarray, max_tokens: int) -> list[int]:
+    """Greedy batch sizes over lengths sorted ascending: each batch takes as many sentences as
+    fit `count * longest <= max_tokens`; a sentence longer than the budget is a batch alone.
+
+    One numpy step per batch: within a batch starting at `start`, the cost of the first k
+    sentences, `k * sorted_lens[start + k - 1]`, only grows with k, so the sentences that fit
+    are a prefix of the window.
+    """
+    sizes = []
+    start = 0
+    while start < len(sorted_lens):
+        window = sorted_lens[start : start + max(1, max_tokens // sorted_lens[start])]
+        fits = np.arange(1, len(window) + 1) * window <= max_tokens
+        size = max(1, int(fits.sum()))
+        sizes.append(size)
+        start += size
+    return sizes
+
+
+class TokenBatchSampler:
+    """Batches of dataset indices with at most `max_tokens` tokens each, padding included.
+
+    A batch costs `B * max(longest source, longest target)` tokens, which is what its padded
+    (B, S) and (B, T) tensors hold. Sentences are sorted by that length (ties broken at random
+    per epoch, or by index without shuffling) and cut greedily into batches, so a batch holds
+    sentences of similar length and little padding; a single sentence over the budget gets a
+    batch of its own. The batch sizes depend only on the lengths, so every epoch has the same
+    number of batches.
+
+    shuffle=True (training): the batches' contents and order change every epoch, as a function
+        of (seed, epoch) only, so every rank and every resumed run sees the same batches.
+    shuffle=False (validation, decoding): batches in length order, the same every time.
+    num_replicas, rank: batch i goes to rank i % num_replicas; the last batches are dropped
+        so every rank gets the same number (at most num_replicas - 1 per epoch, different ones
+        each epoch when shuffling). Evaluate with one replica so no sentence is dropped.
+
+    Resuming: `state_dict()` is {"epoch", "position"}, position being the batches already
+    handed out this epoch; after `load_state_dict(state)` iteration continues with the next
+    batch. `set_epoch(epoch)` starts an epoch from its first batch, unless it is the epoch
+    just restored. With DataLoader worker processes, batches are fetched ahead of the
+    training loop, so save the number of batches the loop consumed as "position" instead.
+    """
+
+    def __init__(
+        self,
+        src_lens: np.ndarray,
+        tgt_lens: np.ndarray,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is not in [0, {num_replicas})")
+        self.src_lens = np.asarray(src_lens, dtype=np.int64)
+        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+        self.lens = np.maximum(self.src_lens, self.tgt_lens)
+        if len(self.lens) and self.lens.min() < 1:
+            raise ValueError("every sentence needs a length >= 1")
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.position = 0
+        self._resume_at = 0
+        sizes = _batch_sizes(np.sort(self.lens), max_tokens)
+        self._num_batches = len(sizes)  # over all ranks
+        self._split_points = np.cumsum(sizes)[:-1]
+
+    def __len__(self) -> int:
+        """Batches per epoch for this rank."""
+        return self._num_batches // self.num_replicas
+
+    def _epoch_batches(self) -> list[np.ndarray]:
+        """This rank's batches for `self.epoch`."""
+        keys = (self.tgt_lens, self.src_lens, self.lens)  # np.lexsort: last key is the primary
+        if self.shuffle:
+            rng = np.random.default_rng((self.seed, self.epoch))
+            order = np.lexsort((rng.random(len(self.lens)), *keys))
+            batches = np.split(order, self._split_points)
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        else:
+            batches = np.split(np.lexsort(keys), self._split_points)
+        kept = len(self) * self.num_replicas
+        return batches[self.rank : kept : self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._epoch_batches()
+        start, self._resume_at = self._resume_at, 0
+        self.position = start
+        for batch in batches[start:]:
+            self.position += 1
+            yield batch.tolist()
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.position = self._resume_at = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if not 0 <= state["position"] <= len(self):
+            raise ValueError(f"position {state['position']} is not in [0, {len(self)}]")
+        self.epoch = state["epoch"]
+        self.position = self._resume_at = state["position"]
+
+
+@dataclass
+class Batch:
+    """A padded batch. Rows are in the sampler's order; `indices` gives their dataset rows.
+
+    src: (B, S) long, source ids + EOS, padded with PAD_ID; src_lens: (B,) long
+    tgt: (B, T) long, BOS + target ids + EOS, padded with PAD_ID; tgt_lens: (B,) long
+    indices: (B,) long, each row's index in the dataset (to restore the input order)
+    num_tgt_tokens: the number of non-pad tokens in `tgt_out`, the tokens the loss is over
+    """
+
+    src: Tensor
+    src_lens: Tensor
+    tgt: Tensor
+    tgt_lens: Tensor
+    indices: Tensor
+    num_tgt_tokens: int
+
+    @property
+    def tgt_in(self) -> Tensor:
+        """(B, T-1) the decoder's input: BOS + ids."""
+        return self.tgt[:, :-1]
+
+    @property
+    def tgt_out(self) -> Tensor:
+        """(B, T-1) what the decoder predicts: ids + EOS."""
+        return self.tgt[:, 1:]
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+    def _map(self, fn: Callable[[Tensor], Tensor]) -> "Batch":
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Batch(**{k: fn(v) if isinstance(v, Tensor) else v for k, v in values.items()})
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> "Batch":
+        """Page-locked copies, for fast asynchronous copies to a GPU (DataLoader pin_memory)."""
+        return self._map(Tensor.pin_memory)
+
+
+def _pad(seqs: list[np.ndarray]) -> tuple[Tensor, Tensor]:
+    """(B, L) long tensor of the sequences padded with PAD_ID, and their (B,) lengths."""
+    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    padded = np.full((len(seqs), lens.max()), PAD_ID, dtype=np.int64)
+    padded[np.arange(lens.max()) < lens[:, None]] = np.concatenate(seqs)
+    return torch.from_numpy(padded), torch.from_numpy(lens)
+
+
+def collate(samples: list[Example]) -> Batch:
+    """Pad a list of examples into a `Batch`."""
+    src, src_lens = _pad([sample.src for sample in samples])
+    tgt, tgt_lens = _pad([sample.tgt for sample in samples])
+    indices = torch.tensor([sample.index for sample in samples], dtype=torch.long)
+    num_tgt_tokens = int(tgt_lens.sum()) - len(samples)
+    return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens)
+
+
+def make_loader(
+    dataset: ParallelDataset,
+    sampler: TokenBatchSampler,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+) -> DataLoader:
+    """A DataLoader yielding `Batch`es in the sampler's order."""
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=collate,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+    )

@@ -1,0 +1,326 @@
+"""The corpora this project knows by name, and the user's own corpus (`files`).
+
+Each named corpus says where its files live upstream, what a mirror holds (`<mirror>/<folder>/`),
+their SHA256 checksums, its languages and licence, and how to read its files into aligned
+`train` / `valid` / `test` line pairs. Fetching the files is `seq2seq.download`'s job; cleaning
+and tokenising them is done later by `seq2seq.prepare`.
+
+    multi30k  Multi30k task 1 (Flickr30k image descriptions): en, de, fr, cs; 29000/1014/1000 pairs
+    tatoeba   Tatoeba English-French pairs (manythings.org, d2l version), split here by a hash
+    files     your own parallel text: two aligned files or one TSV per split
+"""
+
+import gzip
+import hashlib
+import re
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from seq2seq.errors import UserError
+
+SPLITS = ("train", "valid", "test")
+USER_CORPUS = "files"
+
+Pairs = tuple[list[str], list[str]]  # (source lines, target lines), aligned line by line
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a named corpus.
+
+    `name` is the file's name in a mirror (`<mirror>/<corpus folder>/<name>`) and in the download
+    cache, and `sha256` its checksum. Upstream publishes it at `url`; when that is a zip archive,
+    `zip_member` is the member holding the file's text and `member_sha256` the checksum of the
+    member's uncompressed bytes (the archive itself is not byte-stable, its text is).
+    """
+
+    name: str
+    sha256: str
+    url: str
+    zip_member: str | None = None
+    member_sha256: str | None = None
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file, plain or `.gz`, split on "\\n" only (a leading BOM dropped).
+
+    Only "\\n" ends a line, so characters such as U+2028 inside a sentence never shift the
+    alignment of a parallel corpus.
+    """
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        text = data.decode("utf-8-sig")
+    except OSError as err:
+        raise UserError(f"{path}: cannot read: {err}") from None
+    except (EOFError, zlib.error) as err:
+        raise UserError(f"{path}: not a valid gzip file: {err}") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (bad byte at offset {err.start})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _parse_sha256sums(text: str) -> dict[str, str]:
+    """File name -> SHA256 from `sha256sum` output ("<hex>  <name>" per line)."""
+    return {name: digest for digest, name in (line.split() for line in text.strip().splitlines())}
+
+
+class Corpus(ABC):
+    """A corpus known by name: its files, where they come from, and how to read them."""
+
+    name: str
+    languages: tuple[str, ...]
+    base_url: str  # upstream location
+    mirror_folder: str  # folder in a mirror and in the download cache
+    licence: str  # terms of use and attribution, one line
+
+    def check_pair(self, src: str, tgt: str) -> None:
+        """Raise `UserError` unless `src` and `tgt` are two different languages of the corpus."""
+        for option, lang in (("--src", src), ("--tgt", tgt)):
+            if lang not in self.languages:
+                raise UserError(
+                    f"{option} {lang}: corpus {self.name} has no language {lang!r} "
+                    f"(it has {', '.join(self.languages)})"
+                )
+        if src == tgt:
+            raise UserError(f"--src and --tgt are both {src!r}; give two different languages")
+
+    @abstractmethod
+    def remote_files(self, src: str, tgt: str) -> list[RemoteFile]:
+        """The files needed for the language pair."""
+
+    @abstractmethod
+    def read(self, src: str, tgt: str, paths: Mapping[str, Path]) -> dict[str, Pairs]:
+        """The raw line pairs of every split, from local copies (`RemoteFile.name` -> path)."""
+
+
+class Multi30k(Corpus):
+    """Multi30k task 1: one gzip file per (split, language), all line-aligned."""
+
+    name = "multi30k"
+    languages = ("en", "de", "fr", "cs")
+    base_url = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
+    mirror_folder = "multi30k"
+    licence = (
+        "Multi30K (derived from Flickr30K): non-commercial research and educational use only, "
+        "images under the Flickr Terms of Use; cite Elliott et al. (2016), "
+        "'Multi30K: Multilingual English-German Image Descriptions'"
+    )
+    split_prefixes: ClassVar = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+    # Upstream's files, byte for byte (the format of `sha256sum`, as in the mirror's SHA256SUMS).
+    sha256: ClassVar = _parse_sha256sums(
+        """
+        200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1  test_2016_flickr.cs.gz
+        9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8  test_2016_flickr.de.gz
+        611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9  test_2016_flickr.en.gz
+        6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90  test_2016_flickr.fr.gz
+        a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077  train.cs.gz
+        726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6  train.de.gz
+        d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f  train.en.gz
+        622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c  train.fr.gz
+        b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc  val.cs.gz
+        f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a  val.de.gz
+        14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28  val.en.gz
+        ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9  val.fr.gz
+        """
+    )
+
+    def _file_name(self, split: str, lang: str) -> str:
+        return f"{self.split_prefixes[split]}.{lang}.gz"
+
+    def remote_files(self, src: str, tgt: str) -> list[RemoteFile]:
+        names = [self._file_name(split, lang) for split in SPLITS for lang in (src, tgt)]
+        return [RemoteFile(name, self.sha256[name], self.base_url + name) for name in names]
+
+    def read(self, src: str, tgt: str, paths: Mapping[str, Path]) -> dict[str, Pairs]:
+        splits = {}
+        for split in SPLITS:
+            src_path, tgt_path = (paths[self._file_name(split, lang)] for lang in (src, tgt))
+            splits[split] = _read_aligned(split, src_path, tgt_path)
+        return splits
+
+
+class Tatoeba(Corpus):
+    """Tatoeba English-French pairs, one `English<TAB>French` file with no official split.
+
+    The split is a pure function of the English sentence (its SHA1), so it is the same on every
+    machine, and all French translations of one English sentence land in the same split: a
+    sentence seen in training never reappears as a test source.
+    """
+
+    name = "tatoeba"
+    languages = ("en", "fr")
+    base_url = "http://d2l-data.s3-accelerate.amazonaws.com/"
+    mirror_folder = "tatoeba-eng-fra"
+    licence = (
+        "Tatoeba sentences, CC BY 2.0 FR (https://creativecommons.org/licenses/by/2.0/fr/); "
+        "attribution: Tatoeba Project (tatoeba.org) and www.manythings.org/anki"
+    )
+    file = RemoteFile(
+        name="fra.txt.gz",
+        sha256="3f7ce9b82d57439edff14f487e2ef9fd52ad72757a838857f153fa4668dd6066",
+        url=base_url + "fra-eng.zip",
+        zip_member="fra-eng/fra.txt",
+        member_sha256="0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae104",
+    )
+    valid_percent = 2
+    test_percent = 2
+
+    def remote_files(self, src: str, tgt: str) -> list[RemoteFile]:
+        return [self.file]
+
+    def split_of(self, english: str) -> str:
+        """The split an English sentence (and so every pair it is part of) belongs to."""
+        bucket = int.from_bytes(hashlib.sha1(english.encode("utf-8")).digest()[:4], "big") % 100
+        if bucket < self.valid_percent:
+            return "valid"
+        if bucket < self.valid_percent + self.test_percent:
+            return "test"
+        return "train"
+
+    def read(self, src: str, tgt: str, paths: Mapping[str, Path]) -> dict[str, Pairs]:
+        path = paths[self.file.name]
+        english, french = _read_tsv(path)
+        splits: dict[str, Pairs] = {split: ([], []) for split in SPLITS}
+        for en, fr in zip(english, french, strict=True):
+            by_lang = {"en": en, "fr": fr}
+            src_lines, tgt_lines = splits[self.split_of(en.strip())]
+            src_lines.append(by_lang[src])
+            tgt_lines.append(by_lang[tgt])
+        return splits
+
+
+CORPORA: dict[str, Corpus] = {corpus.name: corpus for corpus in (Multi30k(), Tatoeba())}
+
+
+def get_corpus(name: str) -> Corpus:
+    """The named corpus; `UserError` listing the known names otherwise."""
+    if name not in CORPORA:
+        known = ", ".join([*CORPORA, USER_CORPUS])
+        raise UserError(f"--corpus {name}: unknown corpus; known: {known}")
+    return CORPORA[name]
+
+
+def _read_aligned(split: str, src_path: Path, tgt_path: Path) -> Pairs:
+    """The lines of two files that must be line-aligned (the two sides of `split`)."""
+    src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
+    if len(src_lines) != len(tgt_lines):
+        raise UserError(
+            f"{split}: {src_path} has {len(src_lines)} lines but {tgt_path} has "
+            f"{len(tgt_lines)}; the two sides of a parallel corpus must be line-aligned"
+        )
+    return src_lines, tgt_lines
+
+
+def _read_tsv(path: Path) -> Pairs:
+    """The two columns of a `source<TAB>target` file; any other number of tabs is an error."""
+    left, right = [], []
+    for number, line in enumerate(read_lines(path), start=1):
+        columns = line.split("\t")
+        if len(columns) != 2:
+            raise UserError(
+                f"{path}:{number}: expected 2 tab-separated columns (source<TAB>target), "
+                f"got {len(columns)}"
+            )
+        left.append(columns[0])
+        right.append(columns[1])
+    return left, right
+
+
+_LANGUAGE_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+@dataclass(frozen=True)
+class SplitFiles:
+    """Where one split of the user's corpus lives: two aligned files, or one TSV (`tgt` None)."""
+
+    src: Path
+    tgt: Path | None = None
+
+    def paths(self) -> list[Path]:
+        return [self.src] if self.tgt is None else [self.src, self.tgt]
+
+
+@dataclass(frozen=True)
+class UserFiles:
+    """The user's own parallel corpus (`--corpus files`): a `SplitFiles` for every split."""
+
+    splits: dict[str, SplitFiles]
+
+    @classmethod
+    def from_options(
+        cls, src: str, tgt: str, data_dir: str | None, options: Mapping[str, str | None]
+    ) -> "UserFiles":
+        """Resolve the command line's file options into one `SplitFiles` per split.
+
+        `options` holds `<split>_src`, `<split>_tgt` and `<split>_tsv` for every split (None when
+        not given). Without them, `data_dir` supplies `<split>.<lang>` (or `<split>.<lang>.gz`).
+        """
+        for option, lang in (("--src", src), ("--tgt", tgt)):
+            if not _LANGUAGE_CODE.fullmatch(lang):
+                raise UserError(f"{option} {lang!r}: a language code is letters, digits, - or _")
+        if src == tgt:
+            raise UserError(f"--src and --tgt are both {src!r}; give two different languages")
+        explicit = {key: value for key, value in options.items() if value}
+        if data_dir and explicit:
+            raise UserError("give either --data-dir or the --<split>-src/-tgt/-tsv files, not both")
+        if not data_dir and not explicit:
+            raise UserError(
+                "--corpus files needs its files: --data-dir DIR (with train.SRC, train.TGT, "
+                "valid.*, test.*), or --train-src/--train-tgt/--valid-src/... for each split, "
+                "or --train-tsv/--valid-tsv/--test-tsv"
+            )
+        splits = {}
+        for split in SPLITS:
+            if data_dir:
+                sides = (_find_in_dir(Path(data_dir), split, lang) for lang in (src, tgt))
+                splits[split] = SplitFiles(*sides)
+            else:
+                splits[split] = _split_from_options(split, options)
+        return cls(splits)
+
+    def paths(self) -> list[Path]:
+        return [path for files in self.splits.values() for path in files.paths()]
+
+    def read(self) -> dict[str, Pairs]:
+        """The raw line pairs of every split; `UserError` when the two sides do not align."""
+        splits = {}
+        for split, files in self.splits.items():
+            if files.tgt is None:
+                splits[split] = _read_tsv(files.src)
+            else:
+                splits[split] = _read_aligned(split, files.src, files.tgt)
+        return splits
+
+
+def _find_in_dir(data_dir: Path, split: str, lang: str) -> Path:
+    if not data_dir.is_dir():
+        raise UserError(f"--data-dir {data_dir}: no such folder")
+    for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
+        if (data_dir / name).is_file():
+            return data_dir / name
+    raise UserError(f"--data-dir {data_dir}: missing {split}.{lang} (or {split}.{lang}.gz)")
+
+
+def _split_from_options(split: str, options: Mapping[str, str | None]) -> SplitFiles:
+    src, tgt, tsv = (options.get(f"{split}_{kind}") for kind in ("src", "tgt", "tsv"))
+    if tsv and (src or tgt):
+        raise UserError(f"--{split}-tsv cannot be combined with --{split}-src/--{split}-tgt")
+    if tsv:
+        files = SplitFiles(Path(tsv))
+    elif src and tgt:
+        files = SplitFiles(Path(src), Path(tgt))
+    else:
+        raise UserError(
+            f"the {split} split needs --{split}-src and --{split}-tgt, or --{split}-tsv"
+        )
+    for path in files.paths():
+        if not path.is_file():
+            raise UserError(f"{path}: no such file (given for the {split} split)")
+    return files

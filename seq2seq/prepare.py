@@ -1,0 +1,321 @@
+"""Prepare a corpus for training, and load a prepared one.
+
+`prepare` fetches a corpus (see `seq2seq.corpora`, `seq2seq.download`), normalises every split,
+filters the training pairs (`seq2seq.clean`), trains sentencepiece on them
+(`seq2seq.tokenizer`) and writes one folder, by default `data/<corpus>.<src>-<tgt>/`:
+
+    train.en train.de valid.en valid.de test.en test.de    normalised text, one sentence a line
+    spm.model spm.vocab                   the joint sentencepiece model and its pieces
+                                          (separate vocabularies: spm.en.model, spm.de.model, ...)
+    manifest.json                         corpus, settings, licence, line counts, cleaning
+                                          report, SHA256 of the source files and of every file
+
+The folder is built in a temporary folder beside it and renamed into place at the end, so a
+failure never leaves a half-written folder and never damages a good one. Preparing again with
+the same settings verifies the folder and reuses it; other settings rebuild it.
+
+`PreparedData.load(folder)` gives the training script the tokenizers, the text of each split
+and its token ids as a `ParallelDataset`.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sentencepiece
+
+from seq2seq.clean import MAX_RATIO, MAX_WORDS, clean_pairs, normalize_lines
+from seq2seq.corpora import SPLITS, USER_CORPUS, Pairs, UserFiles, get_corpus, read_lines
+from seq2seq.download import fetch, resolve_mirror, sha256_file
+from seq2seq.errors import UserError
+from seq2seq.tokenizer import MODEL_TYPES, SEED, SETTINGS, Tokenizer
+
+if TYPE_CHECKING:
+    from seq2seq.batching import ParallelDataset
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+MIN_VOCAB_SIZE = 16
+MAX_VOCAB_SIZE = 1_000_000
+HINT = "prepare it with `make data` or scripts/prepare_data.py"
+
+
+def default_out(corpus: str, src: str, tgt: str) -> Path:
+    return Path("data") / f"{corpus}.{src}-{tgt}"
+
+
+def prepare(
+    corpus: str,
+    src: str,
+    tgt: str,
+    out: str | Path | None = None,
+    mirror: str | None = None,
+    vocab_size: int = 8000,
+    joint: bool = True,
+    model_type: str = "unigram",
+    max_words: int = MAX_WORDS,
+    max_ratio: float = MAX_RATIO,
+    files: UserFiles | None = None,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
+
+    corpus: a name from `seq2seq.corpora`, or "files" with `files` giving the user's corpus.
+    mirror: a folder or URL standing in for upstream (default `$SEQ2SEQ_DATA_MIRROR`).
+    joint: one sentencepiece model for both languages (else one per language).
+    cache_dir: downloads go here (default: `downloads/` beside the prepared folder).
+    """
+    _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
+    out = Path(out) if out else default_out(corpus, src, tgt)
+    settings: dict[str, Any] = {
+        "corpus": corpus,
+        "src": src,
+        "tgt": tgt,
+        "vocab_size": vocab_size,
+        "joint_vocab": joint,
+        "model_type": model_type,
+        "max_words": max_words,
+        "max_ratio": float(max_ratio),
+    }
+    if files is not None:
+        settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
+    if _up_to_date(out, settings):
+        print(f"{out}: already prepared with these settings (files verified); reusing it")
+        return out
+    if out.exists() and not ((out / MANIFEST).is_file() or _is_empty_dir(out)):
+        raise UserError(
+            f"--out {out} exists and is not a prepared folder (no {MANIFEST}); "
+            "give another --out or remove it"
+        )
+    started = time.perf_counter()
+    with _staging(out) as tmp:
+        manifest = _build(tmp, settings, files, mirror, cache_dir or out.parent / "downloads")
+    lines = ", ".join(f"{split} {count}" for split, count in manifest["lines"].items())
+    print(f"prepared {out} in {time.perf_counter() - started:.1f} s: {lines} pairs")
+    return out
+
+
+def _check_options(
+    corpus: str,
+    src: str,
+    tgt: str,
+    vocab_size: int,
+    model_type: str,
+    max_words: int,
+    max_ratio: float,
+    files: UserFiles | None,
+) -> None:
+    if corpus == USER_CORPUS:
+        if files is None:
+            raise UserError("--corpus files needs its files (see scripts/prepare_data.py --help)")
+    else:
+        get_corpus(corpus).check_pair(src, tgt)
+        if files is not None:
+            raise ValueError(f"files are only read for corpus {USER_CORPUS!r}, not {corpus!r}")
+    if not MIN_VOCAB_SIZE <= vocab_size <= MAX_VOCAB_SIZE:
+        raise UserError(
+            f"--vocab-size {vocab_size}: must be between {MIN_VOCAB_SIZE} and {MAX_VOCAB_SIZE}"
+        )
+    if model_type not in MODEL_TYPES:
+        raise UserError(f"--model-type {model_type}: must be one of {', '.join(MODEL_TYPES)}")
+    if max_words < 1:
+        raise UserError(f"--max-words {max_words}: must be >= 1")
+    if max_ratio < 1:
+        raise UserError(f"--max-ratio {max_ratio}: must be >= 1")
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+def _up_to_date(out: Path, settings: dict[str, Any]) -> bool:
+    """True when `out` was prepared with `settings` and all its files are intact."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(manifest, dict):
+        return False
+    if manifest.get("format_version") != FORMAT_VERSION or manifest.get("settings") != settings:
+        print(f"{out}: prepared with other settings; rebuilding it")
+        return False
+    for name, sha256 in manifest.get("files", {}).items():
+        if not (out / name).is_file() or sha256_file(out / name) != sha256:
+            print(f"{out}: {name} is missing or changed; rebuilding it")
+            return False
+    return True
+
+
+@contextmanager
+def _staging(out: Path) -> Iterator[Path]:
+    """A temporary folder beside `out` that replaces `out` if the block succeeds and is deleted
+    if it fails (the old `out`, if any, is left as it was)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    tmp.chmod(0o755)
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        os.rename(out, old)
+    os.rename(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _read_corpus(
+    settings: dict[str, Any], files: UserFiles | None, mirror: str | None, cache_dir: Path
+) -> tuple[dict[str, Pairs], list[Path], str]:
+    """The raw splits, the source files they were read from, and the corpus's licence line."""
+    src, tgt = settings["src"], settings["tgt"]
+    if files is not None:
+        return files.read(), files.paths(), "your own corpus: its own terms apply"
+    corpus = get_corpus(settings["corpus"])
+    mirror = resolve_mirror(mirror)
+    paths = {
+        file.name: fetch(file, corpus.mirror_folder, cache_dir, mirror)
+        for file in corpus.remote_files(src, tgt)
+    }
+    return corpus.read(src, tgt, paths), list(paths.values()), corpus.licence
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _build(
+    folder: Path,
+    settings: dict[str, Any],
+    files: UserFiles | None,
+    mirror: str | None,
+    cache_dir: Path,
+) -> dict[str, Any]:
+    """Write every file of a prepared folder into `folder`; returns the manifest."""
+    src, tgt = settings["src"], settings["tgt"]
+    raw, sources, licence = _read_corpus(settings, files, mirror, cache_dir)
+    splits = {split: (normalize_lines(s), normalize_lines(t)) for split, (s, t) in raw.items()}
+    train_src, train_tgt, report = clean_pairs(
+        *splits["train"], max_words=settings["max_words"], max_ratio=settings["max_ratio"]
+    )
+    print(f"cleaning: {report}")
+    if not train_src:
+        raise UserError("no training pairs are left after cleaning")
+    splits["train"] = (train_src, train_tgt)
+    for split, (src_lines, tgt_lines) in splits.items():
+        _write_lines(folder / f"{split}.{src}", src_lines)
+        _write_lines(folder / f"{split}.{tgt}", tgt_lines)
+
+    vocab_size, model_type = settings["vocab_size"], settings["model_type"]
+    kind = "joint" if settings["joint_vocab"] else "separate"
+    print(f"training sentencepiece ({model_type}, {kind} vocabulary of {vocab_size})")
+    if settings["joint_vocab"]:
+        src_model = tgt_model = "spm.model"
+        src_tok = tgt_tok = Tokenizer.train(
+            chain(train_src, train_tgt), folder / src_model, vocab_size, model_type
+        )
+    else:
+        src_model, tgt_model = f"spm.{src}.model", f"spm.{tgt}.model"
+        src_tok = Tokenizer.train(train_src, folder / src_model, vocab_size, model_type)
+        tgt_tok = Tokenizer.train(train_tgt, folder / tgt_model, vocab_size, model_type)
+
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "corpus": settings["corpus"],
+        "src": src,
+        "tgt": tgt,
+        "licence": licence,
+        "settings": settings,
+        "sources": [{"path": str(path), "sha256": sha256_file(path)} for path in sources],
+        "lines": {split: len(src_lines) for split, (src_lines, _) in splits.items()},
+        "cleaning": report.to_dict(),
+        "tokenizer": {
+            "joint": settings["joint_vocab"],
+            "model_type": model_type,
+            "vocab_size": vocab_size,
+            "src_model": src_model,
+            "tgt_model": tgt_model,
+            "src_vocab_size": src_tok.vocab_size,
+            "tgt_vocab_size": tgt_tok.vocab_size,
+            "sentencepiece_version": sentencepiece.__version__,
+            "seed": SEED,
+            **SETTINGS,
+        },
+        "files": {path.name: sha256_file(path) for path in sorted(folder.iterdir())},
+    }
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+@dataclass
+class PreparedData:
+    """A prepared folder: its manifest, its tokenizers and its splits.
+
+    `src_tokenizer` and `tgt_tokenizer` are the same object when the vocabulary is joint.
+    """
+
+    folder: Path
+    manifest: dict[str, Any]
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "PreparedData":
+        folder = Path(folder)
+        path = folder / MANIFEST
+        if not path.is_file():
+            raise UserError(f"{folder}: not a prepared corpus (no {MANIFEST}); {HINT}")
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            version, names = manifest["format_version"], list(manifest["files"])
+            tokenizer = manifest["tokenizer"]
+            models = (tokenizer["src_model"], tokenizer["tgt_model"], tokenizer["joint"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise UserError(f"{path}: damaged manifest ({err!r}); {HINT}") from None
+        if version != FORMAT_VERSION:
+            raise UserError(f"{folder}: prepared in format {version}, not {FORMAT_VERSION}; {HINT}")
+        missing = [name for name in names if not (folder / name).is_file()]
+        if missing:
+            raise UserError(f"{folder}: missing {', '.join(missing)}; {HINT}")
+        src_model, tgt_model, joint = models
+        src_tokenizer = Tokenizer.load(folder / src_model)
+        tgt_tokenizer = src_tokenizer if joint else Tokenizer.load(folder / tgt_model)
+        return cls(folder, manifest, src_tokenizer, tgt_tokenizer)
+
+    @property
+    def src(self) -> str:
+        return self.manifest["src"]
+
+    @property
+    def tgt(self) -> str:
+        return self.manifest["tgt"]
+
+    @property
+    def joint(self) -> bool:
+        return self.src_tokenizer is self.tgt_tokenizer
+
+    def lines(self, split: str) -> Pairs:
+        """The (source, target) text lines of `split`: "train", "valid" or "test"."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+        return tuple(read_lines(self.folder / f"{split}.{lang}") for lang in (self.src, self.tgt))
+
+    def dataset(self, split: str) -> "ParallelDataset":
+        """The token ids of `split`, ready for `seq2seq.batching`."""
+        # Imported here: batching needs torch, which preparing data does not (a quick start).
+        from seq2seq.batching import ParallelDataset
+
+        src_lines, tgt_lines = self.lines(split)
+        return ParallelDataset(
+            self.src_tokenizer.encode(src_lines), self.tgt_tokenizer.encode(tgt_lines)
+        )

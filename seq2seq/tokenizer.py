@@ -1,0 +1,136 @@
+"""Subword tokenisation: a small wrapper over a trained sentencepiece model.
+
+Training settings that matter for translation:
+
+- the special ids come from `seq2seq.specials` (pad 0, unk 1, bos 2, eos 3) in every model;
+- `character_coverage=1.0`: every character seen in training gets a piece (no rare-char UNKs);
+- normalisation rule `identity`: sentencepiece leaves the text alone; `encode` applies this
+  project's own normalisation (`seq2seq.clean.normalize`: NFC, single spaces), so
+  `decode(encode([s])) == [s]` for every normalised line made of known characters;
+- `hard_vocab_limit=False`: a corpus too small for the requested size gets a smaller vocabulary
+  instead of an error;
+- one training thread and a fixed sampling seed, so the same text gives the same model.
+"""
+
+import hashlib
+import io
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from seq2seq.clean import normalize, normalize_lines
+from seq2seq.errors import UserError
+from seq2seq.specials import (
+    BOS_ID,
+    BOS_PIECE,
+    EOS_ID,
+    EOS_PIECE,
+    PAD_ID,
+    PAD_PIECE,
+    UNK_ID,
+    UNK_PIECE,
+)
+
+MODEL_TYPES = ("unigram", "bpe")
+SETTINGS = {
+    "character_coverage": 1.0,
+    "normalization_rule_name": "identity",
+    "hard_vocab_limit": False,
+    "input_sentence_size": 2_000_000,  # sentences sampled for training on very large corpora
+    "shuffle_input_sentence": True,
+    "num_threads": 1,
+}
+SEED = 1
+
+
+class Tokenizer:
+    """A sentencepiece model: text <-> subword ids.
+
+    Built from the bytes of a `.model` file: `Tokenizer.load(path)` reads one, and a checkpoint
+    stores `model_bytes` so that it carries its own tokenizers (`Tokenizer.from_bytes`).
+    """
+
+    def __init__(self, model_bytes: bytes):
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=model_bytes)
+        except RuntimeError as err:
+            raise UserError(f"not a sentencepiece model: {err}") from None
+        self.model_bytes = model_bytes
+        self.sha256 = hashlib.sha256(model_bytes).hexdigest()
+
+    @classmethod
+    def from_bytes(cls, model_bytes: bytes) -> "Tokenizer":
+        return cls(model_bytes)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Tokenizer":
+        try:
+            return cls(Path(path).read_bytes())
+        except (OSError, UserError) as err:
+            raise UserError(f"{path}: cannot load the sentencepiece model: {err}") from None
+
+    @classmethod
+    def train(
+        cls, lines: Iterable[str], path: Path, vocab_size: int, model_type: str = "unigram"
+    ) -> "Tokenizer":
+        """Train on `lines`; writes the model to `path` and its pieces and scores, one a line, to
+        `path` with the suffix `.vocab`. The model file depends on nothing but the text and the
+        settings (no paths inside), so the same text gives the same bytes."""
+        spm.set_random_generator_seed(SEED)
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(lines),
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                pad_piece=PAD_PIECE,
+                unk_piece=UNK_PIECE,
+                bos_piece=BOS_PIECE,
+                eos_piece=EOS_PIECE,
+                minloglevel=2,
+                **SETTINGS,
+            )
+        except RuntimeError as err:
+            too_small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(err))
+            if too_small:
+                raise UserError(
+                    f"--vocab-size {vocab_size} is too small: the training text needs at least "
+                    f"{too_small.group(2)} pieces (one per distinct character, plus 4 special)"
+                ) from None
+            raise UserError(f"sentencepiece training failed: {err}") from None
+        tokenizer = cls(model.getvalue())
+        path.write_bytes(tokenizer.model_bytes)
+        sp = tokenizer._sp
+        scores = (f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
+        path.with_suffix(".vocab").write_text("".join(scores), encoding="utf-8")
+        return tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        """Subword ids of each line (no BOS/EOS; `seq2seq.batching` adds them).
+
+        Lines are first normalised as the prepared text was (`seq2seq.clean.normalize`), so raw
+        input, e.g. typed in decomposed Unicode, is tokenised like the training data.
+        """
+        return self._sp.encode(normalize_lines(lines), out_type=int)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Text of each id sequence; pad/bos/eos ids are dropped."""
+        return self._sp.decode(ids)
+
+    def pieces(self, line: str) -> list[str]:
+        """The subword pieces of one (normalised) line, e.g. ['▁Zwei', '▁junge', '▁Männer', '.']."""
+        return self._sp.encode(normalize(line), out_type=str)
+
+    def id_to_piece(self, piece_id: int) -> str:
+        return self._sp.id_to_piece(piece_id)

@@ -1,0 +1,90 @@
+"""Shared fixtures: the read-only corpora beside the repository, a prepared Multi30k, and a
+local HTTP server for download tests."""
+
+import threading
+from collections.abc import Callable, Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from seq2seq.prepare import prepare
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """`../shared/data` (Multi30k and Tatoeba, laid out as a download mirror)."""
+    if not (SHARED_DATA / "multi30k").is_dir():
+        pytest.skip(f"the shared corpora are not at {SHARED_DATA} (clone next to ../shared)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def multi30k_en_de(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Multi30k en-de prepared once per test session with the default settings."""
+    out = tmp_path_factory.mktemp("prepared") / "multi30k.en-de"
+    return prepare("multi30k", "en", "de", out, mirror=str(shared_data))
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[Callable[[Path], str]]:
+    """Start an HTTP server on 127.0.0.1 (ephemeral port) serving a folder; returns its URL."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def serve(folder: Path) -> str:
+        server = ThreadingHTTPServer(
+            ("127.0.0.1", 0), partial(_QuietHandler, directory=str(folder))
+        )
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _small_side(lang: str, count: int, offset: int) -> list[str]:
+    words = {
+        "en": (["one", "two", "three", "four", "five"], ["red", "green", "big", "old"]),
+        "de": (["eins", "zwei", "drei", "vier", "fünf"], ["rot", "grün", "groß", "alt"]),
+    }
+    things = {"en": ["dog", "cat", "house", "tree"], "de": ["Hund", "Katze", "Haus", "Baum"]}
+    numbers, adjectives = words[lang]
+    return [
+        f"{numbers[i % 5]} {adjectives[i // 5 % 4]} {things[lang][i // 20 % 4]}."
+        for i in range(offset, offset + count)
+    ]
+
+
+@pytest.fixture
+def small_corpus(tmp_path: Path) -> Path:
+    """A tiny en-de corpus in the `{split}.{lang}` layout of `--corpus files --data-dir`.
+
+    train: 80 good pairs, plus one with an empty side and one with a length ratio of 12
+    (both cleaned away). valid: 10 pairs, the first in decomposed Unicode with extra spaces.
+    test: 10 pairs.
+    """
+    folder = tmp_path / "small_corpus"
+    folder.mkdir()
+    sides = {
+        "train": {lang: _small_side(lang, 80, 0) for lang in ("en", "de")},
+        "valid": {lang: _small_side(lang, 10, 80) for lang in ("en", "de")},
+        "test": {lang: _small_side(lang, 10, 90) for lang in ("en", "de")},
+    }
+    sides["train"]["en"] += ["", "dog"]
+    sides["train"]["de"] += ["Hund", " ".join(["Hund"] * 12)]
+    sides["valid"]["de"][0] = "  fu\u0308nf   gru\u0308n Hund. "
+    for split, by_lang in sides.items():
+        for lang, lines in by_lang.items():
+            (folder / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder

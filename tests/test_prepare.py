@@ -1,0 +1,229 @@
+"""The prepared folder: contents, manifest, reuse, rebuilds, atomicity, loading, user corpora."""
+
+import gzip
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from seq2seq.clean import normalize_lines
+from seq2seq.corpora import CORPORA, UserFiles, read_lines
+from seq2seq.download import sha256_file
+from seq2seq.errors import UserError
+from seq2seq.prepare import PreparedData, prepare
+from seq2seq.specials import BOS_ID, EOS_ID
+
+NO_FILES = {
+    f"{split}_{kind}": None
+    for split in ("train", "valid", "test")
+    for kind in ["src", "tgt", "tsv"]
+}
+
+
+def _data_dir_files(folder: Path) -> UserFiles:
+    return UserFiles.from_options("en", "de", str(folder), NO_FILES)
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """Each file's (inode, modification time): changes when a file is written or replaced."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return [p.name for p in parent.iterdir() if p.name.startswith(".")]
+
+
+def test_multi30k_en_de(multi30k_en_de: Path, shared_data: Path) -> None:
+    folder = multi30k_en_de
+    for split, count in {"train": 29000, "valid": 1014, "test": 1000}.items():
+        for lang in ("en", "de"):
+            assert len(read_lines(folder / f"{split}.{lang}")) == count
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert (manifest["corpus"], manifest["src"], manifest["tgt"]) == ("multi30k", "en", "de")
+    assert manifest["lines"] == {"train": 29000, "valid": 1014, "test": 1000}
+    assert manifest["cleaning"]["pairs"] == manifest["cleaning"]["kept"] == 29000
+    assert manifest["licence"].startswith("Multi30K")
+    expected_sources = {f.name: f.sha256 for f in CORPORA["multi30k"].remote_files("en", "de")}
+    assert {Path(s["path"]).name: s["sha256"] for s in manifest["sources"]} == expected_sources
+    names = {f"{s}.{lang}" for s in ("train", "valid", "test") for lang in ("en", "de")}
+    assert set(manifest["files"]) == names | {"spm.model", "spm.vocab"}
+    assert set(os.listdir(folder)) == set(manifest["files"]) | {"manifest.json"}
+    assert all(sha256_file(folder / name) == sha for name, sha in manifest["files"].items())
+    tokenizer = manifest["tokenizer"]
+    assert tokenizer["joint"] and tokenizer["src_vocab_size"] == tokenizer["tgt_vocab_size"] == 8000
+    assert tokenizer["normalization_rule_name"] == "identity"
+    assert tokenizer["character_coverage"] == 1.0
+
+    data = PreparedData.load(folder)
+    assert data.joint and data.src_tokenizer is data.tgt_tokenizer
+    assert (data.src, data.tgt) == ("en", "de")
+    raw_valid_de = gzip.decompress((shared_data / "multi30k" / "val.de.gz").read_bytes())
+    assert data.lines("valid")[1] == normalize_lines(raw_valid_de.decode().split("\n")[:-1])
+    test_en, _ = data.lines("test")
+    dataset = data.dataset("test")
+    assert len(dataset) == 1000
+    first = dataset[0]
+    assert first.src.tolist() == [*data.src_tokenizer.encode(test_en[:1])[0], EOS_ID]
+    assert first.tgt[0] == BOS_ID and first.tgt[-1] == EOS_ID
+
+
+def test_second_run_reuses_the_folder(
+    multi30k_en_de: Path, shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _snapshot(multi30k_en_de)
+    started = time.perf_counter()
+    prepare("multi30k", "en", "de", multi30k_en_de, mirror=str(shared_data))
+    assert time.perf_counter() - started < 5
+    assert "reusing it" in capsys.readouterr().out
+    assert _snapshot(multi30k_en_de) == before
+
+
+def test_user_corpus_in_three_layouts(small_corpus: Path, tmp_path: Path) -> None:
+    tsv_dir = tmp_path / "tsv"
+    tsv_dir.mkdir()
+    options = dict(NO_FILES)
+    for split in ("train", "valid", "test"):
+        src_lines = read_lines(small_corpus / f"{split}.en")
+        tgt_lines = read_lines(small_corpus / f"{split}.de")
+        rows = "".join(f"{s}\t{t}\n" for s, t in zip(src_lines, tgt_lines, strict=True))
+        (tsv_dir / f"{split}.tsv").write_text(rows, encoding="utf-8")
+        options[f"{split}_tsv"] = str(tsv_dir / f"{split}.tsv")
+    gz_dir = tmp_path / "gz"
+    shutil.copytree(small_corpus, gz_dir)
+    (gz_dir / "train.de.gz").write_bytes(gzip.compress((gz_dir / "train.de").read_bytes()))
+    (gz_dir / "train.de").unlink()
+    explicit = dict(
+        NO_FILES, train_src=str(gz_dir / "train.en"), train_tgt=str(gz_dir / "train.de.gz")
+    )
+    for split in ("valid", "test"):
+        explicit.update({f"{split}_src": str(small_corpus / f"{split}.en")})
+        explicit.update({f"{split}_tgt": str(small_corpus / f"{split}.de")})
+
+    layouts = {
+        "dir": _data_dir_files(gz_dir),
+        "tsv": UserFiles.from_options("en", "de", None, options),
+        "explicit": UserFiles.from_options("en", "de", None, explicit),
+    }
+    manifests = {}
+    for name, files in layouts.items():
+        out = prepare(
+            "files", "en", "de", tmp_path / name / "files.en-de", vocab_size=60, files=files
+        )
+        manifests[name] = json.loads((out / "manifest.json").read_text())
+    texts = [
+        {k: v for k, v in m["files"].items() if not k.startswith("spm")} for m in manifests.values()
+    ]
+    assert texts[0] == texts[1] == texts[2]
+
+    manifest = manifests["dir"]
+    assert manifest["lines"] == {"train": 80, "valid": 10, "test": 10}
+    assert manifest["cleaning"] == {
+        "pairs": 82,
+        "kept": 80,
+        "empty": 1,
+        "too_long": 0,
+        "length_ratio": 1,
+        "max_words": 250,
+        "max_ratio": 9.0,
+    }
+    assert set(manifest["settings"]["inputs"].values()) == {
+        sha256_file(path) for path in layouts["dir"].paths()
+    }
+    valid_de = read_lines(tmp_path / "dir" / "files.en-de" / "valid.de")
+    assert valid_de[0] == "fünf grün Hund." and len(valid_de) == 10  # NFC and spaces, not dropped
+
+
+def test_separate_vocabularies(small_corpus: Path, tmp_path: Path) -> None:
+    out = prepare(
+        "files",
+        "en",
+        "de",
+        tmp_path / "sep",
+        vocab_size=40,
+        joint=False,
+        model_type="bpe",
+        files=_data_dir_files(small_corpus),
+    )
+    data = PreparedData.load(out)
+    assert not data.joint and data.src_tokenizer is not data.tgt_tokenizer
+    assert {"spm.en.model", "spm.de.model", "spm.en.vocab", "spm.de.vocab"} <= set(os.listdir(out))
+    assert data.manifest["tokenizer"]["model_type"] == "bpe"
+    assert "▁Hund" not in data.src_tokenizer.pieces("Hund")
+    assert data.tgt_tokenizer.decode(data.tgt_tokenizer.encode(["zwei rot Katze."])) == [
+        "zwei rot Katze."
+    ]
+
+
+def test_rebuilds_when_settings_or_files_change(
+    small_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = _data_dir_files(small_corpus)
+    out = prepare("files", "en", "de", tmp_path / "p", vocab_size=60, files=files)
+    prepare("files", "en", "de", out, vocab_size=50, files=files)
+    assert "prepared with other settings" in capsys.readouterr().out
+    assert PreparedData.load(out).manifest["settings"]["vocab_size"] == 50
+
+    with open(out / "train.en", "a") as f:
+        f.write("tampered\n")
+    prepare("files", "en", "de", out, vocab_size=50, files=files)
+    assert "train.en is missing or changed" in capsys.readouterr().out
+    assert len(read_lines(out / "train.en")) == 80
+
+    (small_corpus / "test.en").write_text("changed input\n" * 10)
+    prepare("files", "en", "de", out, vocab_size=50, files=files)
+    assert "prepared with other settings" in capsys.readouterr().out
+    assert read_lines(out / "test.en")[0] == "changed input"
+
+
+def test_failed_rebuild_keeps_the_good_folder(small_corpus: Path, tmp_path: Path) -> None:
+    out = prepare(
+        "files", "en", "de", tmp_path / "p", vocab_size=60, files=_data_dir_files(small_corpus)
+    )
+    before = _snapshot(out)
+    manifest = (out / "manifest.json").read_text()
+    (small_corpus / "valid.de").write_text("one line\n")
+    with pytest.raises(UserError, match=r"valid: .*valid\.en has 10 lines but .*valid\.de has 1"):
+        prepare("files", "en", "de", out, vocab_size=60, files=_data_dir_files(small_corpus))
+    assert _snapshot(out) == before and (out / "manifest.json").read_text() == manifest
+    assert _leftovers(tmp_path) == []
+
+
+def test_out_must_be_a_prepared_folder(small_corpus: Path, tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(UserError, match="is not a prepared folder"):
+        prepare("files", "en", "de", tmp_path / "mine", files=_data_dir_files(small_corpus))
+    assert os.listdir(tmp_path / "mine") == ["notes.txt"]
+
+
+def test_load_errors_name_the_folder(small_corpus: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"nowhere: not a prepared corpus .*make data"):
+        PreparedData.load(tmp_path / "nowhere")
+    out = prepare(
+        "files", "en", "de", tmp_path / "p", vocab_size=60, files=_data_dir_files(small_corpus)
+    )
+    (out / "valid.de").unlink()
+    with pytest.raises(UserError, match=r"p: missing valid\.de; .*make data"):
+        PreparedData.load(out)
+    (out / "manifest.json").write_text("{not json")
+    with pytest.raises(UserError, match=r"manifest\.json: damaged manifest"):
+        PreparedData.load(out)
+
+
+def test_tatoeba_split_is_deterministic(shared_data: Path, tmp_path: Path) -> None:
+    out = prepare(
+        "tatoeba", "en", "fr", tmp_path / "tatoeba.en-fr", mirror=str(shared_data), model_type="bpe"
+    )
+    data = PreparedData.load(out)
+    assert data.manifest["lines"] == {"train": 160302, "valid": 3482, "test": 3346}
+    english = {split: set(data.lines(split)[0]) for split in ("train", "valid", "test")}
+    assert not english["train"] & english["valid"]
+    assert not english["train"] & english["test"]
+    assert not english["valid"] & english["test"]
+    # Both French translations of "Hang on." are in the valid split, in file order.
+    assert data.lines("valid")[0][:3] == ["Hang on.", "Hang on.", "It's me!"]
+    assert data.lines("valid")[1][:3] == ["Tiens bon !", "Tenez bon !", "C'est bibi\u202f!"]
