@@ -1,5 +1,6 @@
 """User-facing errors: one line on stderr and a non-zero exit, never a traceback."""
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -21,3 +22,7 @@ def run_cli(main: Callable[[], None]) -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (`... | head`): stop quietly, as command-line tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

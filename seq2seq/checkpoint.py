@@ -1,0 +1,204 @@
+"""Checkpoints: written atomically, read without ever running code from the file.
+
+A checkpoint is a plain dictionary saved with `torch.save`:
+
+    format       CHECKPOINT_FORMAT
+    config       Config.to_dict(): everything needed to rebuild the model
+    model        the model's state_dict
+    tokenizers   {"joint": bool, "src": uint8 tensor, "tgt": uint8 tensor}: the sentencepiece
+                 model files themselves, so a checkpoint translates on its own
+    training     (training checkpoints only) optimizer, scheduler, scaler, step, epoch, sampler
+                 position, RNG states and validation history; see seq2seq.train
+
+Loading uses `torch.load(weights_only=True)`, whose unpickler accepts only tensors and plain
+containers: a file carrying a pickled code payload is refused before anything in it runs.
+"""
+
+import os
+import pickle
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import torch
+
+from seq2seq.config import Config, config_from_dict
+from seq2seq.errors import UserError
+from seq2seq.models import build_model
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.tokenizer import Tokenizer
+
+CHECKPOINT_FORMAT = 1
+
+
+def _write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Call `write` on a temporary file beside `path`, fsync it, then rename it over `path`.
+
+    A crash or a failed write at any moment leaves the previous file at `path` intact.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_name, 0o666 & ~umask)  # mkstemp's 0600 would make checkpoints private
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            write(tmp)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Write `checkpoint` to `path` atomically (see `_write_atomically`)."""
+    _write_atomically(Path(path), lambda tmp: torch.save(checkpoint, tmp))
+
+
+def copy_checkpoint(source: str | Path, path: str | Path) -> None:
+    """Copy a checkpoint file to `path` atomically, e.g. last.pt to best.pt."""
+    with open(source, "rb") as src:
+        _write_atomically(Path(path), lambda tmp: shutil.copyfileobj(src, tmp))
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint safely; any problem is a one-line `UserError` naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: checkpoint not found")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else "unsafe content"
+        raise UserError(
+            f"{path}: refused to load: the file holds objects that could run code ({reason})"
+        ) from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"{path}: unreadable checkpoint, truncated or corrupt ({reason})") from None
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(f"{path}: not a seq2seq checkpoint (format {CHECKPOINT_FORMAT})")
+    for key in ("config", "model", "tokenizers"):
+        if key not in checkpoint:
+            raise UserError(f"{path}: checkpoint has no {key!r} entry")
+    return checkpoint
+
+
+def tokenizer_entry(src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> dict[str, Any]:
+    """The tokenizers as stored in a checkpoint: the sentencepiece model files as bytes."""
+
+    def as_tensor(tokenizer: Tokenizer) -> torch.Tensor:
+        return torch.frombuffer(bytearray(tokenizer.model_bytes), dtype=torch.uint8)
+
+    joint = src_tokenizer is tgt_tokenizer
+    return {
+        "joint": joint,
+        "src": as_tensor(src_tokenizer),
+        "tgt": as_tensor(tgt_tokenizer),
+    }
+
+
+def checkpoint_tokenizers(checkpoint: dict[str, Any]) -> tuple[Tokenizer, Tokenizer]:
+    """The (source, target) tokenizers stored in a checkpoint; one object when joint."""
+    entry = checkpoint["tokenizers"]
+    src = Tokenizer.from_bytes(entry["src"].numpy().tobytes())
+    tgt = src if entry["joint"] else Tokenizer.from_bytes(entry["tgt"].numpy().tobytes())
+    return src, tgt
+
+
+@dataclass
+class Inference:
+    """Everything needed to translate with a trained model."""
+
+    model: Seq2SeqModel
+    config: Config
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    step: int
+
+
+def model_from_checkpoint(
+    checkpoint: dict[str, Any], path: str | Path, src_vocab_size: int, tgt_vocab_size: int
+) -> tuple[Seq2SeqModel, Config]:
+    """Rebuild the model described by a checkpoint and load its weights."""
+    try:
+        config = config_from_dict(checkpoint["config"])
+    except UserError as err:
+        raise UserError(f"{path}: {err}") from None
+    model = build_model(
+        config.model, src_vocab_size, tgt_vocab_size, config.data.joint_vocab, verbose=False
+    )
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0]
+        raise UserError(f"{path}: weights do not fit the model or tokenizer ({first})") from None
+    return model, config
+
+
+def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> Inference:
+    """Load a checkpoint's model (in eval mode, on `device`) and its tokenizers."""
+    checkpoint = load_checkpoint(path)
+    src_tokenizer, tgt_tokenizer = checkpoint_tokenizers(checkpoint)
+    model, config = model_from_checkpoint(
+        checkpoint, path, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size
+    )
+    model.to(device).eval()
+    return Inference(model, config, src_tokenizer, tgt_tokenizer, int(checkpoint.get("step", 0)))
+
+
+def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
+    """A checkpoint whose weights are the mean of those of `paths` (for inference).
+
+    Floating-point tensors are averaged (summed in float64, then cast back); other tensors, e.g.
+    integer buffers, are taken from the first checkpoint. The config, tokenizers and step come
+    from the first checkpoint; training state is left out. All checkpoints must have the same
+    tokenizers and the same parameter names and shapes.
+    """
+    if not paths:
+        raise UserError("no checkpoints to average")
+    first = load_checkpoint(paths[0])
+    sums = {
+        name: tensor.double() if tensor.is_floating_point() else tensor
+        for name, tensor in first["model"].items()
+    }
+    for path in paths[1:]:
+        checkpoint = load_checkpoint(path)
+        for key in ("src", "tgt"):
+            if not torch.equal(checkpoint["tokenizers"][key], first["tokenizers"][key]):
+                raise UserError(f"{path}: its tokenizers differ from those of {paths[0]}")
+        weights = checkpoint["model"]
+        if weights.keys() != sums.keys():
+            different = sorted(weights.keys() ^ sums.keys())
+            raise UserError(f"{path}: parameters differ from {paths[0]}: {', '.join(different)}")
+        for name, tensor in weights.items():
+            if tensor.shape != sums[name].shape:
+                raise UserError(
+                    f"{path}: {name} has shape {tuple(tensor.shape)}, "
+                    f"not {tuple(sums[name].shape)} as in {paths[0]}"
+                )
+            if tensor.is_floating_point():
+                sums[name] += tensor.double()
+    model = {}
+    for name, total in sums.items():
+        dtype = first["model"][name].dtype
+        model[name] = (total / len(paths)).to(dtype) if total.is_floating_point() else total
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "config": first["config"],
+        "model": model,
+        "tokenizers": first["tokenizers"],
+        "step": first.get("step", 0),
+        "averaged": [str(path) for path in paths],
+    }
