@@ -1,6 +1,7 @@
 """Shared fixtures: the read-only corpora beside the repository, a prepared Multi30k, and a
 local HTTP server for download tests."""
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -8,8 +9,15 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import torch
 
 from seq2seq.prepare import prepare
+
+# Test models are tiny, so per-operation overhead dominates: one thread is as fast on an idle
+# machine, and an order of magnitude faster when processes share the 2 cores (OpenMP threads
+# spin-wait). Scripts that tests start inherit the setting through the environment.
+os.environ["OMP_NUM_THREADS"] = "1"
+torch.set_num_threads(1)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -47,16 +47,6 @@ def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 KINDS = list(TINY)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models are bound by per-operation overhead: one thread is as fast when the machine
-    is idle, and an order of magnitude faster when other processes compete for the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_forward_shape_and_cross_attention_rows(kind: str, batch) -> None:
     model = tiny_model(kind).eval()

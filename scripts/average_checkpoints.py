@@ -1,0 +1,54 @@
+"""Average the weights of several checkpoints of one run into one checkpoint.
+
+    scripts/average_checkpoints.py --out avg.pt run/step-9000.pt run/step-10000.pt
+    scripts/average_checkpoints.py --out avg.pt --last 5 checkpoints/run
+
+`--last N RUN_DIR` takes the N most recent step-<N>.pt files that training keeps with
+train.keep_last. The mean of the last few checkpoints is often a little better than any one of
+them. The result translates and evaluates like any checkpoint (it holds no training state).
+"""
+
+import argparse
+from pathlib import Path
+
+from seq2seq.checkpoint import average_checkpoints, save_checkpoint
+from seq2seq.errors import UserError, run_cli
+
+
+def step_checkpoints(run_dir: Path, count: int) -> list[Path]:
+    """The `count` step-<N>.pt files of `run_dir` with the highest N, oldest first."""
+    if not run_dir.is_dir():
+        raise UserError(f"--last: {run_dir} is not a folder")
+    found = sorted(run_dir.glob("step-*.pt"), key=lambda p: int(p.stem.partition("-")[2]))
+    if len(found) < count:
+        raise UserError(
+            f"--last {count}: {run_dir} has {len(found)} step-*.pt checkpoints "
+            "(train with train.keep_last to keep them)"
+        )
+    return found[-count:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", required=True, help="the averaged checkpoint to write")
+    parser.add_argument("--last", type=int, metavar="N", help="average the last N of RUN_DIR")
+    parser.add_argument(
+        "inputs", nargs="+", metavar="CHECKPOINT|RUN_DIR", help="checkpoints, or one run folder"
+    )
+    args = parser.parse_args()
+    if args.last is not None:
+        if len(args.inputs) != 1 or args.last < 1:
+            parser.error("--last N takes one run folder and N >= 1")
+        paths = step_checkpoints(Path(args.inputs[0]), args.last)
+    else:
+        paths = [Path(p) for p in args.inputs]
+    if Path(args.out).resolve() in {p.resolve() for p in paths}:
+        raise UserError(f"--out {args.out} is one of the inputs; choose another file")
+    save_checkpoint(average_checkpoints(paths), args.out)
+    print(f"averaged {len(paths)} checkpoints into {args.out}: {', '.join(map(str, paths))}")
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,93 @@
+"""Score a checkpoint with sacreBLEU: BLEU, lowercased BLEU and chrF, with their signatures.
+
+    scripts/evaluate.py --checkpoint checkpoints/run/best.pt                 # the test split
+    scripts/evaluate.py --checkpoint best.pt --split valid --beam 1
+    scripts/evaluate.py --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
+
+The split is read from the prepared folder named in the checkpoint's configuration
+(data.prepared). The output is detokenized and scored against the plain reference text, the
+same code path that training validation uses.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from seq2seq.checkpoint import load_for_inference
+from seq2seq.corpora import read_lines
+from seq2seq.device import pick_device
+from seq2seq.errors import UserError, run_cli
+from seq2seq.prepare import PreparedData
+from seq2seq.translator import EvalResult, Translator, evaluate
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
+    parser.add_argument(
+        "--split", choices=["test", "valid"], help="split of the prepared corpus (default: test)"
+    )
+    parser.add_argument("--src", metavar="FILE", help="source sentences, one a line")
+    parser.add_argument("--ref", metavar="FILE", help="reference translations, one a line")
+    parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
+    parser.add_argument("--batch-size", type=int, help="sentences per decoding batch")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--output", metavar="FILE", help="write the translations, one a line")
+    args = parser.parse_args()
+    if args.split and (args.src or args.ref):
+        parser.error("give either --split or --src and --ref, not both")
+    if bool(args.src) != bool(args.ref):
+        parser.error("--src and --ref go together")
+    if args.beam is not None and args.beam < 1:
+        parser.error(f"--beam {args.beam}: must be >= 1")
+    if args.batch_size is not None and args.batch_size < 1:
+        parser.error(f"--batch-size {args.batch_size}: must be >= 1")
+    return args
+
+
+def report(result: EvalResult) -> str:
+    signatures = result.signatures
+    return "\n".join(
+        [
+            f"BLEU    {result.bleu:6.2f}  {result.bleu_details}",
+            f"                {signatures['bleu']}",
+            f"BLEU-lc {result.bleu_lc:6.2f}  {signatures['bleu_lc']}",
+            f"chrF    {result.chrf:6.2f}  {signatures['chrf']}",
+            f"{result.sentences} sentences in {result.seconds:.1f} s "
+            f"({result.sentences_per_second:.1f} sentences/s) on {result.device}, "
+            f"beam {result.beam_size}",
+        ]
+    )
+
+
+def main() -> None:
+    args = parse_args()
+    device = pick_device(args.device)
+    inference = load_for_inference(args.checkpoint, device)
+    if args.src:
+        sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
+    else:
+        split = args.split or "test"
+        sources, references = PreparedData.load(inference.config.data.prepared).lines(split)
+    decode_cfg = inference.config.decode
+    if args.batch_size is not None:
+        decode_cfg.batch_size = args.batch_size
+    translator = Translator(
+        inference.model, inference.src_tokenizer, inference.tgt_tokenizer, decode_cfg, device
+    )
+    result = evaluate(translator, sources, references, args.beam)
+    if args.output:
+        try:
+            Path(args.output).write_text(
+                "".join(f"{line}\n" for line in result.hypotheses), encoding="utf-8"
+            )
+        except OSError as err:
+            raise UserError(f"--output {args.output}: cannot write: {err}") from None
+    print(json.dumps(result.summary()) if args.json else report(result))
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,207 @@
+"""Translate with a trained model: an interactive prompt on a terminal, or line by line.
+
+    scripts/translate.py --checkpoint checkpoints/run/best.pt              # prompt
+    scripts/translate.py --checkpoint best.pt --show-attention --nbest 3   # with n-best, heatmap
+    scripts/translate.py --checkpoint best.pt < input.en > output.de       # batch mode
+
+At the prompt: arrow keys edit and recall earlier lines (history in ~/.seq2seq_history),
+Ctrl-C cancels the current line, Ctrl-D quits. In batch mode (input piped in, or --input FILE)
+each input line gives one output line, in input order; with --nbest N > 1 each input line gives
+N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbers from 0).
+"""
+
+import argparse
+import atexit
+import sys
+from collections.abc import Iterator
+from contextlib import suppress
+from itertools import islice
+from pathlib import Path
+from typing import TextIO
+
+from seq2seq.checkpoint import load_for_inference
+from seq2seq.device import pick_device
+from seq2seq.errors import UserError, run_cli
+from seq2seq.plots import attention_figure, attention_text
+from seq2seq.translator import Translation, Translator
+
+HISTORY_FILE = Path.home() / ".seq2seq_history"
+HISTORY_LENGTH = 1000
+CHUNK_LINES = 4096  # batch mode reads, translates and writes this many lines at a time
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
+    parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
+    parser.add_argument("--nbest", type=int, default=1, help="show the N best translations")
+    parser.add_argument(
+        "--max-len-ratio", type=float, help="maximum output length per source token"
+    )
+    parser.add_argument("--batch-size", type=int, help="sentences per batch in batch mode")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
+    parser.add_argument(
+        "--show-attention",
+        action="store_true",
+        help="print the attention heatmap (to stderr in batch mode)",
+    )
+    parser.add_argument(
+        "--save-attention",
+        metavar="FILE.png",
+        help="save the attention map as an image; several sentences: FILE-1.png, FILE-2.png, ...",
+    )
+    parser.add_argument("--input", metavar="FILE", help="translate FILE instead of standard input")
+    return parser.parse_args()
+
+
+def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
+    """The translator of the checkpoint, with the options applied; and the beam size."""
+    inference = load_for_inference(args.checkpoint, pick_device(args.device))
+    decode_cfg = inference.config.decode
+    if args.max_len_ratio is not None:
+        if args.max_len_ratio <= 0:
+            raise UserError(f"--max-len-ratio {args.max_len_ratio}: must be > 0")
+        decode_cfg.max_len_ratio = args.max_len_ratio
+    if args.batch_size is not None:
+        if args.batch_size < 1:
+            raise UserError(f"--batch-size {args.batch_size}: must be >= 1")
+        decode_cfg.batch_size = args.batch_size
+    beam = decode_cfg.beam_size if args.beam is None else args.beam
+    if beam < 1:
+        raise UserError(f"--beam {beam}: must be >= 1")
+    if not 1 <= args.nbest <= beam:
+        raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
+    translator = Translator(
+        inference.model,
+        inference.src_tokenizer,
+        inference.tgt_tokenizer,
+        decode_cfg,
+        pick_device(args.device),
+    )
+    return translator, beam
+
+
+def attention_path(save_attention: str, number: int | None) -> Path:
+    """FILE.png itself, or FILE-<number>.png when several sentences are saved."""
+    path = Path(save_attention)
+    return path if number is None else path.with_name(f"{path.stem}-{number}{path.suffix}")
+
+
+def save_attention_map(best: Translation, path: Path) -> None:
+    figure = attention_figure(best.attention, best.src_pieces, best.tgt_pieces, best.text)
+    try:
+        figure.savefig(path)
+    except OSError as err:
+        raise UserError(f"--save-attention {path}: cannot write: {err}") from None
+
+
+def show(nbest: list[Translation], show_attention: bool) -> None:
+    """Print one input's translation (or n-best list) and its attention heatmap at the prompt."""
+    if len(nbest) == 1:
+        print(nbest[0].text)
+        print(f"  (score {nbest[0].score:.3f})")
+    else:
+        for rank, translation in enumerate(nbest, start=1):
+            print(f"{rank:>2}. [{translation.score:8.3f}] {translation.text}")
+    best = nbest[0]
+    if show_attention and best.attention is not None:
+        print(attention_text(best.attention, best.src_pieces, best.tgt_pieces))
+
+
+def start_history() -> None:
+    """Line editing and a persistent history, where the platform has GNU readline."""
+    try:
+        import readline
+    except ImportError:
+        return
+    with suppress(OSError):  # no history yet, or an unreadable one: start afresh
+        readline.read_history_file(HISTORY_FILE)
+    readline.set_history_length(HISTORY_LENGTH)
+
+    def save_history() -> None:
+        with suppress(OSError):  # a read-only home folder costs the history, nothing else
+            readline.write_history_file(HISTORY_FILE)
+
+    atexit.register(save_history)
+
+
+def interactive(translator: Translator, beam: int, args: argparse.Namespace) -> None:
+    start_history()
+    print("Type a sentence and press Enter. Ctrl-C cancels the line, Ctrl-D quits.")
+    need_attention = args.show_attention or bool(args.save_attention)
+    saved = 0
+    while True:
+        try:
+            line = input("> ")
+            if not line.strip():
+                continue
+            nbest = translator.translate([line], beam, args.nbest, need_attention)[0]
+        except KeyboardInterrupt:
+            print()
+            continue
+        except EOFError:
+            print()
+            return
+        show(nbest, args.show_attention)
+        if args.save_attention and nbest[0].attention is not None:
+            saved += 1
+            path = attention_path(args.save_attention, saved)
+            save_attention_map(nbest[0], path)
+            print(f"  attention map saved to {path}")
+
+
+def read_chunks(stream: TextIO) -> Iterator[list[str]]:
+    """The lines of `stream` (without line ends), CHUNK_LINES at a time."""
+    lines = (line.rstrip("\r\n") for line in stream)
+    while chunk := list(islice(lines, CHUNK_LINES)):
+        yield chunk
+
+
+def batch_mode(translator: Translator, beam: int, args: argparse.Namespace, stream: TextIO) -> None:
+    """One output line per input line (N with --nbest N), translated a chunk at a time."""
+    need_attention = args.show_attention or bool(args.save_attention)
+    line_number = 0
+    for chunk in read_chunks(stream):
+        # Every chunk but the last is full, so a first chunk of one line is the whole input.
+        numbered = line_number > 0 or len(chunk) > 1
+        for nbest in translator.translate(chunk, beam, args.nbest, need_attention):
+            if args.nbest == 1:
+                print(nbest[0].text)
+            else:
+                for translation in nbest:
+                    print(f"{line_number} ||| {translation.text} ||| {translation.score:.4f}")
+            line_number += 1
+            best = nbest[0]
+            if best.attention is None:
+                continue
+            if args.show_attention:
+                heatmap = attention_text(best.attention, best.src_pieces, best.tgt_pieces)
+                print(heatmap, file=sys.stderr)
+            if args.save_attention:
+                path = attention_path(args.save_attention, line_number if numbered else None)
+                save_attention_map(best, path)
+        sys.stdout.flush()
+
+
+def main() -> None:
+    args = parse_args()
+    translator, beam = load_translator(args)
+    if args.input is None and sys.stdin.isatty():
+        interactive(translator, beam, args)
+        return
+    if args.input is None:
+        stream = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        batch_mode(translator, beam, args, stream)
+        return
+    try:
+        stream = open(args.input, encoding="utf-8-sig", errors="replace")  # noqa: SIM115
+    except OSError as err:
+        raise UserError(f"--input {args.input}: cannot read: {err}") from None
+    with stream:
+        batch_mode(translator, beam, args, stream)
+
+
+if __name__ == "__main__":
+    run_cli(main)

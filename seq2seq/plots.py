@@ -1,0 +1,53 @@
+"""Attention maps: which source pieces each output piece looked at.
+
+Both views take weights (T, S), one row per target piece (the EOS included) over the source
+pieces (the EOS included), as returned by the search with `need_attention=True`.
+The figure is a bare matplotlib `Figure` (no pyplot, so no display and no global state): save it
+with `figure.savefig(path)` or hand it to TensorBoard's `add_figure`.
+"""
+
+from matplotlib.figure import Figure
+from torch import Tensor
+
+SHADES = " ░▒▓█"  # weight 0 .. 1, in five steps
+MAX_HEADER_CHARS = 8  # the vertical source labels of the terminal view are cut to this height
+
+
+def attention_figure(
+    weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str = ""
+) -> Figure:
+    """A heatmap of weights (T, S): source pieces across the top, target pieces down the side."""
+    num_tgt, num_src = weights.shape
+    figure = Figure(figsize=(2 + 0.35 * num_src, 1.5 + 0.3 * num_tgt), layout="constrained")
+    axes = figure.add_subplot()
+    image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+    axes.set_xticks(range(num_src), src_pieces, rotation=90)
+    axes.set_yticks(range(num_tgt), tgt_pieces)
+    axes.xaxis.tick_top()
+    axes.xaxis.set_label_position("top")
+    axes.set_xlabel("source")
+    axes.set_ylabel("target")
+    if title:
+        axes.set_title(title)
+    figure.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
+    return figure
+
+
+def attention_text(weights: Tensor, src_pieces: list[str], tgt_pieces: list[str]) -> str:
+    """A heatmap for the terminal, one shaded cell per weight (' ' low .. '█' high).
+
+    The source pieces are written vertically above their columns (cut to MAX_HEADER_CHARS
+    characters); the target pieces label the rows.
+    """
+    label_width = max(len(piece) for piece in tgt_pieces)
+    header_height = min(MAX_HEADER_CHARS, max(len(piece) for piece in src_pieces))
+    lines = []
+    for row in range(header_height):
+        letters = [piece[row] if row < len(piece) else " " for piece in src_pieces]
+        lines.append(" " * label_width + " │" + "".join(f"{letter} " for letter in letters))
+    lines.append(" " * label_width + " ┼" + "──" * len(src_pieces))
+    levels = (weights.float().clamp(0, 1) * (len(SHADES) - 1)).round().long().tolist()
+    for piece, row_levels in zip(tgt_pieces, levels, strict=True):
+        cells = "".join(SHADES[level] * 2 for level in row_levels)
+        lines.append(f"{piece:>{label_width}} │{cells}")
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,270 @@
+"""Decoding: greedy search and batched beam search through the model's incremental interface.
+
+Shapes: B = sentences, K = beam size, S = source length, T = output length, V = target vocabulary.
+
+Both searches encode the source once, then call `model.decode_step` once per output position for
+every unfinished sentence (and every beam) together. A sentence that is finished is removed from
+the batch (`select_rows` on the rows still running), so no compute is spent on it afterwards.
+
+The score of a hypothesis y_1 .. y_n (y_n = EOS) is its length-penalised log-probability
+
+    score = sum_{t=1..n} log p(y_t | y_<t, x) / lp(n),    lp(n) = ((5 + n) / 6) ** alpha
+
+(Wu et al. 2016, "GNMT"): n counts the EOS, and the sum includes log p(EOS). With alpha = 0 the
+score is the plain log-probability; alpha > 0 favours longer outputs. PAD and BOS are never
+produced, and the EOS is forced once a sentence reaches its maximum output length, but the
+probabilities themselves are the model's: the score equals what teacher-forced scoring of the
+same tokens gives.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seq2seq.models.base import Seq2SeqModel, select_rows
+from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class Hypothesis:
+    """One output of the search.
+
+    tokens: the output ids, without BOS and EOS.
+    score: the length-penalised log-probability (see the module docstring).
+    attention: (len(tokens) + 1, S_i) cross-attention averaged over heads, one row per output
+        token (the EOS included) over the sentence's S_i source tokens; None unless asked for.
+    """
+
+    tokens: list[int]
+    score: float
+    attention: Tensor | None = None
+
+
+def gnmt_penalty(lengths: Tensor | int, alpha: float) -> Tensor | float:
+    """GNMT length penalty ((5 + n) / 6) ** alpha of output lengths n (EOS included)."""
+    return ((5.0 + lengths) / 6.0) ** alpha
+
+
+def max_output_lengths(src_lens: Tensor, ratio: float, const: int) -> Tensor:
+    """Maximum number of output tokens (EOS not counted) per sentence: ratio * S_i + const."""
+    return (src_lens.float() * ratio).long() + const
+
+
+def _banned_log_probs(
+    log_probs: Tensor, history: Tensor, at_max_len: Tensor, no_repeat_ngram: int
+) -> Tensor:
+    """Mask the next-token log-probabilities of one step with -inf where a token is not allowed.
+
+    log_probs: (R, V) for R decoder rows; history: (R, t) tokens produced so far (no BOS);
+    at_max_len: (R,) True where the row has reached its maximum length and must end now.
+    PAD and BOS are never allowed. With no_repeat_ngram = n, a token that would complete an
+    n-gram already present in the row's history is banned.
+    """
+    never = torch.tensor([PAD_ID, BOS_ID], device=log_probs.device)
+    log_probs = log_probs.float().index_fill(1, never, float("-inf"))  # a copy: ours to modify
+    n = no_repeat_ngram
+    if n > 0 and history.shape[1] >= n:
+        windows = history.unfold(1, n, 1)  # (R, W, n): every n-gram of the history
+        suffix = history[:, history.shape[1] - n + 1 :]  # (R, n - 1): the last n - 1 tokens
+        repeats = (windows[:, :, :-1] == suffix[:, None, :]).all(dim=2)  # (R, W)
+        counts = torch.zeros_like(log_probs).scatter_add_(1, windows[:, :, -1], repeats.float())
+        log_probs.masked_fill_(counts > 0, float("-inf"))
+    not_eos = torch.arange(log_probs.shape[1], device=log_probs.device) != EOS_ID
+    return log_probs.masked_fill_(at_max_len[:, None] & not_eos, float("-inf"))
+
+
+def _mean_heads(attention: Tensor | None) -> Tensor | None:
+    """(R, H, S) step attention -> (R, S), averaged over heads."""
+    return None if attention is None else attention.float().mean(dim=1)
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    src_lens: Tensor,
+    max_lens: Tensor,
+    need_attention: bool = False,
+    length_penalty: float = 1.0,
+    no_repeat_ngram: int = 0,
+) -> list[Hypothesis]:
+    """Pick the most probable next token at every step. The same output as beam_search with K = 1.
+
+    src: (B, S) source ids (each `ids + [EOS]`, PAD-padded); src_lens: (B,);
+    max_lens: (B,) maximum output lengths (EOS not counted), e.g. from `max_output_lengths`.
+    Returns one Hypothesis per sentence; its score is defined in the module docstring.
+    """
+    batch_size, device = src.shape[0], src.device
+    max_steps = int(max_lens.max()) + 1
+    tokens = torch.full((batch_size, max_steps), PAD_ID, dtype=torch.long, device=device)
+    log_prob_sums = torch.zeros(batch_size, device=device)
+    out_lens = torch.zeros(batch_size, dtype=torch.long, device=device)
+    if need_attention:
+        attention = torch.zeros(batch_size, max_steps, src.shape[1], device=device)
+
+    state = model.encode(src, src_lens)
+    cache = model.init_cache(state)
+    rows = torch.arange(batch_size, device=device)  # the sentences still running
+    prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
+    for step in range(max_steps):
+        out = model.decode_step(state, prev, cache, need_attention)
+        log_probs = _banned_log_probs(
+            out.log_probs, tokens[rows, :step], step >= max_lens[rows], no_repeat_ngram
+        )
+        best_log_probs, prev = log_probs.max(dim=1)
+        tokens[rows, step] = prev
+        log_prob_sums[rows] += best_log_probs
+        if need_attention:
+            attention[rows, step] = _mean_heads(out.attention)
+        finished = prev == EOS_ID
+        out_lens[rows[finished]] = step + 1
+        if finished.all():
+            break
+        running = (~finished).nonzero().squeeze(1)
+        if len(running) < len(rows):
+            state = select_rows(state, running)
+            out.cache = select_rows(out.cache, running)
+            rows, prev = rows[running], prev[running]
+        cache = out.cache
+
+    scores = log_prob_sums / gnmt_penalty(out_lens, length_penalty)
+    return [
+        Hypothesis(
+            tokens=tokens[i, : out_lens[i] - 1].tolist(),
+            score=float(scores[i]),
+            attention=attention[i, : out_lens[i], : src_lens[i]].cpu() if need_attention else None,
+        )
+        for i in range(batch_size)
+    ]
+
+
+@dataclass
+class _Finished:
+    """Hypotheses that ended (chose EOS) at one step, kept as tensors until the final assembly.
+
+    sentences: (F,) sentence numbers; scores: (F,) length-penalised scores;
+    tokens: (F, t) outputs without EOS; attention: (F, t + 1, S) or None.
+    """
+
+    sentences: Tensor
+    scores: Tensor
+    tokens: Tensor
+    attention: Tensor | None
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    src_lens: Tensor,
+    beam_size: int,
+    max_lens: Tensor,
+    length_penalty: float = 1.0,
+    nbest: int = 1,
+    no_repeat_ngram: int = 0,
+    need_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """Beam search over all sentences at once: B * K decoder rows advance together.
+
+    src: (B, S) source ids (each `ids + [EOS]`, PAD-padded); src_lens: (B,);
+    max_lens: (B,) maximum output lengths (EOS not counted).
+
+    At each step every beam of a sentence proposes its continuations; the 2K best of the K * V
+    (beam, token) pairs are kept. Those of the first K that end with EOS are set aside as
+    finished hypotheses; the K best that do not end become the next beams. A sentence is done
+    once it has K finished hypotheses (or reached its maximum length) and leaves the batch.
+
+    Returns per sentence its `nbest` (<= K) best finished hypotheses, best first, all distinct.
+    """
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest must be in [1, beam_size={beam_size}], got {nbest}")
+    batch_size, device = src.shape[0], src.device
+    k = beam_size
+
+    # Every sentence starts with K rows; only the first beam is live (the others score -inf),
+    # so the first step expands one beam into K distinct ones.
+    state = select_rows(
+        model.encode(src, src_lens), torch.arange(batch_size, device=device).repeat_interleave(k)
+    )
+    cache = model.init_cache(state)
+    sentences = torch.arange(batch_size, device=device)  # (A,) the A sentences still running
+    beam_scores = torch.full((batch_size, k), float("-inf"), device=device)  # (A, K) log-probs
+    beam_scores[:, 0] = 0.0
+    beam_tokens = torch.zeros(batch_size, k, 0, dtype=torch.long, device=device)  # (A, K, t)
+    beam_attention = torch.zeros(batch_size, k, 0, src.shape[1], device=device)  # (A, K, t, S)
+    prev = torch.full((batch_size * k,), BOS_ID, dtype=torch.long, device=device)
+    finished_count = torch.zeros(batch_size, dtype=torch.long, device=device)
+    finished: list[_Finished] = []
+
+    for step in range(int(max_lens.max()) + 1):
+        num_active = len(sentences)
+        out = model.decode_step(state, prev, cache, need_attention)
+        at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)
+        log_probs = _banned_log_probs(
+            out.log_probs, beam_tokens.reshape(num_active * k, step), at_max_len, no_repeat_ngram
+        )
+        vocab_size = log_probs.shape[1]
+        candidates = (beam_scores.view(-1, 1) + log_probs).view(num_active, k * vocab_size)
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab_size), dim=1)  # (A, 2K)
+        top_beams, top_tokens = top_index // vocab_size, top_index % vocab_size
+        ends = (top_tokens == EOS_ID) & top_scores.isfinite()
+        if need_attention:  # (A, K, t + 1, S): every beam's attention rows, this step's included
+            step_attention = _mean_heads(out.attention).view(num_active, k, 1, -1)
+            history_attention = torch.cat([beam_attention, step_attention], dim=2)
+
+        # Set aside the hypotheses that end among the K best candidates.
+        ends_in_top_k = ends[:, :k]
+        rows, ranks = ends_in_top_k.nonzero(as_tuple=True)
+        if len(rows) > 0:
+            ended_beams = top_beams[rows, ranks]
+            finished.append(
+                _Finished(
+                    sentences=sentences[rows],
+                    scores=top_scores[rows, ranks] / gnmt_penalty(step + 1, length_penalty),
+                    tokens=beam_tokens[rows, ended_beams],
+                    attention=history_attention[rows, ended_beams] if need_attention else None,
+                )
+            )
+            finished_count[sentences] += ends_in_top_k.sum(dim=1)
+
+        # The K best candidates that do not end become the next beams.
+        beam_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=1)  # (A, K)
+        new_beams, new_tokens = top_beams.gather(1, keep), top_tokens.gather(1, keep)
+
+        running = ((finished_count[sentences] < k) & (step < max_lens[sentences])).nonzero()
+        running = running.squeeze(1)
+        if len(running) == 0:
+            break
+        new_beams, new_tokens = new_beams[running], new_tokens[running]
+        beam_scores = beam_scores[running]
+        sentence_rows = running.view(-1, 1)
+        beam_tokens = torch.cat(
+            [beam_tokens[sentence_rows, new_beams], new_tokens.unsqueeze(2)], dim=2
+        )
+        if need_attention:
+            beam_attention = history_attention[sentence_rows, new_beams]
+        cache_rows = (sentence_rows * k + new_beams).view(-1)  # (A' * K,) rows of this step
+        cache = select_rows(out.cache, cache_rows)
+        if len(running) < num_active:
+            state_rows = (running.view(-1, 1) * k + torch.arange(k, device=device)).view(-1)
+            state = select_rows(state, state_rows)
+            sentences = sentences[running]
+        prev = new_tokens.view(-1)
+
+    return _nbest_lists(finished, batch_size, nbest, src_lens)
+
+
+def _nbest_lists(
+    finished: list[_Finished], batch_size: int, nbest: int, src_lens: Tensor
+) -> list[list[Hypothesis]]:
+    """Group the finished hypotheses by sentence and keep each sentence's `nbest` best."""
+    pools: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+    for group in finished:
+        scores = group.scores.tolist()
+        for i, sentence in enumerate(group.sentences.tolist()):
+            attention = None
+            if group.attention is not None:
+                attention = group.attention[i, :, : src_lens[sentence]].cpu()
+            pools[sentence].append(Hypothesis(group.tokens[i].tolist(), scores[i], attention))
+    return [sorted(pool, key=lambda h: -h.score)[:nbest] for pool in pools]

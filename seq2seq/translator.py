@@ -1,0 +1,215 @@
+"""From text to text: tokenize, batch, search, detokenize; and corpus evaluation.
+
+`Translator` is the one path from raw lines to translations. Training validation,
+`scripts/evaluate.py` and `scripts/translate.py` all go through it, so a BLEU printed during
+training is computed exactly like the one printed at test time.
+"""
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seq2seq.config import DecodeConfig
+from seq2seq.errors import UserError
+from seq2seq.metrics import corpus_scores
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.search import Hypothesis, beam_search, greedy_search, max_output_lengths
+from seq2seq.specials import EOS_ID, EOS_PIECE, PAD_ID
+from seq2seq.tokenizer import Tokenizer
+
+MAX_BATCH_TOKENS = 16_000  # padded source tokens times beam size per decoding batch
+
+
+@dataclass
+class Translation:
+    """One translation of one input line.
+
+    text: the detokenized output; score: its length-penalised log-probability (seq2seq.search);
+    tokens: the output ids (no BOS/EOS); src_pieces / tgt_pieces: the sentencepiece pieces of
+    input and output, each ending with the EOS piece; attention: (len(tgt_pieces),
+    len(src_pieces)) cross-attention averaged over heads, or None unless asked for.
+    """
+
+    text: str
+    score: float
+    tokens: list[int]
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    attention: Tensor | None = None
+
+
+class Translator:
+    """Translate lines of text with a model and its tokenizers.
+
+    decode_cfg gives the defaults: beam size, length penalty, maximum output length
+    (max_len_ratio * source length + max_len_const), no-repeat n-gram size and the number of
+    sentences per batch.
+    """
+
+    def __init__(
+        self,
+        model: Seq2SeqModel,
+        src_tokenizer: Tokenizer,
+        tgt_tokenizer: Tokenizer,
+        decode_cfg: DecodeConfig,
+        device: str | torch.device,
+    ):
+        self.model = model
+        self.src_tokenizer = src_tokenizer
+        self.tgt_tokenizer = tgt_tokenizer
+        self.decode_cfg = decode_cfg
+        self.device = torch.device(device)
+
+    def translate(
+        self,
+        lines: list[str],
+        beam_size: int | None = None,
+        nbest: int = 1,
+        need_attention: bool = False,
+    ) -> list[list[Translation]]:
+        """Translate `lines`; returns, in input order, the `nbest` best translations of each.
+
+        The source tokenizer normalises each line as the training text was (NFC, single spaces,
+        stripped). A line with nothing to translate gets one empty translation (score 0) without
+        running the model. Sentences are decoded longest first, in batches of at most
+        decode_cfg.batch_size sentences and MAX_BATCH_TOKENS padded source tokens times beams.
+        """
+        beam_size = beam_size or self.decode_cfg.beam_size
+        if not 1 <= nbest <= beam_size:
+            raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
+        sources = self.src_tokenizer.encode(lines)
+        results: list[list[Translation]] = [[Translation("", 0.0, [], [], [])] for _ in sources]
+        order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for batch in self._batches(order, sources, beam_size):
+                hypotheses = self._search(
+                    [sources[i] for i in batch], beam_size, nbest, need_attention
+                )
+                for i, nbest_list in zip(batch, hypotheses, strict=True):
+                    results[i] = self._translations(sources[i], nbest_list)
+        finally:
+            self.model.train(was_training)
+        return results
+
+    def _batches(
+        self, order: list[int], sources: list[list[int]], beam_size: int
+    ) -> Iterator[list[int]]:
+        """Split `order` (longest first) into batches within the sentence and token budgets."""
+        batch: list[int] = []
+        for i in order:
+            if batch:
+                padded_tokens = (len(batch) + 1) * (len(sources[batch[0]]) + 1) * beam_size
+                if len(batch) == self.decode_cfg.batch_size or padded_tokens > MAX_BATCH_TOKENS:
+                    yield batch
+                    batch = []
+            batch.append(i)
+        if batch:
+            yield batch
+
+    def _search(
+        self, sources: list[list[int]], beam_size: int, nbest: int, need_attention: bool
+    ) -> list[list[Hypothesis]]:
+        """Decode one batch of tokenized sources (EOS not yet appended)."""
+        cfg = self.decode_cfg
+        src_lens = torch.tensor([len(ids) + 1 for ids in sources])
+        src = torch.full((len(sources), int(src_lens.max())), PAD_ID, dtype=torch.long)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids) + 1] = torch.tensor([*ids, EOS_ID])
+        src, src_lens = src.to(self.device), src_lens.to(self.device)
+        max_lens = max_output_lengths(src_lens, cfg.max_len_ratio, cfg.max_len_const)
+        if beam_size == 1:
+            hypotheses = greedy_search(
+                self.model,
+                src,
+                src_lens,
+                max_lens,
+                need_attention,
+                length_penalty=cfg.length_penalty,
+                no_repeat_ngram=cfg.no_repeat_ngram,
+            )
+            return [[hypothesis] for hypothesis in hypotheses]
+        return beam_search(
+            self.model,
+            src,
+            src_lens,
+            beam_size,
+            max_lens,
+            length_penalty=cfg.length_penalty,
+            nbest=nbest,
+            no_repeat_ngram=cfg.no_repeat_ngram,
+            need_attention=need_attention,
+        )
+
+    def _translations(self, source: list[int], hypotheses: list[Hypothesis]) -> list[Translation]:
+        """Detokenize one sentence's hypotheses and attach the pieces."""
+        src_pieces = [self.src_tokenizer.id_to_piece(i) for i in source] + [EOS_PIECE]
+        texts = self.tgt_tokenizer.decode([h.tokens for h in hypotheses])
+        return [
+            Translation(
+                text=text,
+                score=h.score,
+                tokens=h.tokens,
+                src_pieces=src_pieces,
+                tgt_pieces=[self.tgt_tokenizer.id_to_piece(i) for i in h.tokens] + [EOS_PIECE],
+                attention=h.attention,
+            )
+            for text, h in zip(texts, hypotheses, strict=True)
+        ]
+
+
+@dataclass
+class EvalResult:
+    """Corpus scores of a test set (see seq2seq.metrics) and the decoding speed."""
+
+    bleu: float
+    bleu_lc: float
+    chrf: float
+    bleu_details: str
+    signatures: dict[str, str]
+    sentences: int
+    seconds: float
+    sentences_per_second: float
+    device: str
+    beam_size: int
+    hypotheses: list[str]
+
+    def summary(self) -> dict[str, object]:
+        """Everything but the hypotheses, as plain values (for JSON and logs)."""
+        return {k: v for k, v in vars(self).items() if k != "hypotheses"}
+
+
+def evaluate(
+    translator: Translator,
+    src_lines: list[str],
+    ref_lines: list[str],
+    beam_size: int | None = None,
+) -> EvalResult:
+    """Translate `src_lines` and score the detokenized output against `ref_lines`."""
+    if len(src_lines) != len(ref_lines):
+        raise UserError(
+            f"{len(src_lines)} source lines but {len(ref_lines)} reference lines: "
+            "they must match one to one"
+        )
+    beam_size = beam_size or translator.decode_cfg.beam_size
+    start = time.perf_counter()
+    hypotheses = [nbest[0].text for nbest in translator.translate(src_lines, beam_size)]
+    seconds = time.perf_counter() - start
+    scores = corpus_scores(hypotheses, ref_lines)
+    return EvalResult(
+        bleu=scores.bleu,
+        bleu_lc=scores.bleu_lc,
+        chrf=scores.chrf,
+        bleu_details=scores.bleu_details,
+        signatures=scores.signatures,
+        sentences=len(src_lines),
+        seconds=seconds,
+        sentences_per_second=len(src_lines) / max(seconds, 1e-9),
+        device=str(translator.device),
+        beam_size=beam_size,
+        hypotheses=hypotheses,
+    )

@@ -1,0 +1,326 @@
+"""The translator, evaluate.py, translate.py (pipe mode and a real terminal) and checkpoint
+averaging, on a checkpoint trained for a few steps by seq2seq.train on a generated corpus."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+import sacrebleu
+import torch
+
+from seq2seq.checkpoint import (
+    average_checkpoints,
+    load_checkpoint,
+    load_for_inference,
+    save_checkpoint,
+    tokenizer_entry,
+)
+from seq2seq.config import load_config
+from seq2seq.corpora import UserFiles
+from seq2seq.errors import UserError
+from seq2seq.prepare import prepare
+from seq2seq.tokenizer import Tokenizer
+from seq2seq.train import train
+from seq2seq.translator import Translator, evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+LEXICON = {
+    "the": "der",
+    "a": "ein",
+    "dog": "Hund",
+    "cat": "Katze",
+    "house": "Haus",
+    "tree": "Baum",
+    "red": "rot",
+    "green": "grün",
+    "big": "groß",
+    "old": "alt",
+    "runs": "läuft",
+    "sleeps": "schläft",
+    "sees": "sieht",
+}
+TRAIN_STEPS = 40
+
+
+def write_word_corpus(folder: Path) -> Path:
+    """English-like sentences and their word-by-word German, in train/valid/test.{en,de}."""
+    rng = random.Random(0)
+    folder.mkdir()
+    for split, size in (("train", 400), ("valid", 12), ("test", 20)):
+        pairs = []
+        for _ in range(size):
+            words = [rng.choice(list(LEXICON)) for _ in range(rng.randint(2, 7))]
+            english = " ".join(words)
+            german = " ".join(LEXICON[word] for word in words)
+            pairs.append((english.capitalize() + ".", german.capitalize() + "."))
+        for side, lang in enumerate(("en", "de")):
+            lines = "".join(pair[side] + "\n" for pair in pairs)
+            (folder / f"{split}.{lang}").write_text(lines, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A run folder with best.pt, last.pt and two step checkpoints of a tiny Transformer."""
+    root = tmp_path_factory.mktemp("translate")
+    corpus = write_word_corpus(root / "corpus")
+    files = UserFiles.from_options("en", "de", str(corpus), {})
+    prepared = prepare("files", "en", "de", root / "prepared", vocab_size=48, files=files)
+    overrides = {
+        "data.prepared": str(prepared),
+        "model.embed_dim": 32,
+        "model.ffn_size": 64,
+        "model.encoder_layers": 1,
+        "model.decoder_layers": 1,
+        "train.device": "cpu",
+        "train.max_steps": TRAIN_STEPS,
+        "train.valid_every": TRAIN_STEPS // 2,
+        "train.keep_last": 2,
+        "train.warmup_steps": 10,
+        "train.lr": 3e-3,
+        "train.max_tokens": 600,
+        "train.attention_samples": 0,
+        "train.run_dir": str(root / "run"),
+        "decode.beam_size": 3,
+    }
+    cfg = load_config(None, [f"{key}={json.dumps(value)}" for key, value in overrides.items()])
+    train(cfg)
+    return root / "run"
+
+
+@pytest.fixture(scope="module")
+def translator(run: Path) -> Translator:
+    inference = load_for_inference(run / "best.pt")
+    return Translator(
+        inference.model,
+        inference.src_tokenizer,
+        inference.tgt_tokenizer,
+        inference.config.decode,
+        "cpu",
+    )
+
+
+def corpus_side(run: Path, split: str, lang: str) -> list[str]:
+    return (run.parent / "corpus" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+
+
+LONG_LINE = " ".join(["The big red dog sees the old house."] * 12)  # training lines: 2-7 words
+AWKWARD = ["A dog runs.", "", "   ", "Ωμέγα 漢字 ✓ runs.", LONG_LINE, "The cat sleeps."]
+
+
+def test_translate_keeps_order_and_handles_awkward_lines(translator):
+    results = translator.translate(AWKWARD, beam_size=2, nbest=2)
+    assert len(results) == len(AWKWARD)
+    for line, nbest in zip(AWKWARD, results, strict=True):
+        if not line.strip():
+            assert [(t.text, t.score, t.tokens) for t in nbest] == [("", 0.0, [])]
+            continue
+        assert len(nbest) == 2 and nbest[0].score >= nbest[1].score
+        (alone,) = translator.translate([line], beam_size=2, nbest=2)
+        assert [t.tokens for t in alone] == [t.tokens for t in nbest]
+        assert nbest[0].text == translator.tgt_tokenizer.decode([nbest[0].tokens])[0]
+    assert results[4][0].src_pieces[-1] == "</s>" and len(results[4][0].src_pieces) > 96
+
+
+def test_batches_of_any_size_give_the_same_translations(translator, run):
+    sources = corpus_side(run, "test", "en")
+    expected = [n[0].tokens for n in translator.translate(sources)]
+    translator.decode_cfg.batch_size = 3
+    try:
+        assert [n[0].tokens for n in translator.translate(sources)] == expected
+    finally:
+        translator.decode_cfg.batch_size = 128
+
+
+def test_attention_pieces_and_shapes(translator):
+    (nbest,) = translator.translate(["The dog sees a cat."], beam_size=3, need_attention=True)
+    best = nbest[0]
+    assert best.src_pieces == [*translator.src_tokenizer.pieces("The dog sees a cat."), "</s>"]
+    assert best.tgt_pieces[-1] == "</s>" and len(best.tgt_pieces) == len(best.tokens) + 1
+    assert best.attention.shape == (len(best.tgt_pieces), len(best.src_pieces))
+    assert torch.allclose(best.attention.sum(1), torch.ones(len(best.tgt_pieces)), atol=1e-5)
+
+
+def test_translate_restores_training_mode_and_checks_nbest(translator):
+    translator.model.train()
+    try:
+        translator.translate(["A dog."])
+        assert translator.model.training
+    finally:
+        translator.model.eval()
+    with pytest.raises(UserError, match="n-best"):
+        translator.translate(["A dog."], beam_size=2, nbest=3)
+
+
+def test_evaluate_scores_its_own_hypotheses(translator, run):
+    sources, references = corpus_side(run, "test", "en"), corpus_side(run, "test", "de")
+    result = evaluate(translator, sources, references, beam_size=2)
+    assert result.hypotheses == [n[0].text for n in translator.translate(sources, beam_size=2)]
+    assert result.bleu == pytest.approx(
+        sacrebleu.corpus_bleu(result.hypotheses, [references]).score
+    )
+    assert result.chrf == pytest.approx(
+        sacrebleu.corpus_chrf(result.hypotheses, [references]).score
+    )
+    assert (result.sentences, result.beam_size, result.device) == (20, 2, "cpu")
+    assert "hypotheses" not in result.summary()
+    with pytest.raises(UserError, match="20 source lines but 19 reference lines"):
+        evaluate(translator, sources, references[:-1])
+
+
+def script(name: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_translate_pipe_mode(run, translator, tmp_path):
+    lines = ["A dog runs.", "", "The old tree sleeps.", "Ωμέγα ✓", "Big cat."]
+    result = script("translate.py", "--checkpoint", str(run / "best.pt"), stdin="\n".join(lines))
+    assert result.returncode == 0, result.stderr
+    expected = [n[0].text for n in translator.translate(lines)]
+    assert result.stdout.split("\n") == [*expected, ""]
+
+    maps = tmp_path / "map.png"
+    result = script(
+        "translate.py",
+        "--checkpoint",
+        str(run / "best.pt"),
+        "--beam",
+        "2",
+        "--nbest",
+        "2",
+        "--show-attention",
+        "--save-attention",
+        str(maps),
+        stdin="\n".join(lines),
+    )
+    assert result.returncode == 0, result.stderr
+    nbest_lines = [line.split(" ||| ") for line in result.stdout.splitlines()]
+    assert [int(number) for number, _, _ in nbest_lines] == [0, 0, 1, 2, 2, 3, 3, 4, 4]
+    assert nbest_lines[2][1:] == ["", "0.0000"]  # the empty line
+    assert result.stderr.count("┼") == 4  # one heatmap per non-empty line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"map-{n}.png" for n in (1, 3, 4, 5)]
+
+
+def test_translate_interactive_in_a_terminal(run, tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(
+        sys.executable,
+        [
+            str(ROOT / "scripts" / "translate.py"),
+            "--show-attention",
+            "--checkpoint",
+            str(run / "best.pt"),
+        ],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
+    child.expect_exact("Ctrl-D quits")
+    child.expect_exact("> ")
+    child.sendline("A dog sees the house.")
+    child.expect(r"\(score -?\d+\.\d{3}\)")
+    child.expect_exact("┼")  # the heatmap's corner
+    child.expect_exact("</s> │")  # its last row
+    child.expect_exact("> ")
+    child.send("half a line")
+    child.expect_exact("half a line")  # echoed by readline: it is reading, not starting up
+    child.sendintr()  # Ctrl-C: drop the line, prompt again
+    child.expect_exact("> ")
+    child.sendline("")
+    child.expect_exact("> ")
+    child.sendeof()  # Ctrl-D: quit
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in child.before
+    assert (tmp_path / ".seq2seq_history").read_text().splitlines()[-1] == "A dog sees the house."
+
+
+def test_evaluate_script_matches_sacrebleu_on_its_output(run, tmp_path):
+    output = tmp_path / "hyp.de"
+    result = script(
+        "evaluate.py", "--checkpoint", str(run / "best.pt"), "--json", "--output", str(output)
+    )
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout)
+    hypotheses = output.read_text(encoding="utf-8").splitlines()
+    references = corpus_side(run, "test", "de")
+    assert len(hypotheses) == len(references) == scores["sentences"] == 20
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+    lowercased = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True).score
+    assert scores["bleu_lc"] == pytest.approx(lowercased)
+    assert scores["signatures"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert scores["device"] == "cpu" and scores["beam_size"] == 3
+    assert scores["seconds"] > 0 and scores["sentences_per_second"] > 0
+
+    src, ref = run.parent / "corpus" / "valid.en", run.parent / "corpus" / "valid.de"
+    by_files = script(
+        "evaluate.py", "--checkpoint", str(run / "best.pt"), "--src", str(src), "--ref", str(ref)
+    )
+    assert by_files.returncode == 0, by_files.stderr
+    lines = by_files.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:4]] == [
+        "BLEU",
+        "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" + sacrebleu.__version__,
+        "BLEU-lc",
+        "chrF",
+    ]
+    assert lines[4].startswith("12 sentences in ") and lines[4].endswith("on cpu, beam 3")
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
+    missing = script("translate.py", "--checkpoint", str(tmp_path / "none.pt"), stdin="A dog.")
+    assert_one_line_error(missing, "none.pt: checkpoint not found")
+
+    checkpoint = load_checkpoint(run / "best.pt")
+    other = Tokenizer.train(["Lorem ipsum dolor sit amet."] * 50, tmp_path / "other.model", 30)
+    checkpoint["tokenizers"] = tokenizer_entry(other, other)
+    save_checkpoint(checkpoint, tmp_path / "mismatch.pt")
+    mismatch = script("evaluate.py", "--checkpoint", str(tmp_path / "mismatch.pt"))
+    assert_one_line_error(mismatch, "mismatch.pt: weights do not fit the model or tokenizer")
+
+
+def test_average_checkpoints(run, tmp_path):
+    paths = [run / "step-20.pt", run / "step-40.pt"]
+    averaged = average_checkpoints(paths)
+    first, second = (load_checkpoint(path)["model"] for path in paths)
+    assert averaged["model"].keys() == first.keys()
+    for name, weight in averaged["model"].items():
+        assert torch.allclose(weight, (first[name] + second[name]) / 2, atol=1e-7), name
+    assert "training" not in averaged
+
+    broken = load_checkpoint(paths[1])
+    broken["model"]["output.weight"] = broken["model"]["output.weight"][:-1]
+    save_checkpoint(broken, tmp_path / "broken.pt")
+    with pytest.raises(UserError, match=r"broken\.pt: output\.weight has shape"):
+        average_checkpoints([paths[0], tmp_path / "broken.pt"])
+
+    out = tmp_path / "avg.pt"
+    result = script("average_checkpoints.py", "--out", str(out), "--last", "2", str(run))
+    assert result.returncode == 0, result.stderr
+    assert torch.equal(
+        load_checkpoint(out)["model"]["output.weight"], averaged["model"]["output.weight"]
+    )
+    translations = script("translate.py", "--checkpoint", str(out), stdin="A dog.\nA cat.\n")
+    assert translations.returncode == 0 and len(translations.stdout.splitlines()) == 2
