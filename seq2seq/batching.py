@@ -254,11 +254,17 @@ def make_loader(
     num_workers: int = 0,
     pin_memory: bool = False,
 ) -> DataLoader:
-    """A DataLoader yielding `Batch`es in the sampler's order."""
+    """A DataLoader yielding `Batch`es in the sampler's order.
+
+    It gets a generator of its own: each `iter()` of a DataLoader draws a seed from its generator,
+    and drawing from the global one would shift dropout's random numbers whenever a resumed run
+    starts an iterator mid-epoch.
+    """
     return DataLoader(
         dataset,
         batch_sampler=sampler,
         collate_fn=collate,
         num_workers=num_workers,
         pin_memory=pin_memory,
+        generator=torch.Generator(),
     )

@@ -1,0 +1,30 @@
+"""Train a translation model: `scripts/train.py --config FILE [section.key=value ...]`.
+
+Starting the same command again resumes the run from its last.pt exactly.
+Several GPUs or nodes: `torchrun --nproc_per_node=N scripts/train.py --config FILE`.
+"""
+
+import argparse
+
+from seq2seq.config import load_config
+from seq2seq.errors import run_cli
+from seq2seq.train import train
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="TOML configuration file (see configs/)")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="section.key=value", help="e.g. train.lr=1e-3"
+    )
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="prepare the corpus named in [data] when data.prepared is missing",
+    )
+    args = parser.parse_args()
+    train(load_config(args.config, args.overrides), prepare_missing=args.prepare)
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,70 @@
+"""Multi-GPU and multi-node training through `torchrun` (DistributedDataParallel).
+
+torchrun starts one process per device and sets RANK, LOCAL_RANK and WORLD_SIZE. Every rank
+trains on its own share of the batches; rank 0 alone validates and writes logs and checkpoints.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device_kind: str) -> Dist:
+    """Join the process group when started by torchrun; a plain run is a world of one."""
+    if "WORLD_SIZE" not in os.environ or int(os.environ["WORLD_SIZE"]) == 1:
+        return Dist()
+    backend = "nccl" if device_kind == "cuda" else "gloo"
+    dist.init_process_group(backend=backend)
+    return Dist(dist.get_rank(), int(os.environ.get("LOCAL_RANK", 0)), dist.get_world_size())
+
+
+def all_reduce_sum(value: torch.Tensor, env: Dist) -> torch.Tensor:
+    if env.enabled:
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value
+
+
+def gather_objects(obj: Any, env: Dist) -> list[Any]:
+    """Every rank's `obj`, in rank order (a list of one without distribution)."""
+    if not env.enabled:
+        return [obj]
+    gathered: list[Any] = [None] * env.world_size
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def broadcast_object(obj: Any, env: Dist) -> Any:
+    """Rank 0's `obj` on every rank."""
+    if not env.enabled:
+        return obj
+    holder = [obj]
+    dist.broadcast_object_list(holder, src=0)
+    return holder[0]
+
+
+def barrier(env: Dist) -> None:
+    if env.enabled:
+        dist.barrier()
+
+
+def shutdown(env: Dist) -> None:
+    if env.enabled:
+        dist.destroy_process_group()

@@ -1,0 +1,55 @@
+"""What a run writes for people to read: a plain-text log and TensorBoard event files.
+
+Only the main rank of a distributed run logs; the others get a logger that writes nothing.
+"""
+
+import time
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+
+class RunLog:
+    """Writes `train.log` and TensorBoard events into the run folder.
+
+    `purge_step` (the step a resumed run restarts from) drops events an interrupted run wrote
+    after its last checkpoint, so curves have no doubled segments.
+    """
+
+    def __init__(self, run_dir: Path, enabled: bool, purge_step: int | None = None) -> None:
+        self.enabled = enabled
+        self.writer = SummaryWriter(str(run_dir), purge_step=purge_step) if enabled else None
+        self.log_file = open(run_dir / "train.log", "a", encoding="utf-8") if enabled else None  # noqa: SIM115
+
+    def line(self, message: str) -> None:
+        """A timestamped line in train.log, also printed (through tqdm, so bars stay intact)."""
+        if not self.enabled:
+            return
+        stamped = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
+        tqdm.write(stamped)
+        self.log_file.write(stamped + "\n")
+        self.log_file.flush()
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        if self.enabled:
+            for tag, value in values.items():
+                self.writer.add_scalar(tag, value, step)
+
+    def text(self, step: int, tag: str, markdown: str) -> None:
+        if self.enabled:
+            self.writer.add_text(tag, markdown, step)
+
+    def figure(self, step: int, tag: str, figure: Figure) -> None:
+        if self.enabled:
+            self.writer.add_figure(tag, figure, step, close=True)
+
+    def flush(self) -> None:
+        if self.enabled:
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.writer.close()
+            self.log_file.close()

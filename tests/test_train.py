@@ -1,0 +1,264 @@
+"""Training through the real entry point: learning, exact resume after kill -9, TensorBoard,
+non-finite losses, bad configurations, and 2-process torchrun on CPU."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from reversal import prepare_reversal, tiny_overrides
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from seq2seq import train as train_module
+from seq2seq.checkpoint import load_checkpoint, load_for_inference
+from seq2seq.config import load_config
+from seq2seq.errors import UserError
+from seq2seq.prepare import PreparedData
+from seq2seq.translator import Translator, evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def reversal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_reversal(tmp_path_factory.mktemp("reversal"))
+
+
+def run_train(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        TRAIN + args, env=ENV, capture_output=True, text=True, cwd=ROOT, timeout=600, **kwargs
+    )
+
+
+@pytest.mark.parametrize(("arch", "steps"), [("transformer", 900), ("gru", 400)])
+def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / arch
+    args = tiny_overrides(arch, reversal, run_dir)
+    args += [f"train.max_steps={steps}", "train.valid_every=300", "train.log_every=100"]
+    result = run_train(args)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    inference = load_for_inference(run_dir / "best.pt")
+    data = PreparedData.load(reversal)
+    sources, references = data.lines("test")
+    translator = Translator(
+        inference.model,
+        inference.src_tokenizer,
+        inference.tgt_tokenizer,
+        inference.config.decode,
+        torch.device("cpu"),
+    )
+    scores = evaluate(translator, sources, references, beam_size=1)
+    assert scores.bleu >= 95.0, f"{arch}: held-out BLEU {scores.bleu:.2f}"
+
+
+def resume_args(reversal: Path, run_dir: Path) -> list[str]:
+    return [
+        *tiny_overrides("transformer", reversal, run_dir),
+        "model.dropout=0.1",  # dropout draws random numbers: resume must restore the generator
+        "train.max_tokens=512",
+        "train.max_steps=60",
+        "train.valid_every=30",
+        "train.save_every=5",
+        "train.log_every=5",
+        "train.valid_max_sentences=20",
+    ]
+
+
+def test_kill_and_resume_matches_uninterrupted_run(reversal: Path, tmp_path: Path) -> None:
+    whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
+    assert run_train(resume_args(reversal, whole)).returncode == 0
+
+    process = subprocess.Popen(
+        TRAIN + resume_args(reversal, interrupted),
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    last = interrupted / "last.pt"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if last.is_file() and load_checkpoint(last)["step"] >= 15:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = load_checkpoint(last)["step"]
+    assert 15 <= killed_at < 60
+
+    result = run_train(resume_args(reversal, interrupted))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"resumed from {last} at step {killed_at}" in result.stdout
+
+    a, b = load_checkpoint(whole / "last.pt"), load_checkpoint(last)
+    assert a["step"] == b["step"] == 60
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    lr_a = [g["lr"] for g in a["training"]["optimizer"]["param_groups"]]
+    lr_b = [g["lr"] for g in b["training"]["optimizer"]["param_groups"]]
+    assert lr_a == lr_b
+    assert a["training"]["progress"] == b["training"]["progress"]
+
+    # The learning rate logged after the resume continues the uninterrupted run's curve.
+    def logged(run_dir: Path, tag: str) -> dict[int, float]:
+        events = EventAccumulator(str(run_dir))
+        events.Reload()
+        return {e.step: e.value for e in events.Scalars(tag)}
+
+    assert logged(whole, "train/lr") == logged(interrupted, "train/lr")
+    assert sorted(logged(interrupted, "train/loss")) == list(range(5, 61, 5))
+
+
+def test_tensorboard_holds_scalars_attention_images_and_text(
+    reversal: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "tb"
+    args = tiny_overrides("transformer", reversal, run_dir)
+    args += [
+        "train.max_steps=20",
+        "train.valid_every=10",
+        "train.log_every=5",
+        "train.valid_max_sentences=10",
+    ]
+    assert run_train(args).returncode == 0
+    events = EventAccumulator(str(run_dir), size_guidance={"images": 0, "scalars": 0})
+    events.Reload()
+    tags = events.Tags()
+    for tag in (
+        "train/loss",
+        "train/lr",
+        "train/tgt_tokens_per_second",
+        "train/grad_norm",
+        "valid/nll",
+        "valid/ppl",
+        "valid/bleu",
+        "valid/chrf",
+    ):
+        assert tag in tags["scalars"], tag
+    assert [e.step for e in events.Scalars("valid/bleu")] == [10, 20]
+    heads = load_config(run_dir / "config.toml").model.num_heads
+    expected = {"attention/sentence0/mean"} | {f"attention/sentence0/head{h}" for h in range(heads)}
+    assert expected <= set(tags["images"])
+    image = events.Images("attention/sentence0/mean")[-1]
+    assert image.encoded_image_string.startswith(b"\x89PNG") and image.width > 100
+    assert "samples/text_summary" in tags["tensors"]
+    sample = events.Tensors("samples/text_summary")[-1].tensor_proto.string_val[0].decode()
+    assert "**source:**" in sample and "**reference:**" in sample and "**model:**" in sample
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    assert (run_dir / "train.log").read_text().count("validation step") == 2
+
+
+def test_non_finite_losses_are_skipped_then_stop_the_run(
+    reversal: Path, tmp_path: Path, monkeypatch
+) -> None:
+    real = train_module.token_losses
+    calls = {"n": 0}
+
+    def sometimes_nan(model, batch, label_smoothing, dtype):
+        loss, nll = real(model, batch, label_smoothing, dtype)
+        calls["n"] += 1
+        if model.training and calls["n"] in (3, 4):
+            return loss * float("nan"), nll
+        return loss, nll
+
+    monkeypatch.setattr(train_module, "token_losses", sometimes_nan)
+    cfg = load_config(
+        None,
+        [
+            *tiny_overrides("gru", reversal, tmp_path / "skip"),
+            "train.max_steps=10",
+            "train.valid_every=10",
+            "train.attention_samples=0",
+        ],
+    )
+    progress = train_module.train(cfg)
+    assert progress.skipped_steps == 2 and progress.step == 10
+    weights = load_checkpoint(tmp_path / "skip" / "last.pt")["model"]
+    assert all(torch.isfinite(w).all() for w in weights.values())
+
+    monkeypatch.setattr(
+        train_module,
+        "token_losses",
+        lambda *a: tuple(x * float("nan") for x in real(*a)),
+    )
+    cfg = load_config(
+        None,
+        [
+            *tiny_overrides("gru", reversal, tmp_path / "diverge"),
+            "train.max_steps=10",
+            "train.max_bad_steps=3",
+        ],
+    )
+    with pytest.raises(UserError, match="training diverged: 3 consecutive non-finite steps"):
+        train_module.train(cfg)
+    assert not (tmp_path / "diverge" / "last.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train.bogus=1"], "unknown key train.bogus"),
+        (["train.lr=high"], "train.lr: expected float, got str"),
+        (["train.max_tokens=-5"], "train.max_tokens must be > 0"),
+        (['data.prepared="/nonexistent/folder"'], "/nonexistent/folder is not a prepared corpus"),
+        (["--config", "/nonexistent.toml"], "/nonexistent.toml: configuration file not found"),
+    ],
+)
+def test_bad_configuration_is_one_line(args: list[str], message: str) -> None:
+    result = run_train(args)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {result.stderr.strip()[7:]}"
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_resume_refuses_a_different_model(reversal: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = [*tiny_overrides("gru", reversal, run_dir), "train.max_steps=2", "train.valid_every=2"]
+    assert run_train(args).returncode == 0
+    result = run_train([*args, "model.hidden_size=32"])
+    assert result.returncode == 2
+    assert "different [model] configuration" in result.stderr
+
+
+def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "ddp"
+    args = tiny_overrides("gru", reversal, run_dir)
+    args += [
+        "train.max_steps=6",
+        "train.valid_every=3",
+        "train.log_every=1",
+        "train.valid_max_sentences=10",
+        "train.max_tokens=512",
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--standalone",
+        str(ROOT / "scripts" / "train.py"),
+        *args,
+    ]
+    result = subprocess.run(command, env=ENV, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("done at step 6") == 1  # only rank 0 logs
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith("events")) == [
+        "best.pt",
+        "config.toml",
+        "last.pt",
+        "train.log",
+    ]
+    checkpoint = load_checkpoint(run_dir / "last.pt")
+    assert checkpoint["step"] == 6 and len(checkpoint["training"]["rng"]) == 2
+    log = (run_dir / "train.log").read_text()
+    assert "world size 2" in log
