@@ -66,5 +66,5 @@ def test_bad_file(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml")
     broken = tmp_path / "broken.toml"
     broken.write_text("[train\nlr = 1\n")
-    with pytest.raises(UserError, match="broken.toml: not valid TOML"):
+    with pytest.raises(UserError, match=r"broken\.toml: not valid TOML"):
         load_config(broken)
