@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint data train tensorboard
+.PHONY: install test lint data train bench tensorboard
 
 install: $(STAMP)
 
@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q $(TORCH)
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
@@ -39,6 +39,15 @@ MODEL ?= transformer
 CONFIG ?= configs/$(MODEL).multi30k.en-de.toml
 train: $(STAMP)
 	$(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
+
+# make bench [ARGS="--quick" | ARGS="--growth" | ARGS="--checkpoint-dir checkpoints"] [MIRROR=dir|url]
+# Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.
+BENCH_DATA := data/multi30k.en-de
+bench: $(STAMP) $(BENCH_DATA)/manifest.json
+	$(PY) scripts/benchmark.py $(ARGS)
+
+$(BENCH_DATA)/manifest.json: | $(STAMP)
+	$(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
 
 PORT ?= 6006
 tensorboard: $(STAMP)

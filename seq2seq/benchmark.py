@@ -1,0 +1,582 @@
+"""Speed and memory benchmarks, measured through the code that trains and translates.
+
+Throughput (`run_throughput`), for each model on a prepared corpus:
+
+    training   target tokens/s and source+target tokens/s over `steps` updates that follow
+               `warmup_steps` untimed ones: token-budget batches of the training split and the
+               update of seq2seq.train (label-smoothed cross-entropy from `token_losses`,
+               gradient clipping, AdamW), in the training precision (`autocast_dtype`)
+    decoding   sentences/s and output tokens/s of greedy and beam search on the test split
+               through `Translator`, the code of scripts/evaluate.py (fp32); with a checkpoint's
+               trained weights, or else random weights, which decode to the maximum length and
+               so make decoding look slower than it is ("weights": "random" in the results)
+
+Cost growth (`run_growth`), for each model on synthetic batches of B sentence pairs whose
+source and target input both have L tokens, for L = 8, 16, ..., 256:
+
+    training step       time and peak memory of one update (forward, backward, AdamW)
+    cached decoding     time per output position of `encode` + one `decode_step` per position:
+                        the Transformer caches the keys/values of the prefix, so each step
+                        processes only the new position
+    uncached decoding   (Transformer) `forward` on the whole prefix at every step, as decoding
+                        without a cache would: step t processes t positions and re-encodes the
+                        source, so the time per position grows with L
+
+Memory: on CUDA, `torch.cuda.max_memory_allocated`; on CPU, the peak resident set size (RSS)
+of the process, which includes the interpreter, torch and the data. Both are reported as the
+peak and as its increase over the baseline taken just before the measured phase (the increase
+includes gradients and AdamW state, which do not depend on L). A process's peak RSS never goes
+down, so every measurement runs in a fresh process (`in_fresh_process`).
+"""
+
+import json
+import multiprocessing
+import os
+import platform
+import re
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import torch
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
+from seq2seq.checkpoint import Inference, load_for_inference
+from seq2seq.config import TrainConfig, load_config
+from seq2seq.device import pick_device
+from seq2seq.errors import UserError
+from seq2seq.metrics import corpus_scores
+from seq2seq.models import build_model
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.prepare import PreparedData
+from seq2seq.specials import BOS_ID, EOS_ID
+from seq2seq.train import autocast_dtype, token_losses
+from seq2seq.translator import Translator
+
+MIB = 2**20
+THROUGHPUT_MODELS = ["gru", "transformer-tiny", "transformer-small"]
+GROWTH_MODELS = ["gru", "transformer-tiny"]
+SYNTHETIC_VOCAB = 8000  # the growth benchmark's vocabulary size (that of the Multi30k setup)
+FIRST_WORD_ID = EOS_ID + 1  # smaller ids are special tokens
+DECODE_WARMUP_SENTENCES = 16
+
+
+@dataclass
+class Settings:
+    """What to measure and how; stored with the results."""
+
+    models: list[str] = field(default_factory=lambda: list(THROUGHPUT_MODELS))  # presets
+    overrides: list[str] = field(default_factory=list)  # model.key=value for random weights
+    device: str = "auto"
+    precision: str = "auto"  # of training, as train.precision; decoding runs in fp32
+    seed: int = 1
+    # Throughput
+    data: str = "data/multi30k.en-de"
+    max_tokens: int = 4096
+    warmup_steps: int = 10
+    steps: int = 100
+    decode_sentences: int = 0  # the first N sentences of the test split; 0: all
+    beams: list[int] = field(default_factory=lambda: [1, 5])
+    checkpoints: dict[str, str] = field(default_factory=dict)  # preset -> checkpoint
+    # Cost growth
+    lengths: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128, 256])
+    batch_size: int = 32
+    repeats: int = 3  # timed repetitions (after one warm-up); the median is reported
+    quick: bool = False
+
+
+# `--quick`: minutes on a CPU, for checking that everything runs, not for reporting.
+QUICK = {
+    "warmup_steps": 2,
+    "steps": 5,
+    "decode_sentences": 200,
+    "lengths": [8, 16, 32, 64],
+    "repeats": 1,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring: the machine, time, memory, a fresh process per measurement
+# ---------------------------------------------------------------------------------------------
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model name from /proc/cpuinfo."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    """The commit checked out and whether tracked files differ from it (None outside git)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        result = subprocess.run(
+            ["git", "--no-optional-locks", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout.strip()
+
+    try:
+        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    """Where and how the results were obtained."""
+    revision, dirty = git_state()
+    return {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": shlex.join(["python", *sys.argv]),
+        "device": str(device),
+        "device_name": device_name(device),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "git_revision": revision,
+        "git_dirty": dirty,
+        "memory_measure": "torch.cuda.max_memory_allocated"
+        if device.type == "cuda"
+        else "peak RSS of the process (getrusage ru_maxrss)",
+    }
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a clock read afterwards includes it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def max_rss_mib() -> float:
+    """The peak resident set size of this process so far (it never decreases)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (MIB if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+
+
+def memory_start(device: torch.device) -> float:
+    """Start a peak-memory measurement; returns the baseline in MiB."""
+    synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device) / MIB
+    return max_rss_mib()
+
+
+def memory_report(device: torch.device, baseline: float) -> dict[str, float]:
+    """The peak since `memory_start` and its increase over the baseline, in MiB."""
+    synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) / MIB if device.type == "cuda" else max_rss_mib()
+    return {"peak_mib": peak, "increase_mib": peak - baseline}
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
+    """The median wall-clock time of `repeats` calls of `fn`, after one untimed call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a new Python process, so that its peak memory is its own."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(fn, *args).result()
+        except BrokenProcessPool:
+            raise UserError(f"{fn.__name__}: the measuring process died (out of memory?)") from None
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
+# ---------------------------------------------------------------------------------------------
+# The work being measured
+# ---------------------------------------------------------------------------------------------
+
+
+def load_model(
+    settings: Settings, name: str, data: PreparedData, device: torch.device
+) -> Inference:
+    """The model of `settings.checkpoints[name]` with its tokenizers, or else the preset `name`
+    (with `settings.overrides`) with random weights and the tokenizers of `data`."""
+    checkpoint = settings.checkpoints.get(name)
+    if checkpoint:
+        inference = load_for_inference(checkpoint, device)
+        if inference.config.model.name != name:
+            raise UserError(f"{checkpoint}: holds a {inference.config.model.name}, not a {name}")
+        tokenizers = (inference.src_tokenizer.sha256, inference.tgt_tokenizer.sha256)
+        if tokenizers != (data.src_tokenizer.sha256, data.tgt_tokenizer.sha256):
+            raise UserError(f"{checkpoint}: its vocabulary is not that of {settings.data}")
+        return inference
+    config = load_config(None, [f"model.name={name}", *settings.overrides])
+    torch.manual_seed(settings.seed)
+    model = build_model(
+        config.model,
+        data.src_tokenizer.vocab_size,
+        data.tgt_tokenizer.vocab_size,
+        data.joint,
+        verbose=False,
+    )
+    return Inference(model.to(device), config, data.src_tokenizer, data.tgt_tokenizer, step=0)
+
+
+def make_training_step(
+    model: Seq2SeqModel, device: torch.device, dtype: torch.dtype | None
+) -> Callable[[Batch], None]:
+    """One update of `model` per call, as seq2seq.train makes it (one batch, no accumulation):
+    label-smoothed loss per target token, backward, gradient clipping, AdamW."""
+    cfg = TrainConfig()
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=cfg.optimizer_betas, weight_decay=cfg.weight_decay
+    )
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    model.train()
+
+    def step(batch: Batch) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype)
+        scaler.scale(loss / batch.num_tgt_tokens).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        scaler.step(optimizer)
+        scaler.update()
+
+    return step
+
+
+def endless_batches(dataset: ParallelDataset, max_tokens: int, seed: int) -> Iterator[Batch]:
+    """Shuffled token-budget batches of `dataset`, epoch after epoch."""
+    sampler = TokenBatchSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, seed=seed)
+    loader = make_loader(dataset, sampler)
+    for epoch in count():
+        sampler.set_epoch(epoch)
+        yield from loader
+
+
+@torch.inference_mode()
+def decode_cached(
+    model: Seq2SeqModel, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
+) -> torch.Tensor:
+    """Decode as the searches do: encode once, then one `decode_step` per position of tgt_in
+    (B, T), fed its tokens so that every run does the same work. Returns the last step's
+    log-probabilities (B, V)."""
+    state = model.encode(src, src_lens)
+    cache = model.init_cache(state)
+    for prev in tgt_in.unbind(1):
+        out = model.decode_step(state, prev, cache)
+        cache = out.cache
+    return out.log_probs
+
+
+@torch.inference_mode()
+def decode_uncached(
+    model: Seq2SeqModel, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
+) -> torch.Tensor:
+    """The same positions without a cache: at step t, `forward` on the prefix tgt_in[:, :t]
+    (which re-encodes the source) and the log-probabilities of its last position (B, V)."""
+    for t in range(1, tgt_in.shape[1] + 1):
+        log_probs = model(src, src_lens, tgt_in[:, :t])[:, -1].float().log_softmax(dim=-1)
+    return log_probs
+
+
+def synthetic_batch(batch_size: int, length: int, generator: torch.Generator) -> Batch:
+    """Random sentence pairs: sources of `length` tokens (EOS included) and targets whose
+    decoder input (BOS included) has `length` tokens."""
+    shape = (batch_size, length - 1)
+    src_words = torch.randint(FIRST_WORD_ID, SYNTHETIC_VOCAB, shape, generator=generator)
+    tgt_words = torch.randint(FIRST_WORD_ID, SYNTHETIC_VOCAB, shape, generator=generator)
+    bos, eos = torch.full((batch_size, 1), BOS_ID), torch.full((batch_size, 1), EOS_ID)
+    src = torch.cat([src_words, eos], dim=1)
+    tgt = torch.cat([bos, tgt_words, eos], dim=1)
+    return Batch(
+        src=src,
+        src_lens=torch.full((batch_size,), length),
+        tgt=tgt,
+        tgt_lens=torch.full((batch_size,), length + 1),
+        indices=torch.arange(batch_size),
+        num_tgt_tokens=batch_size * length,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# One measurement each (run in a fresh process)
+# ---------------------------------------------------------------------------------------------
+
+
+def bench_training(settings: Settings, name: str) -> dict[str, Any]:
+    """Training throughput and peak memory of model `name`, with its configuration."""
+    device = pick_device(settings.device)
+    dtype = autocast_dtype(settings.precision, device)
+    data = PreparedData.load(settings.data)
+    batches = endless_batches(data.dataset("train"), settings.max_tokens, settings.seed)
+    inference = load_model(settings, name, data, device)
+    step = make_training_step(inference.model, device, dtype)
+    baseline = memory_start(device)
+    for _ in range(settings.warmup_steps):
+        step(next(batches).to(device))
+    synchronize(device)
+    start = time.perf_counter()
+    tgt_tokens = src_tokens = 0
+    for _ in range(settings.steps):
+        batch = next(batches)
+        step(batch.to(device))
+        tgt_tokens += batch.num_tgt_tokens
+        src_tokens += int(batch.src_lens.sum())
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    return {
+        "config": asdict(inference.config.model),
+        "parameters": inference.model.num_parameters(),
+        "training": {
+            "precision": precision_name(dtype),
+            "steps": settings.steps,
+            "seconds": seconds,
+            "tgt_tokens": tgt_tokens,
+            "src_tokens": src_tokens,
+            "tgt_tokens_per_second": tgt_tokens / seconds,
+            "tokens_per_second": (tgt_tokens + src_tokens) / seconds,
+            "memory": memory_report(device, baseline),
+        },
+    }
+
+
+def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
+    """Decoding speed of model `name` on the test split, for each beam size of `settings`."""
+    device = pick_device(settings.device)
+    data = PreparedData.load(settings.data)
+    sources, references = data.lines("test")
+    if settings.decode_sentences:
+        sources = sources[: settings.decode_sentences]
+        references = references[: settings.decode_sentences]
+    inference = load_model(settings, name, data, device)
+    translator = Translator(
+        inference.model,
+        inference.src_tokenizer,
+        inference.tgt_tokenizer,
+        inference.config.decode,
+        device,
+    )
+    baseline = memory_start(device)
+    translator.translate(sources[:DECODE_WARMUP_SENTENCES], beam_size=1)
+    beams = []
+    for beam_size in settings.beams:
+        synchronize(device)
+        start = time.perf_counter()
+        best = [nbest[0] for nbest in translator.translate(sources, beam_size)]
+        synchronize(device)
+        seconds = time.perf_counter() - start
+        output_tokens = sum(len(translation.tokens) for translation in best)
+        beams.append(
+            {
+                "beam_size": beam_size,
+                "seconds": seconds,
+                "sentences_per_second": len(sources) / seconds,
+                "output_tokens": output_tokens,
+                "tokens_per_second": output_tokens / seconds,
+                "bleu": corpus_scores([t.text for t in best], references).bleu,
+            }
+        )
+    checkpoint = settings.checkpoints.get(name)
+    return {
+        "weights": "checkpoint" if checkpoint else "random",
+        "checkpoint": checkpoint,
+        "precision": "fp32",
+        "sentences": len(sources),
+        "beams": beams,
+        "memory": memory_report(device, baseline),
+    }
+
+
+def growth_case(settings: Settings, name: str, length: int) -> dict[str, Any]:
+    """Training step and decoding costs of model `name` on synthetic sequences of `length`."""
+    device = pick_device(settings.device)
+    dtype = autocast_dtype(settings.precision, device)
+    config = load_config(None, [f"model.name={name}", *settings.overrides]).model
+    torch.manual_seed(settings.seed)
+    model = build_model(config, SYNTHETIC_VOCAB, SYNTHETIC_VOCAB, True, verbose=False).to(device)
+    generator = torch.Generator().manual_seed(settings.seed)
+    batch = synthetic_batch(settings.batch_size, length, generator).to(device)
+    step = make_training_step(model, device, dtype)
+    baseline = memory_start(device)
+    step_seconds = median_seconds(lambda: step(batch), settings.repeats, device)
+    memory = memory_report(device, baseline)
+
+    model.eval()
+    inputs = (model, batch.src, batch.src_lens, batch.tgt_in)
+    cached = median_seconds(lambda: decode_cached(*inputs), settings.repeats, device)
+    uncached = None
+    if config.arch == "transformer":  # the GRU's cache is its state: there is nothing to redo
+        uncached = median_seconds(lambda: decode_uncached(*inputs), settings.repeats, device)
+    return {
+        "config": asdict(config),
+        "parameters": model.num_parameters(),
+        "length": length,
+        "train_step_ms": 1000 * step_seconds,
+        "memory": memory,
+        "decode_cached_ms_per_token": 1000 * cached / length,
+        "decode_uncached_ms_per_token": None if uncached is None else 1000 * uncached / length,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The two benchmarks
+# ---------------------------------------------------------------------------------------------
+
+
+def run_throughput(settings: Settings) -> dict[str, Any]:
+    """Training and decoding speed and memory of every model; returns the results record."""
+    device = pick_device(settings.device)
+    PreparedData.load(settings.data)  # a missing corpus fails here, before any process starts
+    models = []
+    for name in settings.models:
+        print(f"{name}: training {settings.warmup_steps} + {settings.steps} steps", flush=True)
+        entry = {"name": name, **in_fresh_process(bench_training, settings, name)}
+        print(f"{name}: decoding, beams {settings.beams}", flush=True)
+        entry["decoding"] = in_fresh_process(bench_decoding, settings, name)
+        models.append(entry)
+    return {
+        "kind": "throughput",
+        "environment": environment(device),
+        "settings": asdict(settings),
+        "models": models,
+    }
+
+
+def run_growth(settings: Settings) -> dict[str, Any]:
+    """Training step and per-token decoding costs against the sequence length, per model."""
+    device = pick_device(settings.device)
+    models = []
+    for name in settings.models:
+        cases = []
+        for length in settings.lengths:
+            print(f"{name}: length {length}", flush=True)
+            cases.append(in_fresh_process(growth_case, settings, name, length))
+        first = cases[0]
+        models.append(
+            {
+                "name": name,
+                "config": first["config"],
+                "parameters": first["parameters"],
+                "precision": precision_name(autocast_dtype(settings.precision, device)),
+                "lengths": [
+                    {k: v for k, v in case.items() if k not in ("config", "parameters")}
+                    for case in cases
+                ],
+            }
+        )
+    return {
+        "kind": "growth",
+        "environment": environment(device),
+        "settings": asdict(settings),
+        "models": models,
+    }
+
+
+def growth_figure(record: dict[str, Any]) -> Figure:
+    """Log-log panels against the sequence length: training step time, its memory, and the
+    decoding time per output position (dashed: without a cache), one colour per model."""
+    figure = Figure(figsize=(15, 4.5), layout="constrained")
+    step_axes, memory_axes, decode_axes = figure.subplots(1, 3)
+    for model in record["models"]:
+        name, cases = model["name"], model["lengths"]
+        lengths = [case["length"] for case in cases]
+        (line,) = step_axes.plot(lengths, [c["train_step_ms"] for c in cases], "o-", label=name)
+        color = line.get_color()
+        memory = [case["memory"]["increase_mib"] for case in cases]
+        memory_axes.plot(lengths, memory, "o-", color=color, label=name)
+        cached = [case["decode_cached_ms_per_token"] for case in cases]
+        decode_axes.plot(lengths, cached, "o-", color=color, label=f"{name}, cached")
+        uncached = [case["decode_uncached_ms_per_token"] for case in cases]
+        if None not in uncached:
+            decode_axes.plot(lengths, uncached, "s--", color=color, label=f"{name}, no cache")
+    batch = record["settings"]["batch_size"]
+    titles = [
+        f"training step (batch of {batch})",
+        "memory of a training step (increase)",
+        f"decoding, per output position (batch of {batch})",
+    ]
+    ylabels = ["milliseconds", "MiB", "milliseconds"]
+    lengths = record["settings"]["lengths"]
+    for axes, title, ylabel in zip(
+        (step_axes, memory_axes, decode_axes), titles, ylabels, strict=True
+    ):
+        axes.set_xscale("log", base=2)
+        axes.set_yscale("log", nonpositive="mask")
+        axes.set_xticks(lengths, [str(length) for length in lengths])
+        axes.xaxis.set_minor_locator(NullLocator())
+        axes.set_xlabel("sequence length L (source = target)")
+        axes.set_ylabel(ylabel)
+        axes.set_title(title)
+        axes.grid(True, which="major", alpha=0.3)
+        axes.legend()
+    env = record["environment"]
+    figure.suptitle(f"Cost growth with sequence length on {env['device_name']} ({env['device']})")
+    return figure
+
+
+def default_out(record: dict[str, Any]) -> Path:
+    """results/bench/[growth-]<device>-<time>.json"""
+    slug = re.sub(r"[^a-z0-9]+", "-", record["environment"]["device_name"].lower()).strip("-")
+    prefix = "growth-" if record["kind"] == "growth" else ""
+    return Path("results/bench") / f"{prefix}{slug[:40]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
+def save(record: dict[str, Any], out: Path) -> list[Path]:
+    """Write the record as JSON to `out` (and a growth record's figure beside it, as PNG)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    written = [out]
+    if record["kind"] == "growth":
+        growth_figure(record).savefig(out.with_suffix(".png"), dpi=120)
+        written.append(out.with_suffix(".png"))
+    return written
+
+
+def find_checkpoints(folder: str | Path, models: list[str], data: str) -> dict[str, str]:
+    """The best.pt of each run folder under `folder` whose config.toml trains one of `models`
+    on the prepared corpus `data`. Two runs of one model are an error: name one explicitly."""
+    found: dict[str, list[str]] = {}
+    for config_path in sorted(Path(folder).glob("*/config.toml")):
+        best = config_path.parent / "best.pt"
+        config = load_config(config_path)
+        same_data = Path(config.data.prepared).resolve() == Path(data).resolve()
+        if best.is_file() and same_data and config.model.name in models:
+            found.setdefault(config.model.name, []).append(str(best))
+    for name, paths in found.items():
+        if len(paths) > 1:
+            raise UserError(
+                f"{folder}: several {name} runs ({', '.join(paths)}); choose one with "
+                f"--checkpoint {name}=PATH"
+            )
+    return {name: paths[0] for name, paths in found.items()}
