@@ -81,6 +81,15 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def cpu_has_fast_bf16() -> bool:
+    """Whether torch's CPU kernels can do bf16 matrix products quickly (AVX-512 and up).
+
+    Without it, bf16 autocast on the CPU falls back to generic kernels: measured 9x (Transformer)
+    and 19x (GRU) slower per training step than fp32 on an AVX2-only CPU.
+    """
+    return torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2")
+
+
 def load_data(cfg: Config, prepare_missing: bool, env: distributed.Dist) -> PreparedData:
     folder = Path(cfg.data.prepared)
     if not (folder / "manifest.json").is_file():
@@ -380,6 +389,11 @@ def _train(
         else f"run {run_dir}: {raw_model.num_parameters():,} parameters on {device}"
         f" ({'fp32' if dtype is None else dtype}), world size {env.world_size}"
     )
+    if dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_fast_bf16():
+        log.line(
+            "warning: this CPU has no AVX-512, so bf16 matrix products run on slow fallback "
+            "kernels (9-19x slower than fp32 on such a machine); train.precision=fp32 is faster"
+        )
 
     sampler = TokenBatchSampler(
         train_set.src_lens,

@@ -262,3 +262,11 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
     assert checkpoint["step"] == 6 and len(checkpoint["training"]["rng"]) == 2
     log = (run_dir / "train.log").read_text()
     assert "world size 2" in log
+
+
+@pytest.mark.parametrize(
+    ("capability", "fast"), [("AVX2", False), ("DEFAULT", False), ("AVX512", True)]
+)
+def test_bf16_on_cpu_is_fast_only_with_avx512(capability: str, fast: bool, monkeypatch) -> None:
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert train_module.cpu_has_fast_bf16() is fast
