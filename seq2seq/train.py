@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -141,20 +140,24 @@ def token_losses(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed label-smoothed loss and summed plain NLL over the batch's target tokens.
 
+    With label smoothing e, the target distribution puts 1 - e on the reference token and
+    spreads e evenly over the whole vocabulary of V tokens, so per token
+
+        loss = (1 - e) * nll + e * mean_v(-log p_v),    nll = -log p_reference
+
+    (the definition of `F.cross_entropy(label_smoothing=e)`). Both come from one log-softmax.
     Padding positions are ignored. Both are float32 scalars; divide by the token count.
     """
     with torch.autocast(batch.src.device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
         logits = model(batch.src, batch.src_lens, batch.tgt_in)
-    logits = logits.float().flatten(0, 1)
-    target = batch.tgt_out.flatten()
-    loss = F.cross_entropy(
-        logits, target, ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum"
-    )
+    log_probs = logits.float().log_softmax(dim=-1)  # (B, T, V)
+    target = batch.tgt_out
+    padding = target == PAD_ID
+    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(padding, 0.0).sum()
     if label_smoothing == 0.0:
-        return loss, loss.detach()
-    with torch.no_grad():
-        nll = F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="sum")
-    return loss, nll
+        return nll, nll.detach()
+    uniform = -log_probs.mean(dim=-1).masked_fill(padding, 0.0).sum()
+    return (1.0 - label_smoothing) * nll + label_smoothing * uniform, nll.detach()
 
 
 # ---------------------------------------------------------------------------------------------
