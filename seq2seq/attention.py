@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seq2seq.dropout import Dropout
+
 
 def padding_mask(valid_lens: Tensor, num_keys: int) -> Tensor:
     """(B,) valid lengths -> (B, 1, 1, K) mask, True at keys [0, len) of each row.
@@ -84,7 +86,7 @@ class AdditiveAttention(nn.Module):
         self.query_proj = nn.Linear(query_size, attention_size, bias=False)  # W_q
         self.key_proj = nn.Linear(key_size, attention_size, bias=False)  # W_k
         self.score_proj = nn.Linear(attention_size, 1, bias=False)  # w_v
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def project_keys(self, keys: Tensor) -> Tensor:
         """(B, S, key_size) -> (B, S, A): W_k k for every key, once per source batch."""
@@ -116,7 +118,7 @@ class DotProductAttention(nn.Module):
 
     def __init__(self, dropout: float = 0.0) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self, queries: Tensor, keys: Tensor, values: Tensor, valid: Tensor | None

@@ -23,6 +23,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import AdditiveAttention
 from seq2seq.config import ModelConfig
+from seq2seq.dropout import Dropout
 from seq2seq.models.base import Seq2SeqModel, State, StepOutput
 from seq2seq.specials import PAD_ID
 
@@ -42,7 +43,7 @@ class GRUSeq2Seq(Seq2SeqModel):
             self.src_embed = self.tgt_embed
         else:
             self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.encoder = nn.GRU(
             embed_dim,
             hidden // 2,
