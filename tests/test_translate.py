@@ -4,6 +4,7 @@ averaging, on a checkpoint trained for a few steps by seq2seq.train on a generat
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -227,6 +228,9 @@ def test_translate_interactive_in_a_terminal(run, tmp_path):
         env=env,
         encoding="utf-8",
         timeout=60,
+        # A shell that starts pytest in the background makes it ignore SIGINT, and the child
+        # would inherit that: give it the default, as in a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     child.expect_exact("Ctrl-D quits")
     child.expect_exact("> ")
