@@ -197,6 +197,8 @@ class Batch:
     tgt: (B, T) long, BOS + target ids + EOS, padded with PAD_ID; tgt_lens: (B,) long
     indices: (B,) long, each row's index in the dataset (to restore the input order)
     num_tgt_tokens: the number of non-pad tokens in `tgt_out`, the tokens the loss is over
+    num_src_tokens: the number of non-pad tokens in `src`
+    (the counts are plain ints, known without reading a GPU tensor back)
     """
 
     src: Tensor
@@ -205,6 +207,7 @@ class Batch:
     tgt_lens: Tensor
     indices: Tensor
     num_tgt_tokens: int
+    num_src_tokens: int
 
     @property
     def tgt_in(self) -> Tensor:
@@ -245,7 +248,7 @@ def collate(samples: list[Example]) -> Batch:
     tgt, tgt_lens = _pad([sample.tgt for sample in samples])
     indices = torch.tensor([sample.index for sample in samples], dtype=torch.long)
     num_tgt_tokens = int(tgt_lens.sum()) - len(samples)
-    return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens)
+    return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens, int(src_lens.sum()))
 
 
 def make_loader(

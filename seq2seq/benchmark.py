@@ -326,6 +326,7 @@ def synthetic_batch(batch_size: int, length: int, generator: torch.Generator) ->
         tgt_lens=torch.full((batch_size,), length + 1),
         indices=torch.arange(batch_size),
         num_tgt_tokens=batch_size * length,
+        num_src_tokens=batch_size * length,
     )
 
 
@@ -352,7 +353,7 @@ def bench_training(settings: Settings, name: str) -> dict[str, Any]:
         batch = next(batches)
         step(batch.to(device))
         tgt_tokens += batch.num_tgt_tokens
-        src_tokens += int(batch.src_lens.sum())
+        src_tokens += batch.num_src_tokens
     synchronize(device)
     seconds = time.perf_counter() - start
     return {

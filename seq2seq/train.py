@@ -64,6 +64,23 @@ class Progress:
     history: list[dict[str, float]] = field(default_factory=list)  # one entry per validation
 
 
+@dataclass
+class Window:
+    """Token-weighted sums over the steps since the last log line; logged as means."""
+
+    start: float = field(default_factory=time.perf_counter)
+    loss: float = 0.0  # sum over steps of (mean loss per target token) * target tokens
+    nll: float = 0.0
+    tgt: int = 0  # target tokens
+    src: int = 0  # source tokens
+
+    def add(self, loss: float, nll: float, tgt: int, src: int) -> None:
+        self.loss += loss * tgt
+        self.nll += nll * tgt
+        self.tgt += tgt
+        self.src += src
+
+
 # ---------------------------------------------------------------------------------------------
 # Setup: device, precision, data, model, optimizer, schedule
 # ---------------------------------------------------------------------------------------------
@@ -465,7 +482,7 @@ def _train(
         unit="step",
         dynamic_ncols=True,
     )
-    window_start, window_tgt, window_src = time.perf_counter(), 0, 0
+    window = Window()
     consecutive_bad = 0
     last_validated = progress.step if resumed else -1
     stop = False
@@ -523,39 +540,43 @@ def _train(
             progress.step += 1
             bar.update(1)
 
-            window_tgt += int(num_tokens.item())
-            window_src += sum(int(b.src_lens.sum()) for b in group) * env.world_size
+            step_tgt = int(num_tokens.item())
+            step_src = sum(b.num_src_tokens for b in group) * env.world_size
+            window.add(loss_value, nll_value, step_tgt, step_src)
             lr = optimizer.param_groups[0]["lr"]
             if progress.step % cfg.train.log_every == 0:
-                seconds = time.perf_counter() - window_start
-                tgt_per_s = window_tgt / seconds
+                loss_mean, nll_mean = window.loss / window.tgt, window.nll / window.tgt
+                seconds = time.perf_counter() - window.start
+                tgt_per_s = window.tgt / seconds
                 log.scalars(
                     progress.step,
                     {
-                        "train/loss": loss_value,
-                        "train/nll": nll_value,
-                        "train/ppl": math.exp(min(nll_value, 100.0)),
+                        "train/loss": loss_mean,
+                        "train/nll": nll_mean,
+                        "train/ppl": math.exp(min(nll_mean, 100.0)),
                         "train/lr": lr,
                         "train/grad_norm": float(grad_norm),
                         "train/tgt_tokens_per_second": tgt_per_s,
-                        "train/tokens_per_second": (window_tgt + window_src) / seconds,
+                        "train/tokens_per_second": (window.tgt + window.src) / seconds,
                         "train/epoch": progress.epoch,
                     },
                 )
                 log.line(
-                    f"step {progress.step} epoch {progress.epoch} loss {loss_value:.4f} "
-                    f"nll {nll_value:.4f} lr {lr:.3g} |g| {float(grad_norm):.3g} "
+                    f"step {progress.step} epoch {progress.epoch} loss {loss_mean:.4f} "
+                    f"nll {nll_mean:.4f} lr {lr:.3g} |g| {float(grad_norm):.3g} "
                     f"{tgt_per_s:,.0f} tgt tok/s"
                 )
-                window_start, window_tgt, window_src = time.perf_counter(), 0, 0
+                window = Window()
             bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", refresh=False)
 
             reached_max = bool(max_steps and progress.step >= max_steps)
+            paused = time.perf_counter()  # validation and saving do not count towards tokens/s
             if progress.step % cfg.train.valid_every == 0 or reached_max:
                 stop = run_validation() or reached_max
                 last_validated = progress.step
             elif cfg.train.save_every and progress.step % cfg.train.save_every == 0:
                 save(last_path)
+            window.start += time.perf_counter() - paused
         if not stop:
             progress.epoch += 1
             progress.position = 0

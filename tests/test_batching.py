@@ -61,6 +61,7 @@ def test_collate_pads_and_keeps_indices() -> None:
     assert batch.tgt_in.tolist() == [[BOS_ID, 10, 11, 12], [BOS_ID, 9, EOS_ID, PAD_ID]]
     assert batch.tgt_out.tolist() == [[10, 11, 12, EOS_ID], [9, EOS_ID, PAD_ID, PAD_ID]]
     assert batch.num_tgt_tokens == int((batch.tgt_out != PAD_ID).sum()) == 6
+    assert batch.num_src_tokens == int((batch.src != PAD_ID).sum()) == 6
     assert batch.indices.tolist() == [1, 0]
     assert len(batch) == 2
     moved = batch.to("cpu")

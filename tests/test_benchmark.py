@@ -171,6 +171,7 @@ def test_cached_decoding_processes_one_position_per_step(
     batch = benchmark.synthetic_batch(3, 6, torch.Generator().manual_seed(0))
     assert batch.src.shape == (3, 6) and batch.tgt_in.shape == (3, 6)
     assert batch.num_tgt_tokens == int((batch.tgt_out != 0).sum())
+    assert batch.num_src_tokens == int((batch.src != 0).sum())
     seen = positions_per_decoder_call(model)
 
     cached = benchmark.decode_cached(model, batch.src, batch.src_lens, batch.tgt_in)

@@ -53,6 +53,7 @@ def test_token_losses_equal_cross_entropy_without_padding(label_smoothing: float
         tgt_lens=tgt_lens,
         indices=torch.arange(3),
         num_tgt_tokens=int((tgt[:, 1:] != PAD_ID).sum()),
+        num_src_tokens=3,
     )
     loss, nll = train_module.token_losses(lambda *_: logits, batch, label_smoothing, None)
 
@@ -71,6 +72,14 @@ def test_token_losses_equal_cross_entropy_without_padding(label_smoothing: float
     (expected_grad,) = torch.autograd.grad(expected, logits)
     torch.testing.assert_close(grad, expected_grad)
     assert grad[batch.tgt_out == PAD_ID].abs().max() == 0.0
+
+
+def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
+    window = train_module.Window()
+    window.add(loss=2.0, nll=1.0, tgt=100, src=90)
+    window.add(loss=5.0, nll=4.0, tgt=300, src=310)
+    assert (window.loss / window.tgt, window.nll / window.tgt) == (4.25, 3.25)
+    assert (window.tgt, window.src) == (400, 400)
 
 
 @pytest.mark.parametrize(("arch", "steps"), [("transformer", 900), ("gru", 400)])
