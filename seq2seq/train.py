@@ -269,7 +269,7 @@ def validate(
     )
     log.text(step, "samples", samples)
     if shown:
-        hypothesis_ids = data.tgt_tokenizer.encode(result.hypotheses[:shown])
+        hypothesis_ids = result.hypothesis_ids[:shown]
         log_attention_maps(log, step, model, data, sources[:shown], hypothesis_ids, device)
     log.line(
         f"validation step {step}: nll {nll:.4f} ppl {ppl:.2f} BLEU {result.bleu:.2f} "

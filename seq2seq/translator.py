@@ -164,7 +164,9 @@ class Translator:
 
 @dataclass
 class EvalResult:
-    """Corpus scores of a test set (see seq2seq.metrics) and the decoding speed."""
+    """Corpus scores of a test set (see seq2seq.metrics) and the decoding speed, with the
+    output: `hypotheses` (detokenized text) and `hypothesis_ids` (the ids the search produced,
+    without BOS/EOS), one per source line."""
 
     bleu: float
     bleu_lc: float
@@ -177,10 +179,12 @@ class EvalResult:
     device: str
     beam_size: int
     hypotheses: list[str]
+    hypothesis_ids: list[list[int]]
 
     def summary(self) -> dict[str, object]:
-        """Everything but the hypotheses, as plain values (for JSON and logs)."""
-        return {k: v for k, v in vars(self).items() if k != "hypotheses"}
+        """Everything but the output, as plain values (for JSON and logs)."""
+        output = ("hypotheses", "hypothesis_ids")
+        return {k: v for k, v in vars(self).items() if k not in output}
 
 
 def evaluate(
@@ -197,8 +201,9 @@ def evaluate(
         )
     beam_size = beam_size or translator.decode_cfg.beam_size
     start = time.perf_counter()
-    hypotheses = [nbest[0].text for nbest in translator.translate(src_lines, beam_size)]
+    best = [nbest[0] for nbest in translator.translate(src_lines, beam_size)]
     seconds = time.perf_counter() - start
+    hypotheses = [translation.text for translation in best]
     scores = corpus_scores(hypotheses, ref_lines)
     return EvalResult(
         bleu=scores.bleu,
@@ -212,4 +217,5 @@ def evaluate(
         device=str(translator.device),
         beam_size=beam_size,
         hypotheses=hypotheses,
+        hypothesis_ids=[translation.tokens for translation in best],
     )

@@ -161,7 +161,9 @@ def test_translate_restores_training_mode_and_checks_nbest(translator):
 def test_evaluate_scores_its_own_hypotheses(translator, run):
     sources, references = corpus_side(run, "test", "en"), corpus_side(run, "test", "de")
     result = evaluate(translator, sources, references, beam_size=2)
-    assert result.hypotheses == [n[0].text for n in translator.translate(sources, beam_size=2)]
+    best = [n[0] for n in translator.translate(sources, beam_size=2)]
+    assert result.hypotheses == [translation.text for translation in best]
+    assert result.hypothesis_ids == [translation.tokens for translation in best]
     assert result.bleu == pytest.approx(
         sacrebleu.corpus_bleu(result.hypotheses, [references]).score
     )
@@ -169,7 +171,7 @@ def test_evaluate_scores_its_own_hypotheses(translator, run):
         sacrebleu.corpus_chrf(result.hypotheses, [references]).score
     )
     assert (result.sentences, result.beam_size, result.device) == (20, 2, "cpu")
-    assert "hypotheses" not in result.summary()
+    assert not {"hypotheses", "hypothesis_ids"} & set(result.summary())
     with pytest.raises(UserError, match="20 source lines but 19 reference lines"):
         evaluate(translator, sources, references[:-1])
 
