@@ -56,13 +56,13 @@ def _banned_log_probs(
 ) -> Tensor:
     """Mask the next-token log-probabilities of one step with -inf where a token is not allowed.
 
-    log_probs: (R, V) for R decoder rows; history: (R, t) tokens produced so far (no BOS);
-    at_max_len: (R,) True where the row has reached its maximum length and must end now.
-    PAD and BOS are never allowed. With no_repeat_ngram = n, a token that would complete an
-    n-gram already present in the row's history is banned.
+    log_probs: (R, V) for R decoder rows, modified in place (the step's own output);
+    history: (R, t) tokens produced so far (no BOS); at_max_len: (R,) True where the row has
+    reached its maximum length and must end now. PAD and BOS are never allowed. With
+    no_repeat_ngram = n, a token that would complete an n-gram already present in the row's
+    history is banned. Only the rows at their maximum length are touched for the forced EOS.
     """
-    never = torch.tensor([PAD_ID, BOS_ID], device=log_probs.device)
-    log_probs = log_probs.float().index_fill(1, never, float("-inf"))  # a copy: ours to modify
+    log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
     n = no_repeat_ngram
     if n > 0 and history.shape[1] >= n:
         windows = history.unfold(1, n, 1)  # (R, W, n): every n-gram of the history
@@ -70,8 +70,12 @@ def _banned_log_probs(
         repeats = (windows[:, :, :-1] == suffix[:, None, :]).all(dim=2)  # (R, W)
         counts = torch.zeros_like(log_probs).scatter_add_(1, windows[:, :, -1], repeats.float())
         log_probs.masked_fill_(counts > 0, float("-inf"))
-    not_eos = torch.arange(log_probs.shape[1], device=log_probs.device) != EOS_ID
-    return log_probs.masked_fill_(at_max_len[:, None] & not_eos, float("-inf"))
+    ending = at_max_len.nonzero().squeeze(1)
+    if len(ending) > 0:
+        eos_log_probs = log_probs[ending, EOS_ID]
+        log_probs[ending] = float("-inf")
+        log_probs[ending, EOS_ID] = eos_log_probs
+    return log_probs
 
 
 def _mean_heads(attention: Tensor | None) -> Tensor | None:
@@ -110,7 +114,7 @@ def greedy_search(
     for step in range(max_steps):
         out = model.decode_step(state, prev, cache, need_attention)
         log_probs = _banned_log_probs(
-            out.log_probs, tokens[rows, :step], step >= max_lens[rows], no_repeat_ngram
+            out.log_probs.float(), tokens[rows, :step], step >= max_lens[rows], no_repeat_ngram
         )
         best_log_probs, prev = log_probs.max(dim=1)
         tokens[rows, step] = prev
@@ -202,7 +206,10 @@ def beam_search(
         out = model.decode_step(state, prev, cache, need_attention)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)
         log_probs = _banned_log_probs(
-            out.log_probs, beam_tokens.reshape(num_active * k, step), at_max_len, no_repeat_ngram
+            out.log_probs.float(),
+            beam_tokens.reshape(num_active * k, step),
+            at_max_len,
+            no_repeat_ngram,
         )
         vocab_size = log_probs.shape[1]
         candidates = (beam_scores.view(-1, 1) + log_probs).view(num_active, k * vocab_size)
