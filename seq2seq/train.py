@@ -36,13 +36,14 @@ from seq2seq.checkpoint import (
 from seq2seq.config import Config, config_from_dict, dump_toml
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
+from seq2seq.loss import label_smoothed_cross_entropy
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.plots import attention_figure
 from seq2seq.prepare import PreparedData, prepare
 from seq2seq.reproducibility import rng_state, seed_everything, set_rng_state
 from seq2seq.run_log import RunLog
-from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.specials import BOS_ID, EOS_ID
 from seq2seq.translator import Translator, evaluate
 
 
@@ -155,26 +156,14 @@ def make_scheduler(
 def token_losses(
     model: torch.nn.Module, batch: Batch, label_smoothing: float, dtype: torch.dtype | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed label-smoothed loss and summed plain NLL over the batch's target tokens.
-
-    With label smoothing e, the target distribution puts 1 - e on the reference token and
-    spreads e evenly over the whole vocabulary of V tokens, so per token
-
-        loss = (1 - e) * nll + e * mean_v(-log p_v),    nll = -log p_reference
-
-    (the definition of `F.cross_entropy(label_smoothing=e)`). Both come from one log-softmax.
-    Padding positions are ignored. Both are float32 scalars; divide by the token count.
-    """
+    """Summed label-smoothed loss and summed plain NLL over the batch's target tokens
+    (seq2seq.loss). Padding positions are ignored. Both are float32 scalars; divide by the token
+    count."""
     with torch.autocast(batch.src.device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
         logits = model(batch.src, batch.src_lens, batch.tgt_in)
-    log_probs = logits.float().log_softmax(dim=-1)  # (B, T, V)
-    target = batch.tgt_out
-    padding = target == PAD_ID
-    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(padding, 0.0).sum()
-    if label_smoothing == 0.0:
-        return nll, nll.detach()
-    uniform = -log_probs.mean(dim=-1).masked_fill(padding, 0.0).sum()
-    return (1.0 - label_smoothing) * nll + label_smoothing * uniform, nll.detach()
+    return label_smoothed_cross_entropy(
+        logits.float().flatten(0, 1), batch.tgt_out.flatten(), label_smoothing
+    )
 
 
 # ---------------------------------------------------------------------------------------------

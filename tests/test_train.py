@@ -10,17 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 from reversal import prepare_reversal, tiny_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq import train as train_module
-from seq2seq.batching import Batch
 from seq2seq.checkpoint import load_checkpoint, load_for_inference
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
 from seq2seq.prepare import PreparedData
-from seq2seq.specials import PAD_ID
 from seq2seq.translator import Translator, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,41 +34,6 @@ def run_train(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         TRAIN + args, env=ENV, capture_output=True, text=True, cwd=ROOT, timeout=600, **kwargs
     )
-
-
-@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
-def test_token_losses_equal_cross_entropy_without_padding(label_smoothing: float) -> None:
-    generator = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 5, 11, generator=generator, requires_grad=True)
-    tgt = torch.randint(4, 11, (3, 6), generator=generator)
-    tgt_lens = torch.tensor([6, 4, 2])
-    tgt[torch.arange(6) >= tgt_lens[:, None]] = PAD_ID
-    batch = Batch(
-        src=torch.zeros(3, 1, dtype=torch.long),
-        src_lens=torch.ones(3, dtype=torch.long),
-        tgt=tgt,
-        tgt_lens=tgt_lens,
-        indices=torch.arange(3),
-        num_tgt_tokens=int((tgt[:, 1:] != PAD_ID).sum()),
-        num_src_tokens=3,
-    )
-    loss, nll = train_module.token_losses(lambda *_: logits, batch, label_smoothing, None)
-
-    flat_logits, flat_target = logits.flatten(0, 1), batch.tgt_out.flatten()
-    expected = F.cross_entropy(
-        flat_logits,
-        flat_target,
-        ignore_index=PAD_ID,
-        label_smoothing=label_smoothing,
-        reduction="sum",
-    )
-    expected_nll = F.cross_entropy(flat_logits, flat_target, ignore_index=PAD_ID, reduction="sum")
-    torch.testing.assert_close(loss, expected)
-    torch.testing.assert_close(nll, expected_nll)
-    (grad,) = torch.autograd.grad(loss, logits)
-    (expected_grad,) = torch.autograd.grad(expected, logits)
-    torch.testing.assert_close(grad, expected_grad)
-    assert grad[batch.tgt_out == PAD_ID].abs().max() == 0.0
 
 
 def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
