@@ -6,6 +6,8 @@ The figure is a bare matplotlib `Figure` (no pyplot, so no display and no global
 with `figure.savefig(path)` or hand it to TensorBoard's `add_figure`.
 """
 
+import textwrap
+
 from matplotlib.figure import Figure
 from torch import Tensor
 
@@ -16,7 +18,8 @@ MAX_HEADER_CHARS = 8  # the vertical source labels of the terminal view are cut 
 def attention_figure(
     weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str = ""
 ) -> Figure:
-    """A heatmap of weights (T, S): source pieces across the top, target pieces down the side."""
+    """A heatmap of weights (T, S): source pieces across the top, target pieces down the side.
+    A title longer than the figure is wide is wrapped onto several lines."""
     num_tgt, num_src = weights.shape
     figure = Figure(figsize=(2 + 0.35 * num_src, 1.5 + 0.3 * num_tgt), layout="constrained")
     axes = figure.add_subplot()
@@ -28,7 +31,7 @@ def attention_figure(
     axes.set_xlabel("source")
     axes.set_ylabel("target")
     if title:
-        axes.set_title(title)
+        axes.set_title("\n".join(textwrap.wrap(title, width=max(40, int(3.5 * num_src) + 10))))
     figure.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
     return figure
 

@@ -40,3 +40,11 @@ def test_attention_figure_labels_and_png(tmp_path):
     path = tmp_path / "map.png"
     figure.savefig(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_attention_figure_wraps_a_long_title():
+    title = " ".join(["word"] * 40)
+    figure = attention_figure(WEIGHTS, SOURCE, TARGET, title)
+    shown = figure.axes[0].get_title()
+    assert shown.replace("\n", " ") == title
+    assert len(shown.splitlines()) > 1 and max(map(len, shown.splitlines())) <= 40
