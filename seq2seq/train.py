@@ -327,7 +327,10 @@ def train(cfg: Config, prepare_missing: bool = False) -> Progress:
     device = pick_device(cfg.train.device, "train.device")
     env = distributed.init_distributed(device.type)
     try:
-        return _train(cfg, prepare_missing, device, env)
+        progress = _train(cfg, prepare_missing, device, env)
+        # Rank 0 may still be validating and saving: tear the group down only when all are done.
+        distributed.barrier(env)
+        return progress
     finally:
         distributed.shutdown(env)
 
