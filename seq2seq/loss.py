@@ -29,7 +29,7 @@ class _LabelSmoothedCrossEntropy(torch.autograd.Function):
         padding = target == PAD_ID
         nll = -log_probs.gather(1, target[:, None]).squeeze(1).masked_fill(padding, 0.0)
         uniform = -log_probs.mean(dim=1).masked_fill(padding, 0.0)
-        ctx.save_for_backward(log_probs, target)
+        ctx.save_for_backward(log_probs, target, padding)
         ctx.smoothing = smoothing
         nll_sum = nll.sum()
         ctx.mark_non_differentiable(nll_sum)
@@ -37,13 +37,13 @@ class _LabelSmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, None, None]:
-        log_probs, target = ctx.saved_tensors
+        log_probs, target, padding = ctx.saved_tensors
         smoothing = ctx.smoothing
         grad = log_probs.exp()  # p
         grad -= smoothing / grad.shape[1]  # - e / V
         grad[torch.arange(len(target), device=grad.device), target] -= 1.0 - smoothing
-        grad.masked_fill_((target == PAD_ID)[:, None], 0.0)
-        return grad * grad_loss, None, None
+        grad.masked_fill_(padding[:, None], 0.0)
+        return grad.mul_(grad_loss), None, None
 
 
 def label_smoothed_cross_entropy(

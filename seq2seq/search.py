@@ -114,7 +114,7 @@ def greedy_search(
     for step in range(max_steps):
         out = model.decode_step(state, prev, cache, need_attention)
         log_probs = _banned_log_probs(
-            out.log_probs.float(), tokens[rows, :step], step >= max_lens[rows], no_repeat_ngram
+            out.log_probs, tokens[rows, :step], step >= max_lens[rows], no_repeat_ngram
         )
         best_log_probs, prev = log_probs.max(dim=1)
         tokens[rows, step] = prev
@@ -206,10 +206,7 @@ def beam_search(
         out = model.decode_step(state, prev, cache, need_attention)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)
         log_probs = _banned_log_probs(
-            out.log_probs.float(),
-            beam_tokens.reshape(num_active * k, step),
-            at_max_len,
-            no_repeat_ngram,
+            out.log_probs, beam_tokens.reshape(num_active * k, step), at_max_len, no_repeat_ngram
         )
         vocab_size = log_probs.shape[1]
         candidates = (beam_scores.view(-1, 1) + log_probs).view(num_active, k * vocab_size)

@@ -19,7 +19,8 @@ State = dict[str, Tensor | list[Tensor]]
 class StepOutput:
     """What one decoder step returns.
 
-    log_probs: (B, V) log-probabilities of the next token.
+    log_probs: (B, V) float32 log-probabilities of the next token, a new tensor (the search
+        modifies it in place).
     cache: the updated incremental cache (pass it to the next step).
     attention: (B, H, S) cross-attention weights of this step when asked for (the GRU has H = 1),
         else None.
