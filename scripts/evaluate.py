@@ -3,21 +3,33 @@
     scripts/evaluate.py --checkpoint checkpoints/run/best.pt                 # the test split
     scripts/evaluate.py --checkpoint best.pt --split valid --beam 1
     scripts/evaluate.py --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
+    scripts/evaluate.py --checkpoint run/avg5.pt --beam 5 --record results/models/NAME.json \
+        --name "Transformer tiny, last 5 averaged" --trained-on "1x NVIDIA H100, bf16" \
+        --train-hours 1.2 --command "make data" --command "make train MODEL=transformer"
 
 The split is read from the prepared folder named in the checkpoint's configuration
 (data.prepared). The output is detokenized and scored against the plain reference text, the
 same code path that training validation uses.
+
+--record writes the model's entry for the README's results table (see seq2seq.results): the
+scores and signatures, and from the checkpoint the model, corpus, direction, parameter count,
+step and number of averaged checkpoints. What the checkpoint cannot know is given as options:
+the row's name, the training device and hours, and the commands that made the checkpoint; this
+evaluation's own command and the git revision are added.
 """
 
 import argparse
 import json
+import shlex
+import sys
 from pathlib import Path
 
-from seq2seq.checkpoint import load_for_inference
+from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.corpora import read_lines
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError, run_cli
 from seq2seq.prepare import PreparedData
+from seq2seq.results import ModelResult, git_state
 from seq2seq.translator import EvalResult, Translator, evaluate
 
 
@@ -36,7 +48,30 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--output", metavar="FILE", help="write the translations, one a line")
+    record = parser.add_argument_group("recording a result (all four are needed with --record)")
+    record.add_argument("--record", metavar="FILE", help="write the result as JSON")
+    record.add_argument("--name", help="the name of its row in the results table")
+    record.add_argument("--trained-on", metavar="DEVICE", help='e.g. "1x NVIDIA H100, bf16"')
+    record.add_argument("--train-hours", type=float, metavar="H", help="training wall time")
+    record.add_argument(
+        "--command",
+        action="append",
+        metavar="CMD",
+        help="a command that made the checkpoint, in order (repeat the option)",
+    )
     args = parser.parse_args()
+    if args.record:
+        needed = {
+            "--name": args.name,
+            "--trained-on": args.trained_on,
+            "--train-hours": args.train_hours,
+            "--command": args.command,
+        }
+        missing = [option for option, value in needed.items() if value is None]
+        if missing:
+            parser.error(f"--record needs {', '.join(missing)}")
+        if args.src:
+            parser.error("--record scores a split of the prepared corpus, not --src and --ref")
     if args.split and (args.src or args.ref):
         parser.error("give either --split or --src and --ref, not both")
     if bool(args.src) != bool(args.ref):
@@ -63,15 +98,45 @@ def report(result: EvalResult) -> str:
     )
 
 
+def model_result(
+    args: argparse.Namespace, inference: Inference, prepared: PreparedData, result: EvalResult
+) -> ModelResult:
+    """The results-table entry of this evaluation (see --record)."""
+    revision, dirty = git_state()
+    evaluation = ["scripts/evaluate.py", "--checkpoint", args.checkpoint, "--split", args.split]
+    evaluation += ["--beam", str(result.beam_size)]
+    return ModelResult(
+        name=args.name,
+        model=inference.config.model.name,
+        direction=f"{prepared.src}-{prepared.tgt}",
+        corpus=prepared.manifest["corpus"],
+        split=args.split,
+        parameters=inference.model.num_parameters(),
+        bleu=result.bleu,
+        bleu_lc=result.bleu_lc,
+        chrf=result.chrf,
+        signatures=result.signatures,
+        beam_size=result.beam_size,
+        averaged_checkpoints=inference.averaged_checkpoints,
+        train_steps=inference.step,
+        train_hours=args.train_hours,
+        device=args.trained_on,
+        commands=[*args.command, shlex.join(evaluation)],
+        git_revision=(revision or "unknown") + ("-dirty" if dirty else ""),
+    )
+
+
 def main() -> None:
     args = parse_args()
     device = pick_device(args.device)
     inference = load_for_inference(args.checkpoint, device)
+    prepared = None
     if args.src:
         sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
     else:
-        split = args.split or "test"
-        sources, references = PreparedData.load(inference.config.data.prepared).lines(split)
+        args.split = args.split or "test"
+        prepared = PreparedData.load(inference.config.data.prepared)
+        sources, references = prepared.lines(args.split)
     decode_cfg = inference.config.decode
     if args.batch_size is not None:
         decode_cfg.batch_size = args.batch_size
@@ -87,6 +152,9 @@ def main() -> None:
         except OSError as err:
             raise UserError(f"--output {args.output}: cannot write: {err}") from None
     print(json.dumps(result.summary()) if args.json else report(result))
+    if args.record and prepared:
+        model_result(args, inference, prepared, result).save(Path(args.record))
+        print(f"recorded {args.record}", file=sys.stderr)
 
 
 if __name__ == "__main__":

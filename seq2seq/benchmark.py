@@ -37,7 +37,6 @@ import re
 import resource
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -61,6 +60,7 @@ from seq2seq.metrics import corpus_scores
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.prepare import PreparedData
+from seq2seq.results import git_state
 from seq2seq.specials import BOS_ID, EOS_ID
 from seq2seq.train import autocast_dtype, token_losses
 from seq2seq.translator import Translator
@@ -123,26 +123,6 @@ def device_name(device: torch.device) -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def git_state() -> tuple[str | None, bool | None]:
-    """The commit checked out and whether tracked files differ from it (None outside git)."""
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        result = subprocess.run(
-            ["git", "--no-optional-locks", *args],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return result.stdout.strip()
-
-    try:
-        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.CalledProcessError):
-        return None, None
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from seq2seq.tokenizer import Tokenizer
 CHECKPOINT_FORMAT = 1
 
 
-def _write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Call `write` on a temporary file beside `path`, fsync it, then rename it over `path`.
 
     A crash or a failed write at any moment leaves the previous file at `path` intact.
@@ -62,14 +62,14 @@ def _write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
 
 
 def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Write `checkpoint` to `path` atomically (see `_write_atomically`)."""
-    _write_atomically(Path(path), lambda tmp: torch.save(checkpoint, tmp))
+    """Write `checkpoint` to `path` atomically (see `write_atomically`)."""
+    write_atomically(Path(path), lambda tmp: torch.save(checkpoint, tmp))
 
 
 def copy_checkpoint(source: str | Path, path: str | Path) -> None:
     """Copy a checkpoint file to `path` atomically, e.g. last.pt to best.pt."""
     with open(source, "rb") as src:
-        _write_atomically(Path(path), lambda tmp: shutil.copyfileobj(src, tmp))
+        write_atomically(Path(path), lambda tmp: shutil.copyfileobj(src, tmp))
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -126,6 +126,7 @@ class Inference:
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer
     step: int
+    averaged_checkpoints: int = 1  # how many checkpoints were averaged into the weights
 
 
 def model_from_checkpoint(
@@ -155,16 +156,23 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
         checkpoint, path, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size
     )
     model.to(device).eval()
-    return Inference(model, config, src_tokenizer, tgt_tokenizer, int(checkpoint.get("step", 0)))
+    return Inference(
+        model,
+        config,
+        src_tokenizer,
+        tgt_tokenizer,
+        step=int(checkpoint.get("step", 0)),
+        averaged_checkpoints=len(checkpoint.get("averaged", [path])),
+    )
 
 
 def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
     """A checkpoint whose weights are the mean of those of `paths` (for inference).
 
     Floating-point tensors are averaged (summed in float64, then cast back); other tensors, e.g.
-    integer buffers, are taken from the first checkpoint. The config, tokenizers and step come
-    from the first checkpoint; training state is left out. All checkpoints must have the same
-    tokenizers and the same parameter names and shapes.
+    integer buffers, are taken from the first checkpoint. The config and tokenizers come from
+    the first checkpoint and the step is the latest of them all; training state is left out.
+    All checkpoints must have the same tokenizers and the same parameter names and shapes.
     """
     if not paths:
         raise UserError("no checkpoints to average")
@@ -173,8 +181,10 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
         name: tensor.double() if tensor.is_floating_point() else tensor
         for name, tensor in first["model"].items()
     }
+    step = first.get("step", 0)
     for path in paths[1:]:
         checkpoint = load_checkpoint(path)
+        step = max(step, checkpoint.get("step", 0))
         for key in ("src", "tgt"):
             if not torch.equal(checkpoint["tokenizers"][key], first["tokenizers"][key]):
                 raise UserError(f"{path}: its tokenizers differ from those of {paths[0]}")
@@ -199,6 +209,6 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
         "config": first["config"],
         "model": model,
         "tokenizers": first["tokenizers"],
-        "step": first.get("step", 0),
+        "step": step,
         "averaged": [str(path) for path in paths],
     }

@@ -21,15 +21,18 @@ A model result, e.g. results/models/transformer-tiny.en-de.json:
       "git_revision": "0123abc..."
     }
 
-BLEU, BLEU (lc), chrF, the signatures, the beam and the device fields are what
-`scripts/evaluate.py --json` prints.
+`scripts/evaluate.py --record FILE` writes one: the scores, signatures, beam, model, corpus,
+parameter count, step and number of averaged checkpoints come from the evaluation and the
+checkpoint; the name, training time, device and commands are given as options.
 """
 
 import json
-from dataclasses import dataclass, fields
+import subprocess
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, get_origin
 
+from seq2seq.checkpoint import write_atomically
 from seq2seq.errors import UserError
 
 NO_MODELS = "_No trained model results committed yet._"
@@ -56,7 +59,7 @@ class ModelResult:
     train_hours: float
     device: str  # what it was trained on
     commands: list[str]  # every command, from preparing the data to evaluating
-    git_revision: str
+    git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
 
     @classmethod
     def load(cls, path: Path) -> "ModelResult":
@@ -75,6 +78,34 @@ class ModelResult:
             if not (number if kind is float else isinstance(value, kind)):
                 raise UserError(f"{path}: {name} should be a {kind.__name__}, not {value!r}")
         return cls(**values)
+
+    def save(self, path: Path) -> None:
+        """Write the result as indented JSON, atomically."""
+        text = json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n"
+        try:
+            write_atomically(path, lambda tmp: tmp.write(text.encode("utf-8")))
+        except OSError as err:
+            raise UserError(f"{path}: cannot write ({err.strerror})") from None
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    """The commit checked out and whether tracked files differ from it (None outside git)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        result = subprocess.run(
+            ["git", "--no-optional-locks", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout.strip()
+
+    try:
+        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -115,7 +146,10 @@ def models_section(results: list[ModelResult]) -> str:
     listed = ", ".join(f"{key} `{value}`" for key, value in signatures)
     lines = [_markdown_table(header, rows), "", f"Scored on {scored}; sacreBLEU {listed}."]
     for r in results:
-        lines += ["", f"{r.name} ({r.direction}, revision `{r.git_revision[:10]}`):", ""]
+        revision = r.git_revision[:10] + (
+            " (modified)" if r.git_revision.endswith("-dirty") else ""
+        )
+        lines += ["", f"{r.name} ({r.direction}, revision `{revision}`):", ""]
         lines += ["```sh", *r.commands, "```"]
     return "\n".join(lines)
 

@@ -25,6 +25,7 @@ from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
 from seq2seq.prepare import prepare
+from seq2seq.results import ModelResult, sections
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import train
 from seq2seq.translator import Translator, evaluate
@@ -315,6 +316,8 @@ def test_average_checkpoints(run, tmp_path):
     for name, weight in averaged["model"].items():
         assert torch.allclose(weight, (first[name] + second[name]) / 2, atol=1e-7), name
     assert "training" not in averaged
+    assert averaged["step"] == TRAIN_STEPS  # the latest step, whatever the order
+    assert average_checkpoints(paths[::-1])["step"] == TRAIN_STEPS
 
     broken = load_checkpoint(paths[1])
     broken["model"]["output.weight"] = broken["model"]["output.weight"][:-1]
@@ -328,5 +331,43 @@ def test_average_checkpoints(run, tmp_path):
     assert torch.equal(
         load_checkpoint(out)["model"]["output.weight"], averaged["model"]["output.weight"]
     )
+    assert load_for_inference(out).averaged_checkpoints == 2
     translations = script("translate.py", "--checkpoint", str(out), stdin="A dog.\nA cat.\n")
     assert translations.returncode == 0 and len(translations.stdout.splitlines()) == 2
+
+
+def test_evaluate_records_a_result_for_the_table(run, tmp_path):
+    record = tmp_path / "results" / "models" / "tiny.json"
+    checkpoint = str(run / "best.pt")
+    options = ["--checkpoint", checkpoint, "--beam", "2", "--json", "--record", str(record)]
+    options += ["--name", "Tiny", "--trained-on", "CPU", "--train-hours", "0.01"]
+    options += ["--command", "make data", "--command", "make train"]
+    result = script("evaluate.py", *options)
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout)
+    recorded = ModelResult.load(record)
+    assert (recorded.bleu, recorded.bleu_lc, recorded.chrf) == (
+        scores["bleu"],
+        scores["bleu_lc"],
+        scores["chrf"],
+    )
+    assert recorded.signatures == scores["signatures"] and recorded.beam_size == 2
+    inference = load_for_inference(checkpoint)
+    assert recorded.parameters == inference.model.num_parameters()
+    assert recorded.train_steps == inference.step > 0 and recorded.averaged_checkpoints == 1
+    assert (recorded.model, recorded.direction, recorded.corpus, recorded.split) == (
+        "transformer-tiny",
+        "en-de",
+        "files",
+        "test",
+    )
+    assert (recorded.name, recorded.device, recorded.train_hours) == ("Tiny", "CPU", 0.01)
+    evaluation = f"scripts/evaluate.py --checkpoint {checkpoint} --split test --beam 2"
+    assert recorded.commands == ["make data", "make train", evaluation]
+    assert len(recorded.git_revision.removesuffix("-dirty")) == 40
+    assert "Tiny" in sections(tmp_path / "results")["results"]
+
+    incomplete = script("evaluate.py", "--checkpoint", checkpoint, "--record", str(record))
+    assert incomplete.returncode == 2
+    assert "--record needs --name, --trained-on, --train-hours, --command" in incomplete.stderr
+    assert ModelResult.load(record) == recorded  # untouched
