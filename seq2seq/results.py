@@ -1,7 +1,9 @@
 """Markdown tables of the committed results, and the README sections generated from them.
 
     results/models/*.json   one trained model each, in the format of `ModelResult`
-    results/bench/*.json    runs of scripts/benchmark.py ("kind": "throughput" or "growth")
+    results/bench/*.json    runs of scripts/benchmark.py ("kind": "throughput" or "growth"), and
+                            training speed side by side with fairseq and OpenNMT-py ("kind":
+                            "peers", from scripts/peers/measure.sh)
 
 `update_sections` replaces the text between `<!-- results:start -->` and `<!-- results:end -->`
 with the models table, and between `<!-- bench:start -->` and `<!-- bench:end -->` with the
@@ -239,6 +241,28 @@ def growth_section(record: dict[str, Any], source: Path) -> str:
     return "\n".join(lines)
 
 
+def peers_section(record: dict[str, Any], source: Path) -> str:
+    """One row per toolkit: training speed (each run) and peak memory, the same model and data."""
+    header = ["Toolkit", "Version", "Target tokens per step", "Train tgt tok/s (each run)"]
+    header += ["Peak RSS MiB"]
+    rows = [
+        [
+            toolkit["name"],
+            toolkit["version"],
+            f"{toolkit['tgt_tokens_per_step']:,.0f}",
+            " / ".join(f"{speed:,.0f}" for speed in toolkit["tgt_tokens_per_second"]),
+            f"{toolkit['peak_rss_mib']:,.0f}",
+        ]
+        for toolkit in record["toolkits"]
+    ]
+    run = (
+        f"**Side by side** on {record['device']}, {record['threads']} threads, "
+        f"torch {record['torch']}, revision `{record['git_revision'][:10]}`, {record['date']}: "
+        f"{record['setup']}; `{record['reproduce']}` → `{source}`"
+    )
+    return "\n".join([run, "", _markdown_table(header, rows), "", record["method"]])
+
+
 def bench_section(paths: list[Path]) -> str:
     """The tables of every benchmark record, in file name order."""
     sections = []
@@ -252,6 +276,8 @@ def bench_section(paths: list[Path]) -> str:
             sections.append(throughput_section(record, path))
         elif kind == "growth":
             sections.append(growth_section(record, path))
+        elif kind == "peers":
+            sections.append(peers_section(record, path))
         else:
             raise UserError(f"{path}: unknown benchmark kind {kind!r}")
     return "\n\n".join(sections) or NO_BENCHMARKS

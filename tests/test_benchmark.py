@@ -332,3 +332,23 @@ def test_results_table_script_updates_a_readme(tmp_path: Path) -> None:
     command = [*script, "--update", str(tmp_path / "missing.md")]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 2 and result.stderr.startswith("error: --update")
+
+
+def test_peers_table(tmp_path: Path) -> None:
+    toolkit = {"name": "fairseq", "version": "0.12.3", "tgt_tokens_per_step": 2418.4}
+    toolkit |= {"tgt_tokens_per_second": [1306.4, 1228.5], "peak_rss_mib": 1553.9}
+    record = {"kind": "peers", "device": "CPU", "threads": 2, "torch": "2.13.0", "date": "today"}
+    record |= {"git_revision": "0123456789abcdef", "setup": "3+3 layers", "method": "How."}
+    record |= {"reproduce": "bash scripts/peers/measure.sh", "toolkits": [toolkit]}
+    path = write_json(tmp_path / "peers.json", record)
+    assert bench_section([path]).splitlines() == [
+        "**Side by side** on CPU, 2 threads, torch 2.13.0, revision `0123456789`, today: "
+        f"3+3 layers; `bash scripts/peers/measure.sh` → `{path}`",
+        "",
+        "| Toolkit | Version | Target tokens per step | Train tgt tok/s (each run) "
+        "| Peak RSS MiB |",
+        "|---|---|---|---|---|",
+        "| fairseq | 0.12.3 | 2,418 | 1,306 / 1,228 | 1,554 |",
+        "",
+        "How.",
+    ]
