@@ -47,7 +47,7 @@ def parse_args() -> tuple[argparse.Namespace, Settings]:
     parser.add_argument(
         "--precision",
         choices=["auto", "bf16", "fp16", "fp32"],
-        help="training precision as train.precision (default: auto, bf16 on CUDA, fp32 on CPU)",
+        help="training precision as train.precision (default: auto, as in training)",
     )
     parser.add_argument("--seed", type=int)
     parser.add_argument("--quick", action="store_true", help=f"smaller settings: {QUICK}")

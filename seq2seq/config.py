@@ -97,8 +97,8 @@ class TrainConfig:
     run_name: str = "run"
     seed: int = 1
     device: str = "auto"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
-    precision: str = "auto"  # "auto" (bf16 on CUDA, fp16 where bf16 is missing, fp32 on CPU),
-    # or "bf16", "fp16" (CUDA only, with a gradient scaler), "fp32"
+    precision: str = "auto"  # "auto" (bf16 on CUDA, fp16 where bf16 is missing; on a CPU bf16
+    # with AVX512_BF16 or AMX, else fp32), or "bf16", "fp16" (CUDA only, with a scaler), "fp32"
     compile: bool = False  # torch.compile the model
     max_tokens: int = 4096  # token budget per batch, padding included
     accum_steps: int = 1  # gradient accumulation

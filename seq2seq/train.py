@@ -90,9 +90,9 @@ class Window:
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for `precision` on `device`; None trains in fp32."""
     if precision == "auto":
-        if device.type != "cuda":
-            return None
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if device.type == "cpu" and cpu_has_bf16_instructions() else None
     if precision == "fp16" and device.type != "cuda":
         raise UserError("train.precision=fp16 needs a CUDA device; use bf16 or fp32 on CPU")
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
@@ -105,6 +105,15 @@ def cpu_has_fast_bf16() -> bool:
     and 19x (GRU) slower per training step than fp32 on an AVX2-only CPU.
     """
     return torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2")
+
+
+def cpu_has_bf16_instructions() -> bool:
+    """Whether the CPU multiplies bf16 in hardware (AVX512_BF16 or AMX), where `auto` picks bf16.
+
+    There bf16 autocast trains several times faster than fp32 and reaches the same valid BLEU
+    step for step (measured on a 2-core AMD EPYC: README, "Training").
+    """
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
 def load_data(cfg: Config, prepare_missing: bool, env: distributed.Dist) -> PreparedData:

@@ -14,7 +14,7 @@ import torch
 from reversal import prepare_reversal
 
 from seq2seq import benchmark
-from seq2seq.benchmark import SYNTHETIC_VOCAB, Settings
+from seq2seq.benchmark import SYNTHETIC_VOCAB, Settings, precision_name
 from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 from seq2seq.config import dump_toml, load_config
 from seq2seq.errors import UserError
@@ -28,8 +28,10 @@ from seq2seq.results import (
     sections,
     update_sections,
 )
+from seq2seq.train import autocast_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
+CPU_PRECISION = precision_name(autocast_dtype("auto", torch.device("cpu")))  # this CPU's default
 TINY = [
     "model.embed_dim=32",
     "model.hidden_size=32",
@@ -89,7 +91,7 @@ def test_throughput_record_has_every_field(
         assert model["config"]["embed_dim"] == 32  # the overrides apply
         assert model["parameters"] > 0
         training = model["training"]
-        assert training["precision"] == "fp32" and training["steps"] == 2
+        assert training["precision"] == CPU_PRECISION and training["steps"] == 2
         assert training["tgt_tokens"] > 0 and training["src_tokens"] > 0
         assert 0 < training["tgt_tokens_per_second"] < training["tokens_per_second"]
         assert training["memory"]["peak_mib"] > 0
@@ -198,7 +200,7 @@ def test_growth_record_and_plot(tmp_path: Path, same_process: None) -> None:
     record = json.loads(written[0].read_text())
     assert record["kind"] == "growth" and record["environment"]["device"] == "cpu"
     for model in record["models"]:
-        assert model["parameters"] > 0 and model["precision"] == "fp32"
+        assert model["parameters"] > 0 and model["precision"] == CPU_PRECISION
         assert [case["length"] for case in model["lengths"]] == [4, 8]
         for case in model["lengths"]:
             assert case["train_step_ms"] > 0 and case["decode_cached_ms_per_token"] > 0

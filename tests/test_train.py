@@ -272,6 +272,16 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
     assert "world size 2" in log
 
 
+@pytest.mark.parametrize(("has_bf16", "dtype"), [(True, torch.bfloat16), (False, None)])
+def test_auto_precision_on_cpu_is_bf16_only_with_bf16_instructions(
+    has_bf16: bool, dtype: torch.dtype | None, monkeypatch
+) -> None:
+    monkeypatch.setattr(train_module, "cpu_has_bf16_instructions", lambda: has_bf16)
+    assert train_module.autocast_dtype("auto", torch.device("cpu")) is dtype
+    assert train_module.autocast_dtype("fp32", torch.device("cpu")) is None
+    assert train_module.autocast_dtype("bf16", torch.device("cpu")) is torch.bfloat16
+
+
 @pytest.mark.parametrize(
     ("capability", "fast"), [("AVX2", False), ("DEFAULT", False), ("AVX512", True)]
 )

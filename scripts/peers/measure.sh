@@ -6,8 +6,10 @@
 #     bash scripts/peers/measure.sh [WORK_DIR]      # default ../peers, outside the repository
 #
 # Model: Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads, pre-norm, shared embeddings,
-# dropout 0.3 / 0.1, label smoothing 0.1, fp32, 2 threads. Data: Multi30k en-de as prepared
-# for us, written as our joint 8k sentencepiece pieces. Batches: about 2,500 target tokens
+# dropout 0.3 / 0.1, label smoothing 0.1, 2 threads. Precision: the peers in fp32, their only
+# one on a CPU; ours in fp32 and in its default (`auto`: bf16 autocast where the CPU has
+# AVX512_BF16 or AMX). Data: Multi30k en-de as prepared for us, written as our joint 8k
+# sentencepiece pieces. Batches: about 2,500 target tokens
 # (ours and fairseq: 2,800 padded tokens, counted as batch size x longest side; OpenNMT-py:
 # batch_size 3000 of its own token count, tuned to the same real target tokens per step).
 # Each run is 40 updates; the figures cover updates 11-40, from each peer's own interval log.
@@ -63,7 +65,9 @@ for run in 1 2; do
         > fairseq/run$run.log 2>&1
     venv/bin/python "$REPO/scripts/peers/interval_speed.py" fairseq fairseq/run$run.log \
         fairseq/time$run.log
-    (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
-        --max-tokens 2800 --warmup-steps 10 --steps 30 --decode-sentences 1 --beams 1 \
-        --out "$WORK/ours$run.json")
+    for precision in fp32 auto; do
+        (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
+            --precision $precision --max-tokens 2800 --warmup-steps 10 --steps 30 \
+            --decode-sentences 1 --beams 1 --out "$WORK/ours-$precision$run.json")
+    done
 done
