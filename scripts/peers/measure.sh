@@ -9,9 +9,9 @@
 # dropout 0.3 / 0.1, label smoothing 0.1, 2 threads. Precision: the peers in fp32, their only
 # one on a CPU; ours in fp32 and in its default (`auto`: bf16 autocast where the CPU has
 # AVX512_BF16 or AMX). Data: Multi30k en-de as prepared for us, written as our joint 8k
-# sentencepiece pieces. Batches: about 2,500 target tokens
-# (ours and fairseq: 2,800 padded tokens, counted as batch size x longest side; OpenNMT-py:
-# batch_size 3000 of its own token count, tuned to the same real target tokens per step).
+# sentencepiece pieces. Batches: about 2,500 target tokens (ours and fairseq: 2,800 padded
+# tokens, counted as batch size x longest side; OpenNMT-py: batch_size 3000 of its own token
+# count, tuned to the same real target tokens per step).
 # Each run is 40 updates; the figures cover updates 11-40, from each peer's own interval log.
 set -euo pipefail
 REPO=$(pwd)
