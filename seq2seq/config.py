@@ -111,6 +111,7 @@ class TrainConfig:
     warmup_steps: int = 4000
     plateau_factor: float = 0.5  # "plateau": lr *= factor when valid BLEU stalls
     plateau_patience: int = 2  # validations without improvement before the lr drops
+    plateau_threshold: float = 0.0  # "plateau": BLEU points a validation must gain to count
     min_lr: float = 1e-6
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0: no clipping
@@ -208,6 +209,7 @@ def _validate(cfg: Config) -> None:
         (cfg.train.accum_steps >= 1, "train.accum_steps must be >= 1"),
         (cfg.train.lr > 0, "train.lr must be > 0"),
         (cfg.train.schedule in ("inverse_sqrt", "plateau"), "train.schedule: inverse_sqrt|plateau"),
+        (cfg.train.plateau_threshold >= 0, "train.plateau_threshold must be >= 0"),
         (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
         (cfg.train.valid_every > 0, "train.valid_every must be > 0"),
         (cfg.train.save_every >= 0, "train.save_every must be >= 0"),

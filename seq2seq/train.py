@@ -141,7 +141,9 @@ def make_scheduler(
     cfg: Config, optimizer: torch.optim.Optimizer
 ) -> torch.optim.lr_scheduler.LRScheduler | torch.optim.lr_scheduler.ReduceLROnPlateau:
     """inverse_sqrt: linear warmup to `lr`, then lr * sqrt(warmup / step) (Vaswani et al.).
-    plateau: constant `lr`, multiplied by `plateau_factor` when valid BLEU stalls."""
+    plateau: constant `lr`, multiplied by `plateau_factor` when valid BLEU has not risen by more
+    than `plateau_threshold` (BLEU points) over the best so far for `plateau_patience`
+    validations."""
     train = cfg.train
     if train.schedule == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -149,6 +151,8 @@ def make_scheduler(
             mode="max",
             factor=train.plateau_factor,
             patience=train.plateau_patience,
+            threshold=train.plateau_threshold,
+            threshold_mode="abs",
             min_lr=train.min_lr,
         )
     warmup = max(train.warmup_steps, 1)

@@ -44,6 +44,23 @@ def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
     assert (window.tgt, window.src) == (400, 400)
 
 
+@pytest.mark.parametrize(
+    ("threshold", "lrs"), [(0.0, [1.0, 1.0, 1.0, 1.0]), (0.2, [1.0, 1.0, 0.5, 0.5])]
+)
+def test_plateau_schedule_halves_the_lr_when_gains_stay_under_the_threshold(
+    threshold: float, lrs: list[float]
+) -> None:
+    overrides = ['train.schedule="plateau"', "train.lr=1.0", "train.plateau_patience=1"]
+    cfg = load_config(None, [*overrides, f"train.plateau_threshold={threshold}"])
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg.train.lr)
+    scheduler = train_module.make_scheduler(cfg, optimizer)
+    seen = []
+    for valid_bleu in (30.0, 30.1, 30.2, 30.5):  # each gain is 0.1, then 0.3 over the best
+        scheduler.step(valid_bleu)
+        seen.append(optimizer.param_groups[0]["lr"])
+    assert seen == lrs
+
+
 @pytest.mark.parametrize(("arch", "steps"), [("transformer", 900), ("gru", 400)])
 def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / arch
