@@ -1,9 +1,10 @@
 """Markdown tables of the committed results, and the README sections generated from them.
 
     results/models/*.json   one trained model each, in the format of `ModelResult`
-    results/bench/*.json    runs of scripts/benchmark.py ("kind": "throughput" or "growth"), and
-                            training speed side by side with fairseq and OpenNMT-py ("kind":
-                            "peers", from scripts/peers/measure.sh)
+    results/bench/*.json    runs of scripts/benchmark.py ("kind": "throughput" or "growth"),
+                            and side by side with fairseq and OpenNMT-py: training speed
+                            ("kind": "peers", from scripts/peers/measure.sh) and decoding
+                            speed at about equal BLEU ("peers-decode", scripts/peers/decode.sh)
 
 `update_sections` replaces the text between `<!-- results:start -->` and `<!-- results:end -->`
 with the models table, and between `<!-- bench:start -->` and `<!-- bench:end -->` with the
@@ -241,6 +242,14 @@ def growth_section(record: dict[str, Any], source: Path) -> str:
     return "\n".join(lines)
 
 
+def _peers_run_line(record: dict[str, Any], source: Path) -> str:
+    return (
+        f"**Side by side** on {record['device']}, {record['threads']} threads, "
+        f"torch {record['torch']}, revision `{record['git_revision'][:10]}`, {record['date']}: "
+        f"{record['setup']}; `{record['reproduce']}` → `{source}`"
+    )
+
+
 def peers_section(record: dict[str, Any], source: Path) -> str:
     """One row per toolkit: training speed (each run) and peak memory, the same model and data."""
     header = ["Toolkit", "Version", "Target tokens per step", "Train tgt tok/s (each run)"]
@@ -255,12 +264,28 @@ def peers_section(record: dict[str, Any], source: Path) -> str:
         ]
         for toolkit in record["toolkits"]
     ]
-    run = (
-        f"**Side by side** on {record['device']}, {record['threads']} threads, "
-        f"torch {record['torch']}, revision `{record['git_revision'][:10]}`, {record['date']}: "
-        f"{record['setup']}; `{record['reproduce']}` → `{source}`"
+    return "\n".join(
+        [_peers_run_line(record, source), "", _markdown_table(header, rows), "", record["method"]]
     )
-    return "\n".join([run, "", _markdown_table(header, rows), "", record["method"]])
+
+
+def peers_decode_section(record: dict[str, Any], source: Path) -> str:
+    """One row per toolkit: beam-5 decoding speed (each run) and the BLEU of its output."""
+    header = ["Toolkit", "Version", "Beam-5 sent/s (each run)", "BLEU", "BLEU lc", "chrF"]
+    rows = [
+        [
+            toolkit["name"],
+            toolkit["version"],
+            " / ".join(f"{speed:,.1f}" for speed in toolkit["sentences_per_second"]),
+            f"{toolkit['bleu']:.1f}",
+            f"{toolkit['bleu_lc']:.1f}",
+            f"{toolkit['chrf']:.1f}",
+        ]
+        for toolkit in record["toolkits"]
+    ]
+    return "\n".join(
+        [_peers_run_line(record, source), "", _markdown_table(header, rows), "", record["method"]]
+    )
 
 
 def bench_section(paths: list[Path]) -> str:
@@ -278,6 +303,8 @@ def bench_section(paths: list[Path]) -> str:
             sections.append(growth_section(record, path))
         elif kind == "peers":
             sections.append(peers_section(record, path))
+        elif kind == "peers-decode":
+            sections.append(peers_decode_section(record, path))
         else:
             raise UserError(f"{path}: unknown benchmark kind {kind!r}")
     return "\n\n".join(sections) or NO_BENCHMARKS

@@ -354,3 +354,22 @@ def test_peers_table(tmp_path: Path) -> None:
         "",
         "How.",
     ]
+
+
+def test_peers_decode_table(tmp_path: Path) -> None:
+    toolkit = {"name": "fairseq", "version": "0.12.3", "sentences_per_second": [61.04, 59.6]}
+    toolkit |= {"bleu": 30.04, "bleu_lc": 30.66, "chrf": 58.91}
+    record = {"kind": "peers-decode", "device": "CPU", "threads": 2, "torch": "2.13.0"}
+    record |= {"date": "today", "git_revision": "0123456789abcdef", "setup": "beam 5"}
+    record |= {"method": "How.", "reproduce": "bash decode.sh", "toolkits": [toolkit]}
+    path = write_json(tmp_path / "decode.json", record)
+    assert bench_section([path]).splitlines() == [
+        "**Side by side** on CPU, 2 threads, torch 2.13.0, revision `0123456789`, today: "
+        f"beam 5; `bash decode.sh` → `{path}`",
+        "",
+        "| Toolkit | Version | Beam-5 sent/s (each run) | BLEU | BLEU lc | chrF |",
+        "|---|---|---|---|---|---|",
+        "| fairseq | 0.12.3 | 61.0 / 59.6 | 30.0 | 30.7 | 58.9 |",
+        "",
+        "How.",
+    ]

@@ -13,55 +13,16 @@
 # tokens, counted as batch size x longest side; OpenNMT-py: batch_size 3000 of its own token
 # count, tuned to the same real target tokens per step).
 # Each run is 40 updates; the figures cover updates 11-40, from each peer's own interval log.
-set -euo pipefail
-REPO=$(pwd)
-WORK=$(realpath -m "${1:-../peers}")
+source scripts/peers/setup.sh "$@"
 export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
-mkdir -p "$WORK/fairseq" "$WORK/onmt"
-cp scripts/peers/onmt.yaml "$WORK/onmt.yaml"
-cd "$WORK"
-
-# The peers' own environment, with the same torch and no other (both pin older torches).
-if [ ! -x venv/bin/fairseq-train ]; then
-    python3 -m venv venv
-    venv/bin/pip install -q --upgrade pip setuptools wheel
-    venv/bin/pip install -q torch==2.13.0
-    venv/bin/pip install -q --no-deps OpenNMT-py==3.5.1
-    venv/bin/pip install -q configargparse pyyaml numpy cython sentencepiece sacrebleu \
-        tensorboard "hydra-core<1.4" "omegaconf<2.4" regex tqdm bitarray cffi spacy scikit-learn
-    venv/bin/pip install -q --no-deps "pyonmttok>=1.37,<2" rapidfuzz pyahocorasick \
-        fasttext-wheel six
-    venv/bin/pip install -q --no-deps --no-build-isolation fairseq-fixed==0.12.3.1
-fi
-
-venv/bin/python "$REPO/scripts/peers/pieces.py" "$REPO/data/multi30k.en-de" data
-venv/bin/onmt_build_vocab -config onmt.yaml -n_sample -1 -num_threads 1
-venv/bin/fairseq-preprocess --source-lang en --target-lang de --trainpref data/train \
-    --validpref data/valid --testpref data/test --destdir fairseq/bin --joined-dictionary \
-    --workers 1
-
-fairseq_train() {
-    venv/bin/fairseq-train fairseq/bin --source-lang en --target-lang de --task translation \
-        --arch transformer --encoder-layers 3 --decoder-layers 3 \
-        --encoder-embed-dim 256 --decoder-embed-dim 256 \
-        --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024 \
-        --encoder-attention-heads 4 --decoder-attention-heads 4 \
-        --encoder-normalize-before --decoder-normalize-before --share-all-embeddings \
-        --dropout 0.3 --attention-dropout 0.1 --activation-dropout 0.3 \
-        --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
-        --optimizer adam --adam-betas '(0.9, 0.98)' --weight-decay 0.0001 --clip-norm 1.0 \
-        --lr 5e-4 --lr-scheduler inverse_sqrt --warmup-updates 4000 \
-        --max-tokens 2800 --required-batch-size-multiple 1 --update-freq 1 \
-        --cpu --num-workers 0 --seed 1 --disable-validation --no-save \
-        --log-format json --log-interval 10 --max-update 40
-}
 
 for run in 1 2; do
     /usr/bin/time -v -o onmt/time$run.log venv/bin/onmt_train -config onmt.yaml \
         > onmt/run$run.log 2>&1
     venv/bin/python "$REPO/scripts/peers/interval_speed.py" onmt onmt/run$run.log \
         onmt/time$run.log
-    /usr/bin/time -v -o fairseq/time$run.log bash -c "$(declare -f fairseq_train); fairseq_train" \
+    /usr/bin/time -v -o fairseq/time$run.log "${FAIRSEQ_TRAIN[@]}" --lr 5e-4 \
+        --warmup-updates 4000 --no-save --log-interval 10 --max-update 40 \
         > fairseq/run$run.log 2>&1
     venv/bin/python "$REPO/scripts/peers/interval_speed.py" fairseq fairseq/run$run.log \
         fairseq/time$run.log

@@ -1,0 +1,154 @@
+"""The JSON of scripts/peers/decode.sh: beam-5 decoding speed and BLEU of each toolkit.
+
+    decode_report.py WORK_DIR STEPS [--out FILE]   # default results/bench/peers-decode-*.json
+
+Every toolkit's output is scored the same way: its sentencepiece pieces are turned back into
+text by our sentencepiece model (ours has done it already) and sacreBLEU scores the text
+against the test references of data/multi30k.en-de. Times are each toolkit's own clock around
+its decoding loop, from its log.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+import torch
+
+from seq2seq.benchmark import device_name
+from seq2seq.metrics import corpus_scores
+from seq2seq.prepare import PreparedData
+from seq2seq.results import git_state
+
+PREPARED = Path("data/multi30k.en-de")
+RUNS = (1, 2)
+FAIRSEQ_TIME = re.compile(r"Translated [\d,]+ sentences \([\d,]+ tokens\) in ([\d.]+)s")
+ONMT_TIME = re.compile(r"Total translation time \(s\): ([\d.]+)")
+ESCAPED = re.compile(r"<U\+([0-9A-F]{4})>")  # whitespace inside a piece, as pieces.py writes it
+
+
+def detokenize(lines: list[str], model: spm.SentencePieceProcessor) -> list[str]:
+    pieces = [ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), line).split() for line in lines]
+    return [model.decode_pieces(line) for line in pieces]
+
+
+def fairseq_run(work: Path, run: int) -> tuple[float, list[str]]:
+    """(seconds, hypotheses in pieces, in test order) of fairseq/decode<run>.log."""
+    log = (work / "fairseq" / f"decode{run}.log").read_text(encoding="utf-8")
+    hypotheses = {}
+    for line in log.splitlines():
+        if line.startswith("H-"):
+            index, _score, text = line[2:].split("\t", 2)
+            hypotheses[int(index)] = text
+    return float(FAIRSEQ_TIME.search(log).group(1)), [hypotheses[i] for i in sorted(hypotheses)]
+
+
+def onmt_run(work: Path, run: int) -> tuple[float, list[str]]:
+    """(seconds, hypotheses in pieces) of onmt/decode<run>.log and onmt/test<run>.de."""
+    log = (work / "onmt" / f"decode{run}.log").read_text(encoding="utf-8")
+    output = (work / "onmt" / f"test{run}.de").read_text(encoding="utf-8").splitlines()
+    return float(ONMT_TIME.search(log).group(1)), output
+
+
+def ours_run(work: Path, run: int) -> float:
+    """The beam-5 decoding seconds of scripts/benchmark.py's ours-decode<run>.json."""
+    record = json.loads((work / f"ours-decode{run}.json").read_text(encoding="utf-8"))
+    (beam,) = record["models"][0]["decoding"]["beams"]
+    return beam["seconds"]
+
+
+def toolkit(name: str, version: str, seconds: list[float], texts: list[str]) -> dict[str, Any]:
+    """One toolkit's figures: BLEU of its output and the speed of each run."""
+    _, references = PreparedData.load(PREPARED).lines("test")
+    scores = corpus_scores(texts, references)
+    words = sum(len(text.split()) for text in texts)
+    return {
+        "name": name,
+        "version": version,
+        "bleu": round(scores.bleu, 2),
+        "bleu_lc": round(scores.bleu_lc, 2),
+        "chrf": round(scores.chrf, 2),
+        "signatures": scores.signatures,
+        "output_words": words,
+        "seconds": [round(s, 2) for s in seconds],
+        "sentences_per_second": [round(len(texts) / s, 1) for s in seconds],
+    }
+
+
+def peer_versions(work: Path) -> list[str]:
+    code = (
+        "import importlib.metadata as m; print(m.version('fairseq-fixed'), m.version('OpenNMT-py'))"
+    )
+    result = subprocess.run(
+        [str(work / "venv" / "bin" / "python"), "-c", code], capture_output=True, text=True
+    )
+    return result.stdout.split()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("work", type=Path, help="the WORK_DIR of decode.sh")
+    parser.add_argument("steps", type=int, help="the updates each model was trained for")
+    parser.add_argument("--out", type=Path, help="the JSON file")
+    args = parser.parse_args()
+    work: Path = args.work
+    model = spm.SentencePieceProcessor(model_file=str(PREPARED / "spm.model"))
+    fairseq_version, onmt_version = peer_versions(work)
+    fairseq = [fairseq_run(work, run) for run in RUNS]
+    onmt = [onmt_run(work, run) for run in RUNS]
+    ours_text = (work / "ours" / "test.de").read_text(encoding="utf-8").splitlines()
+    revision, _ = git_state()
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name(torch.device("cpu")).lower()).strip("-")
+    record = {
+        "kind": "peers-decode",
+        "device": f"{device_name(torch.device('cpu'))} ({os.cpu_count()} cores), CPU only",
+        "threads": 2,
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "git_revision": revision,
+        "train_steps": args.steps,
+        "reproduce": f"bash scripts/peers/decode.sh ../peers {args.steps}",
+        "setup": (
+            "Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads, shared embeddings, trained "
+            f"{args.steps} updates in each toolkit with the same schedule (warmup to 1e-3 over "
+            "400 updates, inverse square root), batches of about 2,500 target tokens, Multi30k "
+            "en-de in our joint 8k sentencepiece pieces; decoding the 1000 test sentences: beam "
+            "5, 128 sentences a batch, fp32"
+        ),
+        "method": (
+            "Two decoding runs per toolkit; times from each toolkit's own clock around its "
+            "decoding loop (fairseq-generate 'Translated ... in Xs', onmt_translate "
+            "-report_time 'Total translation time', ours scripts/benchmark.py), model loading "
+            "excluded. BLEU: every output detokenized by our sentencepiece model and scored by "
+            "sacreBLEU against the same references."
+        ),
+        "toolkits": [
+            toolkit(
+                "fairseq",
+                fairseq_version,
+                [s for s, _ in fairseq],
+                detokenize(fairseq[0][1], model),
+            ),
+            toolkit(
+                "OpenNMT-py", onmt_version, [s for s, _ in onmt], detokenize(onmt[0][1], model)
+            ),
+            toolkit(
+                "seq2seq (ours)", revision[:10], [ours_run(work, run) for run in RUNS], ours_text
+            ),
+        ],
+    }
+    out = (
+        args.out
+        or Path("results/bench") / f"peers-decode-{slug[:30]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
