@@ -5,4 +5,13 @@ Data flow, one module per step:
     -> attention / models -> loss (train) / search -> metrics
 """
 
+import os
+
+# oneDNN, which runs torch's bf16 matrix multiplies on a CPU, keeps a compiled kernel for every
+# shape it has seen, up to 1,024 by default. Token-budget batches bring new shapes almost every
+# step, and that cache grew a bf16 training process of transformer-small from 1,430 to 1,840 MiB
+# peak RSS; 16 entries trained as fast. Read once, at oneDNN's first kernel; a value set in the
+# environment is kept.
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
+
 __version__ = "0.1.0"
