@@ -45,14 +45,17 @@ if [ ! -f ours/last.pt ]; then
         train.valid_every=500 train.keep_last=0 train.patience=0) > ours-train.log 2>&1
 fi
 
+# Both peers save their checkpoints as pickles that torch >= 2.6 refuses to load by default
+# (weights_only); these are the peers' own checkpoints, just trained here.
 export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
+PEER=(env TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1)
 [ -n "${PAUSE_PID:-}" ] && kill -STOP "$PAUSE_PID" && trap 'kill -CONT "$PAUSE_PID"' EXIT
 for run in 1 2; do
-    venv/bin/fairseq-generate fairseq/bin --path fairseq/ckpt/checkpoint_last.pt \
+    "${PEER[@]}" venv/bin/fairseq-generate fairseq/bin --path fairseq/ckpt/checkpoint_last.pt \
         --source-lang en --target-lang de --gen-subset test --beam 5 --nbest 1 \
         --max-len-a 1.5 --max-len-b 10 --batch-size 128 --cpu --num-workers 0 \
         > "fairseq/decode$run.log" 2>&1
-    venv/bin/onmt_translate -model "onmt/model_step_$STEPS.pt" -src data/test.en \
+    "${PEER[@]}" venv/bin/onmt_translate -model "onmt/model_step_$STEPS.pt" -src data/test.en \
         -output "onmt/test$run.de" -beam_size 5 -batch_size 128 -batch_type sents \
         -max_length_ratio 1.5 -length_penalty wu -alpha 1.0 -report_time -gpu -1 > "onmt/decode$run.log" 2>&1
     (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \

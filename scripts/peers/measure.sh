@@ -12,23 +12,21 @@
 # sentencepiece pieces. Batches: about 2,500 target tokens (ours and fairseq: 2,800 padded
 # tokens, counted as batch size x longest side; OpenNMT-py: batch_size 3000 of its own token
 # count, tuned to the same real target tokens per step).
-# Each run is 40 updates; the figures cover updates 11-40, from each peer's own interval log.
+# Each run is 40 updates; the figures cover updates 11-40, from each peer's own interval log,
+# and measure_report.py writes them to results/bench/peers-<device>-<time>.json.
 source scripts/peers/setup.sh "$@"
 export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 
 for run in 1 2; do
     /usr/bin/time -v -o onmt/time$run.log venv/bin/onmt_train -config onmt.yaml \
         > onmt/run$run.log 2>&1
-    venv/bin/python "$REPO/scripts/peers/interval_speed.py" onmt onmt/run$run.log \
-        onmt/time$run.log
     /usr/bin/time -v -o fairseq/time$run.log "${FAIRSEQ_TRAIN[@]}" --lr 5e-4 \
         --warmup-updates 4000 --no-save --log-interval 10 --max-update 40 \
         > fairseq/run$run.log 2>&1
-    venv/bin/python "$REPO/scripts/peers/interval_speed.py" fairseq fairseq/run$run.log \
-        fairseq/time$run.log
     for precision in fp32 auto; do
         (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
             --precision $precision --max-tokens 2800 --warmup-steps 10 --steps 30 \
             --decode-sentences 1 --beams 1 --out "$WORK/ours-$precision$run.json")
     done
 done
+cd "$REPO" && .venv/bin/python scripts/peers/measure_report.py "$WORK"
