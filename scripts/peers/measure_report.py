@@ -65,7 +65,7 @@ def peer_run(work: Path, kind: str, run: int) -> dict[str, float]:
     }
 
 
-def ours_run(work: Path, precision: str, run: int) -> dict[str, float]:
+def ours_run(work: Path, precision: str, run: int) -> dict[str, Any]:
     record = json.loads((work / f"ours-{precision}{run}.json").read_text(encoding="utf-8"))
     training = record["models"][0]["training"]
     return {
@@ -73,10 +73,11 @@ def ours_run(work: Path, precision: str, run: int) -> dict[str, float]:
         "steps": training["steps"],
         "seconds": training["seconds"],
         "peak_rss_mib": training["memory"]["peak_mib"],
+        "precision": training["precision"],
     }
 
 
-def toolkit(name: str, version: str, runs: list[dict[str, float]], notes: str) -> dict[str, Any]:
+def toolkit(name: str, version: str, runs: list[dict[str, Any]], notes: str) -> dict[str, Any]:
     peaks = [run["peak_rss_mib"] for run in runs]
     return {
         "name": name,
