@@ -10,17 +10,15 @@ its decoding loop, from its log.
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
 import torch
+from common import cpu_description, default_out, peer_versions
 
-from seq2seq.benchmark import device_name
 from seq2seq.metrics import corpus_scores
 from seq2seq.prepare import PreparedData
 from seq2seq.results import git_state
@@ -80,16 +78,6 @@ def toolkit(name: str, version: str, seconds: list[float], texts: list[str]) -> 
     }
 
 
-def peer_versions(work: Path) -> list[str]:
-    code = (
-        "import importlib.metadata as m; print(m.version('fairseq-fixed'), m.version('OpenNMT-py'))"
-    )
-    result = subprocess.run(
-        [str(work / "venv" / "bin" / "python"), "-c", code], capture_output=True, text=True
-    )
-    return result.stdout.split()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", type=Path, help="the WORK_DIR of decode.sh")
@@ -103,10 +91,9 @@ def main() -> None:
     onmt = [onmt_run(work, run) for run in RUNS]
     ours_text = (work / "ours" / "test.de").read_text(encoding="utf-8").splitlines()
     revision, _ = git_state()
-    slug = re.sub(r"[^a-z0-9]+", "-", device_name(torch.device("cpu")).lower()).strip("-")
     record = {
         "kind": "peers-decode",
-        "device": f"{device_name(torch.device('cpu'))} ({os.cpu_count()} cores), CPU only",
+        "device": cpu_description(),
         "threads": 2,
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d"),
@@ -142,10 +129,7 @@ def main() -> None:
             ),
         ],
     }
-    out = (
-        args.out
-        or Path("results/bench") / f"peers-decode-{slug[:30]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
+    out = args.out or default_out("peers-decode")
     out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(out)
 

@@ -11,16 +11,14 @@ resident set size. Ours comes from scripts/benchmark.py's JSON (its own clock an
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from common import cpu_description, default_out, peer_versions
 
-from seq2seq.benchmark import device_name
 from seq2seq.results import git_state
 
 RUNS = (1, 2)
@@ -105,16 +103,6 @@ def ours_toolkit(work: Path, precision: str, version: str) -> dict[str, Any]:
     return toolkit(f"seq2seq (ours), {runs[0]['precision']}", version, runs, notes)
 
 
-def peer_versions(work: Path) -> list[str]:
-    code = (
-        "import importlib.metadata as m; print(m.version('fairseq-fixed'), m.version('OpenNMT-py'))"
-    )
-    result = subprocess.run(
-        [str(work / "venv" / "bin" / "python"), "-c", code], capture_output=True, text=True
-    )
-    return result.stdout.split()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", type=Path, help="the WORK_DIR of measure.sh")
@@ -123,10 +111,9 @@ def main() -> None:
     work: Path = args.work
     fairseq_version, onmt_version = peer_versions(work)
     revision, _ = git_state()
-    cpu = device_name(torch.device("cpu"))
     record = {
         "kind": "peers",
-        "device": f"{cpu} ({os.cpu_count()} cores), CPU only",
+        "device": cpu_description(),
         "threads": 2,
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d"),
@@ -164,11 +151,7 @@ def main() -> None:
             ours_toolkit(work, "auto", revision[:10]),
         ],
     }
-    slug = re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-")
-    out = (
-        args.out
-        or Path("results/bench") / f"peers-{slug[:30]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
+    out = args.out or default_out("peers")
     out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(out)
 

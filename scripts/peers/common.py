@@ -1,0 +1,37 @@
+"""What decode_report.py and measure_report.py share: the machine, the peers' versions, the
+output file."""
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from seq2seq.benchmark import device_name
+from seq2seq.train import cpu_has_bf16_instructions
+
+
+def cpu_description() -> str:
+    """e.g. "AMD EPYC (2 cores, bf16 instructions), CPU only" (AVX512_BF16 or AMX)."""
+    bf16 = ", bf16 instructions" if cpu_has_bf16_instructions() else ""
+    return f"{device_name(torch.device('cpu'))} ({os.cpu_count()} cores{bf16}), CPU only"
+
+
+def peer_versions(work: Path) -> tuple[str, str]:
+    """The installed versions of fairseq and OpenNMT-py in WORK/venv."""
+    code = (
+        "import importlib.metadata as m; print(m.version('fairseq-fixed'), m.version('OpenNMT-py'))"
+    )
+    result = subprocess.run(
+        [str(work / "venv" / "bin" / "python"), "-c", code], capture_output=True, text=True
+    )
+    fairseq, onmt = result.stdout.split()
+    return fairseq, onmt
+
+
+def default_out(prefix: str) -> Path:
+    """results/bench/<prefix>-<cpu>-<time>.json"""
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name(torch.device("cpu")).lower()).strip("-")
+    return Path("results/bench") / f"{prefix}-{slug[:30]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
