@@ -7,9 +7,9 @@ Throughput (`run_throughput`), for each model on a prepared corpus:
                update of seq2seq.train (label-smoothed cross-entropy from `token_losses`,
                gradient clipping, AdamW), in the training precision (`autocast_dtype`)
     decoding   sentences/s and output tokens/s of greedy and beam search on the test split
-               through `Translator`, the code of scripts/evaluate.py (fp32); with a checkpoint's
-               trained weights, or else random weights, which decode to the maximum length and
-               so make decoding look slower than it is ("weights": "random" in the results)
+               through `Translator`, the code of scripts/evaluate.py, in decode.precision; with a
+               checkpoint's trained weights, or else random weights, which decode to the maximum
+               length and so make decoding look slower than it is ("weights": "random")
 
 Cost growth (`run_growth`), for each model on synthetic batches of B sentence pairs whose
 source and target input both have L tokens, for L = 8, 16, ..., 256:
@@ -54,7 +54,7 @@ from matplotlib.ticker import NullLocator
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.config import TrainConfig, load_config
-from seq2seq.device import pick_device
+from seq2seq.device import autocast_dtype, pick_device
 from seq2seq.errors import UserError
 from seq2seq.metrics import corpus_scores
 from seq2seq.models import build_model
@@ -62,7 +62,7 @@ from seq2seq.models.base import Seq2SeqModel
 from seq2seq.prepare import PreparedData
 from seq2seq.results import git_state
 from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.train import autocast_dtype, token_losses
+from seq2seq.train import token_losses
 from seq2seq.translator import Translator
 
 MIB = 2**20
@@ -392,7 +392,7 @@ def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
     return {
         "weights": "checkpoint" if checkpoint else "random",
         "checkpoint": checkpoint,
-        "precision": "fp32",
+        "precision": precision_name(translator.dtype),
         "sentences": len(sources),
         "beams": beams,
         "memory": memory_report(device, baseline),

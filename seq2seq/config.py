@@ -134,6 +134,8 @@ class DecodeConfig:
     max_len_const: int = 10
     no_repeat_ngram: int = 0
     batch_size: int = 128  # sentences per decoding batch
+    precision: str = "auto"  # as train.precision: bf16 autocast on a GPU or a CPU with bf16
+    # instructions (AVX512_BF16 or AMX), else fp32; or "bf16", "fp16" (CUDA only), "fp32"
     valid_beam_size: int = 1  # beam used for BLEU during training validation
 
 
@@ -220,6 +222,10 @@ def _validate(cfg: Config) -> None:
         (cfg.train.max_steps >= 0 and cfg.train.max_epochs >= 1, "train.max_* must be >= 0"),
         (cfg.decode.beam_size >= 1, "decode.beam_size must be >= 1"),
         (cfg.decode.valid_beam_size >= 1, "decode.valid_beam_size must be >= 1"),
+        (
+            cfg.decode.precision in ("auto", "bf16", "fp16", "fp32"),
+            "decode.precision must be auto, bf16, fp16 or fp32",
+        ),
         (cfg.decode.max_len_ratio > 0, "decode.max_len_ratio must be > 0"),
         (cfg.data.vocab_size >= 16, "data.vocab_size must be >= 16"),
     ]

@@ -1,4 +1,4 @@
-"""Choosing the device to train or translate on."""
+"""Choosing the device to train or translate on, and the precision to compute in."""
 
 import torch
 
@@ -16,3 +16,38 @@ def pick_device(name: str, option: str = "--device") -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"{option} {name}: CUDA is not available on this machine")
     return device
+
+
+def autocast_dtype(
+    precision: str, device: torch.device, option: str = "train.precision"
+) -> torch.dtype | None:
+    """The autocast dtype for `precision` (given by `option`) on `device`; None: fp32.
+
+    auto: bf16 on a GPU that has it, else fp16; on a CPU bf16 where it has bf16 instructions,
+    else fp32."""
+    if precision == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if device.type == "cpu" and cpu_has_bf16_instructions() else None
+    if precision == "fp16" and device.type != "cuda":
+        raise UserError(f"{option}=fp16 needs a CUDA device; use bf16 or fp32 on CPU")
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def cpu_has_fast_bf16() -> bool:
+    """Whether torch's CPU kernels can do bf16 matrix products quickly (AVX-512 and up).
+
+    Without it, bf16 autocast on the CPU falls back to generic kernels: measured 9x (Transformer)
+    and 19x (GRU) slower per training step than fp32 on an AVX2-only CPU.
+    """
+    return torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2")
+
+
+def cpu_has_bf16_instructions() -> bool:
+    """Whether the CPU multiplies bf16 in hardware (AVX512_BF16 or AMX), where `auto` picks bf16.
+
+    There bf16 autocast made a training step 1.4-2.1x faster than fp32 and reached the same valid
+    BLEU step for step, and beam search 1.2x faster at the same BLEU (measured on a 2-core AMD
+    EPYC: README, "Training" and "Benchmarks").
+    """
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()

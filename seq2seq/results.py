@@ -201,7 +201,8 @@ def throughput_section(record: dict[str, Any], source: Path) -> str:
     sentences = model["decoding"]["sentences"]
     details = (
         f"Training: {model['training']['precision']}, batches of {settings['max_tokens']} tokens, "
-        f"{settings['steps']} steps timed after {settings['warmup_steps']}. Decoding: fp32, "
+        f"{settings['steps']} steps timed after {settings['warmup_steps']}. Decoding: "
+        f"{model['decoding'].get('precision', 'fp32')}, "
         f"{sentences} test sentences. Memory: peak (+ increase over the process's baseline)."
     )
     return "\n".join([_run_line(record, source), "", _markdown_table(header, rows), "", details])

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from seq2seq.config import DecodeConfig
+from seq2seq.device import autocast_dtype
 from seq2seq.errors import UserError
 from seq2seq.metrics import corpus_scores
 from seq2seq.models.base import Seq2SeqModel
@@ -45,8 +46,10 @@ class Translator:
     """Translate lines of text with a model and its tokenizers.
 
     decode_cfg gives the defaults: beam size, length penalty, maximum output length
-    (max_len_ratio * source length + max_len_const), no-repeat n-gram size and the number of
-    sentences per batch.
+    (max_len_ratio * source length + max_len_const), no-repeat n-gram size, the number of
+    sentences per batch, and the precision: the model runs under autocast in `dtype`
+    (bf16 where decode_cfg.precision is "auto" and the device computes in it quickly; None:
+    fp32), while the beam's log-probabilities and scores stay in fp32.
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class Translator:
         self.tgt_tokenizer = tgt_tokenizer
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
+        self.dtype = autocast_dtype(decode_cfg.precision, self.device, "decode.precision")
 
     def translate(
         self,
@@ -87,9 +91,10 @@ class Translator:
         self.model.eval()
         try:
             for batch in self._batches(order, sources, beam_size):
-                hypotheses = self._search(
-                    [sources[i] for i in batch], beam_size, nbest, need_attention
-                )
+                with torch.autocast(self.device.type, self.dtype, enabled=self.dtype is not None):
+                    hypotheses = self._search(
+                        [sources[i] for i in batch], beam_size, nbest, need_attention
+                    )
                 for i, nbest_list in zip(batch, hypotheses, strict=True):
                     results[i] = self._translations(sources[i], nbest_list)
         finally:

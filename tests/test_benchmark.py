@@ -17,6 +17,7 @@ from seq2seq import benchmark
 from seq2seq.benchmark import SYNTHETIC_VOCAB, Settings, precision_name
 from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 from seq2seq.config import dump_toml, load_config
+from seq2seq.device import autocast_dtype
 from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
 from seq2seq.prepare import PreparedData
@@ -28,7 +29,6 @@ from seq2seq.results import (
     sections,
     update_sections,
 )
-from seq2seq.train import autocast_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PRECISION = precision_name(autocast_dtype("auto", torch.device("cpu")))  # this CPU's default

@@ -13,6 +13,7 @@ import torch
 from reversal import prepare_reversal, tiny_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from seq2seq import device as device_module
 from seq2seq import train as train_module
 from seq2seq.checkpoint import load_checkpoint, load_for_inference
 from seq2seq.config import load_config
@@ -293,10 +294,10 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
 def test_auto_precision_on_cpu_is_bf16_only_with_bf16_instructions(
     has_bf16: bool, dtype: torch.dtype | None, monkeypatch
 ) -> None:
-    monkeypatch.setattr(train_module, "cpu_has_bf16_instructions", lambda: has_bf16)
-    assert train_module.autocast_dtype("auto", torch.device("cpu")) is dtype
-    assert train_module.autocast_dtype("fp32", torch.device("cpu")) is None
-    assert train_module.autocast_dtype("bf16", torch.device("cpu")) is torch.bfloat16
+    monkeypatch.setattr(device_module, "cpu_has_bf16_instructions", lambda: has_bf16)
+    assert device_module.autocast_dtype("auto", torch.device("cpu")) is dtype
+    assert device_module.autocast_dtype("fp32", torch.device("cpu")) is None
+    assert device_module.autocast_dtype("bf16", torch.device("cpu")) is torch.bfloat16
 
 
 @pytest.mark.parametrize(
@@ -304,7 +305,7 @@ def test_auto_precision_on_cpu_is_bf16_only_with_bf16_instructions(
 )
 def test_bf16_on_cpu_is_fast_only_with_avx512(capability: str, fast: bool, monkeypatch) -> None:
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    assert train_module.cpu_has_fast_bf16() is fast
+    assert device_module.cpu_has_fast_bf16() is fast
 
 
 @pytest.mark.parametrize(("preset", "capacity"), [(None, "16"), ("512", "512")])

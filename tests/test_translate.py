@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pexpect
@@ -139,13 +140,22 @@ def test_batches_of_any_size_give_the_same_translations(translator, run):
         translator.decode_cfg.batch_size = 128
 
 
-def test_attention_pieces_and_shapes(translator):
+@pytest.mark.parametrize(
+    ("precision", "dtype", "atol"), [("fp32", None, 1e-5), ("bf16", torch.bfloat16, 2e-3)]
+)
+def test_attention_pieces_and_shapes(translator, precision, dtype, atol):
+    decode_cfg = replace(translator.decode_cfg, precision=precision)
+    translator = Translator(
+        translator.model, translator.src_tokenizer, translator.tgt_tokenizer, decode_cfg, "cpu"
+    )
+    assert translator.dtype is dtype
     (nbest,) = translator.translate(["The dog sees a cat."], beam_size=3, need_attention=True)
     best = nbest[0]
     assert best.src_pieces == [*translator.src_tokenizer.pieces("The dog sees a cat."), "</s>"]
     assert best.tgt_pieces[-1] == "</s>" and len(best.tgt_pieces) == len(best.tokens) + 1
     assert best.attention.shape == (len(best.tgt_pieces), len(best.src_pieces))
-    assert torch.allclose(best.attention.sum(1), torch.ones(len(best.tgt_pieces)), atol=1e-5)
+    assert best.attention.dtype == torch.float32
+    assert torch.allclose(best.attention.sum(1), torch.ones(len(best.tgt_pieces)), atol=atol)
 
 
 def test_translate_restores_training_mode_and_checks_nbest(translator):

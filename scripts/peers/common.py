@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from seq2seq.benchmark import device_name
-from seq2seq.train import cpu_has_bf16_instructions
+from seq2seq.device import cpu_has_bf16_instructions
 
 
 def cpu_description() -> str:
