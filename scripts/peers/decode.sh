@@ -11,7 +11,9 @@
 #    trains in its default precision on this CPU (ours: bf16 autocast where the CPU has
 #    AVX512_BF16; the peers: fp32). A model already trained in WORK_DIR is kept.
 # 2. Decodes the 1000 test sentences twice with each model: beam 5, batches of 128 sentences,
-#    at most 1.5 x source length + 10 tokens (OpenNMT-py: + 5), fp32, 2 threads; ours and
+#    at most 1.5 x source length + 10 tokens (OpenNMT-py: + 5), 2 threads, each in its default
+#    precision (the peers: fp32; ours: decode.precision auto, bf16 autocast where the CPU has
+#    AVX512_BF16 or AMX); ours and
 #    OpenNMT-py rank finished hypotheses with the GNMT length penalty (alpha 1), fairseq by
 #    the mean log-probability per token (its only length normalisation). The time is each toolkit's own
 #    clock around its decoding loop (model loading excluded): fairseq-generate's "Translated

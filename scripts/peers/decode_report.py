@@ -105,7 +105,8 @@ def main() -> None:
             f"{args.steps} updates in each toolkit with the same schedule (warmup to 1e-3 over "
             "400 updates, inverse square root), batches of about 2,500 target tokens, Multi30k "
             "en-de in our joint 8k sentencepiece pieces; decoding the 1000 test sentences: beam "
-            "5, 128 sentences a batch, fp32"
+            "5, 128 sentences a batch, the peers in fp32, ours in its default decode.precision "
+            "(auto: bf16 autocast on a CPU with AVX512_BF16 or AMX)"
         ),
         "method": (
             "Two decoding runs per toolkit; times from each toolkit's own clock around its "
