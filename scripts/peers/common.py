@@ -6,17 +6,32 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from seq2seq.benchmark import device_name
 from seq2seq.device import cpu_has_bf16_instructions
+from seq2seq.results import git_state
 
 
 def cpu_description() -> str:
     """e.g. "AMD EPYC (2 cores, bf16 instructions), CPU only" (AVX512_BF16 or AMX)."""
     bf16 = ", bf16 instructions" if cpu_has_bf16_instructions() else ""
     return f"{device_name(torch.device('cpu'))} ({os.cpu_count()} cores{bf16}), CPU only"
+
+
+def record_header(kind: str) -> dict[str, Any]:
+    """The fields every peers record starts with: what it is, where, when, from which code."""
+    revision, _ = git_state()
+    return {
+        "kind": kind,
+        "device": cpu_description(),
+        "threads": 2,
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "git_revision": revision,
+    }
 
 
 def peer_versions(work: Path) -> tuple[str, str]:

@@ -11,13 +11,11 @@ its decoding loop, from its log.
 import argparse
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
-import torch
-from common import cpu_description, default_out, peer_versions
+from common import default_out, peer_versions, record_header
 
 from seq2seq.metrics import corpus_scores
 from seq2seq.prepare import PreparedData
@@ -92,12 +90,7 @@ def main() -> None:
     ours_text = (work / "ours" / "test.de").read_text(encoding="utf-8").splitlines()
     revision, _ = git_state()
     record = {
-        "kind": "peers-decode",
-        "device": cpu_description(),
-        "threads": 2,
-        "torch": torch.__version__,
-        "date": time.strftime("%Y-%m-%d"),
-        "git_revision": revision,
+        **record_header("peers-decode"),
         "train_steps": args.steps,
         "reproduce": f"bash scripts/peers/decode.sh ../peers {args.steps}",
         "setup": (

@@ -12,12 +12,10 @@ resident set size. Ours comes from scripts/benchmark.py's JSON (its own clock an
 import argparse
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
-import torch
-from common import cpu_description, default_out, peer_versions
+from common import default_out, peer_versions, record_header
 
 from seq2seq.results import git_state
 
@@ -112,12 +110,7 @@ def main() -> None:
     fairseq_version, onmt_version = peer_versions(work)
     revision, _ = git_state()
     record = {
-        "kind": "peers",
-        "device": cpu_description(),
-        "threads": 2,
-        "torch": torch.__version__,
-        "date": time.strftime("%Y-%m-%d"),
-        "git_revision": revision,
+        **record_header("peers"),
         "setup": (
             "Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads, shared embeddings, Multi30k "
             "en-de in our joint 8k sentencepiece pieces, token batches of about 2,500 target "
