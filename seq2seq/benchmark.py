@@ -526,11 +526,16 @@ def growth_figure(record: dict[str, Any]) -> Figure:
     return figure
 
 
+def bench_path(prefix: str, device: str) -> Path:
+    """results/bench/<prefix><device, as a slug>-<time>.json"""
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+    return Path("results/bench") / f"{prefix}{slug[:40]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
 def default_out(record: dict[str, Any]) -> Path:
     """results/bench/[growth-]<device>-<time>.json"""
-    slug = re.sub(r"[^a-z0-9]+", "-", record["environment"]["device_name"].lower()).strip("-")
     prefix = "growth-" if record["kind"] == "growth" else ""
-    return Path("results/bench") / f"{prefix}{slug[:40]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    return bench_path(prefix, record["environment"]["device_name"])
 
 
 def save(record: dict[str, Any], out: Path) -> list[Path]:

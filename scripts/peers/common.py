@@ -2,7 +2,6 @@
 output file."""
 
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 import torch
 
-from seq2seq.benchmark import device_name
+from seq2seq.benchmark import bench_path, device_name
 from seq2seq.device import cpu_has_bf16_instructions
 from seq2seq.results import git_state
 
@@ -48,5 +47,4 @@ def peer_versions(work: Path) -> tuple[str, str]:
 
 def default_out(prefix: str) -> Path:
     """results/bench/<prefix>-<cpu>-<time>.json"""
-    slug = re.sub(r"[^a-z0-9]+", "-", device_name(torch.device("cpu")).lower()).strip("-")
-    return Path("results/bench") / f"{prefix}-{slug[:30]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    return bench_path(f"{prefix}-", device_name(torch.device("cpu")))

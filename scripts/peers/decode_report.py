@@ -19,7 +19,6 @@ from common import default_out, peer_versions, record_header
 
 from seq2seq.metrics import corpus_scores
 from seq2seq.prepare import PreparedData
-from seq2seq.results import git_state
 
 PREPARED = Path("data/multi30k.en-de")
 RUNS = (1, 2)
@@ -58,9 +57,10 @@ def ours_run(work: Path, run: int) -> float:
     return beam["seconds"]
 
 
-def toolkit(name: str, version: str, seconds: list[float], texts: list[str]) -> dict[str, Any]:
+def toolkit(
+    name: str, version: str, seconds: list[float], texts: list[str], references: list[str]
+) -> dict[str, Any]:
     """One toolkit's figures: BLEU of its output and the speed of each run."""
-    _, references = PreparedData.load(PREPARED).lines("test")
     scores = corpus_scores(texts, references)
     words = sum(len(text.split()) for text in texts)
     return {
@@ -88,9 +88,10 @@ def main() -> None:
     fairseq = [fairseq_run(work, run) for run in RUNS]
     onmt = [onmt_run(work, run) for run in RUNS]
     ours_text = (work / "ours" / "test.de").read_text(encoding="utf-8").splitlines()
-    revision, _ = git_state()
+    _, references = PreparedData.load(PREPARED).lines("test")
+    header = record_header("peers-decode")
     record = {
-        **record_header("peers-decode"),
+        **header,
         "train_steps": args.steps,
         "reproduce": f"bash scripts/peers/decode.sh ../peers {args.steps}",
         "setup": (
@@ -114,12 +115,21 @@ def main() -> None:
                 fairseq_version,
                 [s for s, _ in fairseq],
                 detokenize(fairseq[0][1], model),
+                references,
             ),
             toolkit(
-                "OpenNMT-py", onmt_version, [s for s, _ in onmt], detokenize(onmt[0][1], model)
+                "OpenNMT-py",
+                onmt_version,
+                [s for s, _ in onmt],
+                detokenize(onmt[0][1], model),
+                references,
             ),
             toolkit(
-                "seq2seq (ours)", revision[:10], [ours_run(work, run) for run in RUNS], ours_text
+                "seq2seq (ours)",
+                header["git_revision"][:10],
+                [ours_run(work, run) for run in RUNS],
+                ours_text,
+                references,
             ),
         ],
     }

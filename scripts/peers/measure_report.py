@@ -17,8 +17,6 @@ from typing import Any
 
 from common import default_out, peer_versions, record_header
 
-from seq2seq.results import git_state
-
 RUNS = (1, 2)
 WARMUP, TIMED = 10, 30
 ONMT_LINE = re.compile(
@@ -43,7 +41,7 @@ def intervals(kind: str, log: str) -> list[tuple[int, float, float]]:
 
 def peer_run(work: Path, kind: str, run: int) -> dict[str, float]:
     """Speed over updates WARMUP+1..WARMUP+TIMED and peak RSS of WORK/<kind>/run<run>.log."""
-    folder = work / ("fairseq" if kind == "fairseq" else "onmt")
+    folder = work / kind
     steps = tokens = seconds = 0.0
     previous = 0
     for step, tokens_per_step, speed in intervals(kind, (folder / f"run{run}.log").read_text()):
@@ -108,9 +106,9 @@ def main() -> None:
     args = parser.parse_args()
     work: Path = args.work
     fairseq_version, onmt_version = peer_versions(work)
-    revision, _ = git_state()
+    header = record_header("peers")
     record = {
-        **record_header("peers"),
+        **header,
         "setup": (
             "Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads, shared embeddings, Multi30k "
             "en-de in our joint 8k sentencepiece pieces, token batches of about 2,500 target "
@@ -140,8 +138,8 @@ def main() -> None:
                 [peer_run(work, "onmt", r) for r in RUNS],
                 "onmt_train -config scripts/peers/onmt.yaml (batch_size 3000 tokens)",
             ),
-            ours_toolkit(work, "fp32", revision[:10]),
-            ours_toolkit(work, "auto", revision[:10]),
+            ours_toolkit(work, "fp32", header["git_revision"][:10]),
+            ours_toolkit(work, "auto", header["git_revision"][:10]),
         ],
     }
     out = args.out or default_out("peers")
