@@ -131,6 +131,17 @@ class DotProductAttention(nn.Module):
         return self.dropout(weights) @ values, weights
 
 
+def fused_kernel_pays(device: torch.device) -> bool:
+    """Whether PyTorch's fused attention kernel beats the explicit operations on `device`.
+
+    On CUDA it does (no (Q, K) weight matrix in memory). On a CPU it did not in any case
+    measured on a 2-core AMD EPYC: training transformer-small ran 4-11% faster with the explicit
+    operations (bf16 and fp32), transformer-tiny 1.5%, and a decoder step (one query per row)
+    several times faster, where the fused kernel splits the work into one tiny block per row.
+    """
+    return device.type == "cuda"
+
+
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
     """The same maths as `DotProductAttention` through PyTorch's fused kernel (no weights).
 
@@ -197,14 +208,15 @@ class MultiHeadAttention(nn.Module):
             mask: None, key valid lengths (B,), or a boolean mask broadcastable to (B, H, Q, K)
                 (e.g. `padding_mask` (B, 1, 1, K) or `causal_mask` (Q, K)), True = attend.
             need_weights: return the per-head weights. They come from the explicit
-                `DotProductAttention`; without them the fused kernel runs (faster, same result).
+                `DotProductAttention`; without them the fused kernel runs where it is faster
+                (see `fused_kernel_pays`), with the same result.
 
         Returns:
             output (B, Q, D) and weights (B, H, Q, K) or None.
         """
         if mask is not None and mask.dtype != torch.bool:
             mask = padding_mask(mask, k.shape[-2])
-        if need_weights:
+        if need_weights or not fused_kernel_pays(q.device):
             context, weights = self.attention(q, k, v, mask)
         else:
             dropout = self.attention.dropout.p if self.training else 0.0
