@@ -204,24 +204,36 @@ class MultiHeadAttention(nn.Module):
         """Attention of projected queries over projected keys/values, then W_o.
 
         Args:
-            q: (B, H, Q, d); k, v: (B, H, K, d).
+            q: (B * G, H, Q, d); k, v: (B, H, K, d). G = 1 except in beam search, where the G
+                consecutive rows of a sentence's beams query the same source keys: they are
+                regrouped into (B, H, G * Q, d), one matrix product per sentence and head.
             mask: None, key valid lengths (B,), or a boolean mask broadcastable to (B, H, Q, K)
-                (e.g. `padding_mask` (B, 1, 1, K) or `causal_mask` (Q, K)), True = attend.
+                (e.g. `padding_mask` (B, 1, 1, K) or `causal_mask` (Q, K)), True = attend;
+                with G > 1, the same for every query (a padding mask).
             need_weights: return the per-head weights. They come from the explicit
                 `DotProductAttention`; without them the fused kernel runs where it is faster
                 (see `fused_kernel_pays`), with the same result.
 
         Returns:
-            output (B, Q, D) and weights (B, H, Q, K) or None.
+            output (B * G, Q, D) and weights (B * G, H, Q, K) or None.
         """
         if mask is not None and mask.dtype != torch.bool:
             mask = padding_mask(mask, k.shape[-2])
-        if need_weights or not fused_kernel_pays(q.device):
+        explicit = need_weights or not fused_kernel_pays(q.device)
+        groups = q.shape[0] // k.shape[0]
+        if groups > 1:  # (B * G, H, Q, d) -> (B, H, G * Q, d)
+            q = q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)
+        if explicit:
             context, weights = self.attention(q, k, v, mask)
         else:
             dropout = self.attention.dropout.p if self.training else 0.0
             context, weights = fused_attention(q, k, v, mask, dropout), None
-        return self.out_proj(self.merge_heads(context)), weights
+        out = self.out_proj(self.merge_heads(context))
+        if groups > 1:  # (B, G * Q, D) -> (B * G, Q, D); weights (B, H, G * Q, K) likewise
+            out = out.unflatten(1, (groups, -1)).flatten(0, 1)
+            if weights is not None:
+                weights = weights.unflatten(2, (groups, -1)).transpose(1, 2).flatten(0, 1)
+        return out, weights
 
     def forward(
         self, queries: Tensor, keys_values: Tensor, mask: Tensor | None, need_weights: bool = False

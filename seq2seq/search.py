@@ -5,6 +5,8 @@ Shapes: B = sentences, K = beam size, S = source length, T = output length, V = 
 Both searches encode the source once, then call `model.decode_step` once per output position for
 every unfinished sentence (and every beam) together. A sentence that is finished is removed from
 the batch (`select_rows` on the rows still running), so no compute is spent on it afterwards.
+They run under `torch.no_grad`, not `torch.inference_mode`: under inference mode, bf16 autocast
+does not keep its bf16 copies of the weights and casts every weight again at every step.
 
 The score of a hypothesis y_1 .. y_n (y_n = EOS) is its length-penalised log-probability
 
@@ -83,7 +85,7 @@ def _mean_heads(attention: Tensor | None) -> Tensor | None:
     return None if attention is None else attention.float().mean(dim=1)
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def greedy_search(
     model: Seq2SeqModel,
     src: Tensor,
@@ -157,7 +159,7 @@ class _Finished:
     attention: Tensor | None
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def beam_search(
     model: Seq2SeqModel,
     src: Tensor,
@@ -186,12 +188,13 @@ def beam_search(
     batch_size, device = src.shape[0], src.device
     k = beam_size
 
-    # Every sentence starts with K rows; only the first beam is live (the others score -inf),
-    # so the first step expands one beam into K distinct ones.
-    state = select_rows(
-        model.encode(src, src_lens), torch.arange(batch_size, device=device).repeat_interleave(k)
+    # The encoder state has one row per sentence, the cache one per beam: K rows per sentence.
+    # Only the first beam is live (the others score -inf), so the first step expands one beam
+    # into K distinct ones.
+    state = model.encode(src, src_lens)
+    cache = select_rows(
+        model.init_cache(state), torch.arange(batch_size, device=device).repeat_interleave(k)
     )
-    cache = model.init_cache(state)
     sentences = torch.arange(batch_size, device=device)  # (A,) the A sentences still running
     beam_scores = torch.full((batch_size, k), float("-inf"), device=device)  # (A, K) log-probs
     beam_scores[:, 0] = 0.0
@@ -251,8 +254,7 @@ def beam_search(
         cache_rows = (sentence_rows * k + new_beams).view(-1)  # (A' * K,) rows of this step
         cache = select_rows(out.cache, cache_rows)
         if len(running) < num_active:
-            state_rows = (running.view(-1, 1) * k + torch.arange(k, device=device)).view(-1)
-            state = select_rows(state, state_rows)
+            state = select_rows(state, running)
             sentences = sentences[running]
         prev = new_tokens.view(-1)
 

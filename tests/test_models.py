@@ -118,6 +118,29 @@ def test_incremental_decoding_reproduces_forward(kind: str, batch) -> None:
     assert model.decode_step(state, tgt_in[order, 0], cache).attention is None
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_beams_read_one_encoder_state_row_per_sentence(kind: str, batch) -> None:
+    """A cache with G rows per sentence (beam search's beams) decodes exactly as if the encoder
+    state were copied G times: the beams share the sentence's source keys and values."""
+    model = tiny_model(kind).eval()
+    src, src_lens, tgt_in = batch
+    rows = torch.arange(3).repeat_interleave(2)  # G = 2 beams per sentence
+    token_rows = torch.tensor([0, 1, 1, 2, 2, 0])  # the beams of a sentence differ
+    with torch.no_grad():
+        state = model.encode(src, src_lens)
+        shared = select_rows(model.init_cache(state), rows)
+        copied_state = select_rows(state, rows)
+        copied = model.init_cache(copied_state)
+        for t in range(3):
+            ours = model.decode_step(state, tgt_in[token_rows, t], shared, need_attention=True)
+            reference = model.decode_step(
+                copied_state, tgt_in[token_rows, t], copied, need_attention=True
+            )
+            torch.testing.assert_close(ours.log_probs, reference.log_probs, rtol=0, atol=1e-6)
+            torch.testing.assert_close(ours.attention, reference.attention, rtol=0, atol=1e-6)
+            shared, copied = ours.cache, reference.cache
+
+
 def test_transformer_cache_grows_one_position_per_step(batch) -> None:
     model = tiny_model("transformer").eval()
     src, src_lens, tgt_in = batch

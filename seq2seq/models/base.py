@@ -6,6 +6,9 @@ Token id conventions (seq2seq.specials): a source is `ids + [EOS]`; a target is
 
 Encoder state and decoder cache are dictionaries whose values are tensors (or lists of tensors)
 with the batch on dimension 0, so that one function, `select_rows`, reorders both for beam search.
+The cache may hold G consecutive rows per row of the state: beam search keeps the encoder state
+once per sentence and the cache once per beam, so the K beams of a sentence read its source
+keys and values together instead of from K copies.
 """
 
 from dataclasses import dataclass
@@ -70,7 +73,9 @@ class Seq2SeqModel(nn.Module):
     ) -> StepOutput:
         """Advance the decoder by one token.
 
-        prev_tokens: (B,) the previous target token of each row (BOS at the first step).
+        state: B rows; cache and prev_tokens: B * G rows, of which rows i * G .. i * G + G - 1
+        decode from row i of `state` (G = 1 but in beam search, where G is the beam size).
+        prev_tokens: the previous target token of each cache row (BOS at the first step).
         Step t costs O(t) for the Transformer (cached keys/values) and O(1) for the GRU.
         """
         raise NotImplementedError

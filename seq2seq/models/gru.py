@@ -91,18 +91,21 @@ class GRUSeq2Seq(Seq2SeqModel):
     def _step(
         self, state: State, embedded: Tensor, hidden: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One decoder step.
+        """One decoder step for R = B * G rows: the G beams of each of the B sentences in
+        `state` (G = 1 outside beam search) attend to their sentence's source together.
 
         Args:
-            embedded: (B, 1, E) embedding of the previous target token.
-            hidden: (L, B, Hd) decoder state s_{t-1}, every layer.
+            embedded: (R, 1, E) embedding of the previous target token.
+            hidden: (L, R, Hd) decoder state s_{t-1}, every layer.
 
         Returns:
-            the top layer's new state s_t (B, 1, Hd), the context c_t (B, 1, Hd), the new state
-            of every layer (L, B, Hd), and the attention weights (B, 1, S).
+            the top layer's new state s_t (R, 1, Hd), the context c_t (R, 1, Hd), the new state
+            of every layer (L, R, Hd), and the attention weights (R, 1, S).
         """
-        query = hidden[-1][:, None]
+        rows, sentences = hidden.shape[1], state["keys"].shape[0]
+        query = hidden[-1].view(sentences, rows // sentences, -1)  # (B, G, Hd)
         context, weights = self.attention(query, state["keys"], state["memory"], state["src_lens"])
+        context, weights = context.view(rows, 1, -1), weights.view(rows, 1, -1)
         output, hidden = self.decoder(torch.cat([embedded, context], dim=-1), hidden)
         return output, context, hidden, weights
 
@@ -142,7 +145,8 @@ class GRUSeq2Seq(Seq2SeqModel):
         embedded = self.dropout(self.tgt_embed(prev_tokens[:, None]))
         hidden = cache["hidden"].transpose(0, 1).contiguous()
         output, context, hidden, weights = self._step(state, embedded, hidden)
-        log_probs = F.log_softmax(self._logits(output, context, embedded)[:, 0].float(), dim=-1)
+        logits = self._logits(output, context, embedded)[:, 0]
+        log_probs = F.log_softmax(logits, dim=-1, dtype=torch.float32)
         # weights (B, 1, S): the single query doubles as the single head, H = 1.
         attention = weights if need_attention else None
         return StepOutput(log_probs, {"hidden": hidden.transpose(0, 1)}, attention)

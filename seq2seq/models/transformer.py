@@ -265,7 +265,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         hidden, new_kv, weights = self._decode(
             state, prev_tokens[:, None], cache["step"][:, None], past_kv, need_attention
         )
-        log_probs = F.log_softmax(self.output(hidden[:, 0]).float(), dim=-1)
+        log_probs = F.log_softmax(self.output(hidden[:, 0]), dim=-1, dtype=torch.float32)
         new_cache: State = {
             "self_k": [k for k, _ in new_kv],
             "self_v": [v for _, v in new_kv],
