@@ -264,7 +264,7 @@ def endless_batches(dataset: ParallelDataset, max_tokens: int, seed: int) -> Ite
         yield from loader
 
 
-@torch.inference_mode()
+@torch.no_grad()  # as the searches (seq2seq.search): autocast keeps its bf16 weights
 def decode_cached(
     model: Seq2SeqModel, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
 ) -> torch.Tensor:
@@ -279,7 +279,7 @@ def decode_cached(
     return out.log_probs
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def decode_uncached(
     model: Seq2SeqModel, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
 ) -> torch.Tensor:

@@ -147,7 +147,7 @@ class GRUSeq2Seq(Seq2SeqModel):
         output, context, hidden, weights = self._step(state, embedded, hidden)
         logits = self._logits(output, context, embedded)[:, 0]
         log_probs = F.log_softmax(logits, dim=-1, dtype=torch.float32)
-        # weights (B, 1, S): the single query doubles as the single head, H = 1.
+        # weights (B * G, 1, S): the single query doubles as the single head, H = 1.
         attention = weights if need_attention else None
         return StepOutput(log_probs, {"hidden": hidden.transpose(0, 1)}, attention)
 
