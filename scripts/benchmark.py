@@ -16,7 +16,7 @@ from pathlib import Path
 
 from seq2seq import benchmark
 from seq2seq.benchmark import GROWTH_MODELS, QUICK, THROUGHPUT_MODELS, Settings
-from seq2seq.config import MODEL_PRESETS
+from seq2seq.config import MODEL_PRESETS, PRECISIONS
 from seq2seq.errors import run_cli
 from seq2seq.results import growth_section, throughput_section
 
@@ -46,7 +46,7 @@ def parse_args() -> tuple[argparse.Namespace, Settings]:
     parser.add_argument("--device", help="auto (default: CUDA when present), cpu, cuda, cuda:1")
     parser.add_argument(
         "--precision",
-        choices=["auto", "bf16", "fp16", "fp32"],
+        choices=PRECISIONS,
         help="training precision as train.precision (default: auto, as in training)",
     )
     parser.add_argument("--seed", type=int)

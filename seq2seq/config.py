@@ -192,6 +192,9 @@ def _apply(section_obj: Any, section: str, values: dict[str, Any], source: str) 
         setattr(section_obj, key, _coerce(f"{source}: {section}.{key}", value, default))
 
 
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision and decode.precision
+
+
 def _validate(cfg: Config) -> None:
     checks = [
         (cfg.model.arch in ("transformer", "gru"), "model.arch must be 'transformer' or 'gru'"),
@@ -215,17 +218,11 @@ def _validate(cfg: Config) -> None:
         (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
         (cfg.train.valid_every > 0, "train.valid_every must be > 0"),
         (cfg.train.save_every >= 0, "train.save_every must be >= 0"),
-        (
-            cfg.train.precision in ("auto", "bf16", "fp16", "fp32"),
-            "train.precision must be auto, bf16, fp16 or fp32",
-        ),
+        (cfg.train.precision in PRECISIONS, "train.precision must be auto, bf16, fp16 or fp32"),
         (cfg.train.max_steps >= 0 and cfg.train.max_epochs >= 1, "train.max_* must be >= 0"),
         (cfg.decode.beam_size >= 1, "decode.beam_size must be >= 1"),
         (cfg.decode.valid_beam_size >= 1, "decode.valid_beam_size must be >= 1"),
-        (
-            cfg.decode.precision in ("auto", "bf16", "fp16", "fp32"),
-            "decode.precision must be auto, bf16, fp16 or fp32",
-        ),
+        (cfg.decode.precision in PRECISIONS, "decode.precision must be auto, bf16, fp16 or fp32"),
         (cfg.decode.max_len_ratio > 0, "decode.max_len_ratio must be > 0"),
         (cfg.data.vocab_size >= 16, "data.vocab_size must be >= 16"),
     ]
