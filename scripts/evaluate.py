@@ -2,6 +2,7 @@
 
     scripts/evaluate.py --checkpoint checkpoints/run/best.pt                 # the test split
     scripts/evaluate.py --checkpoint best.pt --split valid --beam 1
+    scripts/evaluate.py --checkpoint best.pt --split valid --length-penalty 1.5
     scripts/evaluate.py --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
     scripts/evaluate.py --checkpoint run/avg5.pt --beam 5 --record results/models/NAME.json \
         --name "Transformer tiny, last 5 averaged" --trained-on "1x NVIDIA H100, bf16" \
@@ -44,6 +45,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--src", metavar="FILE", help="source sentences, one a line")
     parser.add_argument("--ref", metavar="FILE", help="reference translations, one a line")
     parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        metavar="ALPHA",
+        help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
+    )
     parser.add_argument("--batch-size", type=int, help="sentences per decoding batch")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -78,6 +85,8 @@ def parse_args() -> argparse.Namespace:
         parser.error("--src and --ref go together")
     if args.beam is not None and args.beam < 1:
         parser.error(f"--beam {args.beam}: must be >= 1")
+    if args.length_penalty is not None and args.length_penalty < 0:
+        parser.error(f"--length-penalty {args.length_penalty}: must be >= 0")
     if args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size {args.batch_size}: must be >= 1")
     return args
@@ -105,6 +114,8 @@ def model_result(
     revision, dirty = git_state()
     evaluation = ["scripts/evaluate.py", "--checkpoint", args.checkpoint, "--split", args.split]
     evaluation += ["--beam", str(result.beam_size)]
+    if args.length_penalty is not None:
+        evaluation += ["--length-penalty", str(args.length_penalty)]
     return ModelResult(
         name=args.name,
         model=inference.config.model.name,
@@ -140,6 +151,8 @@ def main() -> None:
     decode_cfg = inference.config.decode
     if args.batch_size is not None:
         decode_cfg.batch_size = args.batch_size
+    if args.length_penalty is not None:
+        decode_cfg.length_penalty = args.length_penalty
     translator = Translator(
         inference.model, inference.src_tokenizer, inference.tgt_tokenizer, decode_cfg, device
     )

@@ -40,6 +40,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--max-len-ratio", type=float, help="maximum output length per source token"
     )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        metavar="ALPHA",
+        help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
+    )
     parser.add_argument("--batch-size", type=int, help="sentences per batch in batch mode")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument(
@@ -64,6 +70,10 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
         if args.max_len_ratio <= 0:
             raise UserError(f"--max-len-ratio {args.max_len_ratio}: must be > 0")
         decode_cfg.max_len_ratio = args.max_len_ratio
+    if args.length_penalty is not None:
+        if args.length_penalty < 0:
+            raise UserError(f"--length-penalty {args.length_penalty}: must be >= 0")
+        decode_cfg.length_penalty = args.length_penalty
     if args.batch_size is not None:
         if args.batch_size < 1:
             raise UserError(f"--batch-size {args.batch_size}: must be >= 1")

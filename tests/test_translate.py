@@ -228,6 +228,38 @@ def test_translate_pipe_mode(run, translator, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"map-{n}.png" for n in (1, 3, 4, 5)]
 
 
+def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator):
+    """--length-penalty divides each finished hypothesis's log-probability by ((5 + n) / 6) **
+    alpha; it does not change which hypotheses finish (beams are pruned on log-probabilities)."""
+    lines = corpus_side(run, "test", "en")[:6]
+    nbest_lists = {}
+    for alpha in (0.0, 3.0):
+        options = ["--checkpoint", str(run / "best.pt"), "--beam", "3", "--nbest", "3"]
+        options += ["--length-penalty", str(alpha)]
+        result = script("translate.py", *options, stdin="\n".join(lines))
+        assert result.returncode == 0, result.stderr
+        decode_cfg = replace(translator.decode_cfg, length_penalty=alpha)
+        nbest_lists[alpha] = Translator(
+            translator.model, translator.src_tokenizer, translator.tgt_tokenizer, decode_cfg, "cpu"
+        ).translate(lines, beam_size=3, nbest=3)
+        assert result.stdout.splitlines() == [
+            f"{number} ||| {t.text} ||| {t.score:.4f}"
+            for number, nbest in enumerate(nbest_lists[alpha])
+            for t in nbest
+        ]
+    for plain, penalised in zip(nbest_lists[0.0], nbest_lists[3.0], strict=True):
+        log_probs = {tuple(t.tokens): t.score for t in plain}
+        assert set(log_probs) == {tuple(t.tokens) for t in penalised}
+        for t in penalised:
+            lp = ((5 + len(t.tokens) + 1) / 6) ** 3.0
+            assert t.score == pytest.approx(log_probs[tuple(t.tokens)] / lp, rel=1e-5)
+
+    negative = script(
+        "translate.py", "--checkpoint", str(run / "best.pt"), "--length-penalty", "-1"
+    )
+    assert_one_line_error(negative, "--length-penalty -1.0: must be >= 0")
+
+
 def test_translate_interactive_in_a_terminal(run, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
     child = pexpect.spawn(
@@ -349,7 +381,8 @@ def test_average_checkpoints(run, tmp_path):
 def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     record = tmp_path / "results" / "models" / "tiny.json"
     checkpoint = str(run / "best.pt")
-    options = ["--checkpoint", checkpoint, "--beam", "2", "--json", "--record", str(record)]
+    options = ["--checkpoint", checkpoint, "--beam", "2", "--length-penalty", "0.5"]
+    options += ["--json", "--record", str(record)]
     options += ["--name", "Tiny", "--trained-on", "CPU", "--train-hours", "0.01"]
     options += ["--command", "make data", "--command", "make train"]
     result = script("evaluate.py", *options)
@@ -373,6 +406,7 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     )
     assert (recorded.name, recorded.device, recorded.train_hours) == ("Tiny", "CPU", 0.01)
     evaluation = f"scripts/evaluate.py --checkpoint {checkpoint} --split test --beam 2"
+    evaluation += " --length-penalty 0.5"
     assert recorded.commands == ["make data", "make train", evaluation]
     assert len(recorded.git_revision.removesuffix("-dirty")) == 40
     assert "Tiny" in sections(tmp_path / "results")["results"]
