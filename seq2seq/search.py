@@ -80,6 +80,27 @@ def _banned_log_probs(
     return log_probs
 
 
+def _top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """`scores.topk(k, dim=1)` for the wide rows of beam search: (R, W) -> values, indices (R, k).
+
+    On a CPU, topk costs about 1 ns per element (3.4 ms for 128 sentences x 5 beams x 8000
+    tokens, 2 threads), a max about a tenth of that. So the row is cut into chunks of C (the
+    largest divisor of W from 64 down to 16) and only the k chunks with the largest maxima are
+    searched: each of the k best elements lies in one of them, because every chunk with a larger
+    maximum holds a larger element, and fewer than k elements are larger. Same values as topk;
+    indices differ only between equal values, whose order topk leaves open anyway.
+    """
+    rows, width = scores.shape
+    chunk = next((c for c in range(64, 15, -1) if width % c == 0), 0)
+    if chunk == 0 or width < 16 * k * chunk:
+        return scores.topk(k, dim=1)
+    chunks = scores.view(rows, width // chunk, chunk)
+    best_chunks = chunks.amax(dim=2).topk(k, dim=1).indices  # (R, k)
+    candidates = chunks.gather(1, best_chunks.unsqueeze(2).expand(-1, -1, chunk))  # (R, k, C)
+    values, within = candidates.view(rows, k * chunk).topk(k, dim=1)
+    return values, best_chunks.gather(1, within // chunk) * chunk + within % chunk
+
+
 def _mean_heads(attention: Tensor | None) -> Tensor | None:
     """(R, H, S) step attention -> (R, S), averaged over heads."""
     return None if attention is None else attention.float().mean(dim=1)
@@ -213,7 +234,7 @@ def beam_search(
         )
         vocab_size = log_probs.shape[1]
         candidates = (beam_scores.view(-1, 1) + log_probs).view(num_active, k * vocab_size)
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab_size), dim=1)  # (A, 2K)
+        top_scores, top_index = _top_k(candidates, min(2 * k, k * vocab_size))  # (A, 2K)
         top_beams, top_tokens = top_index // vocab_size, top_index % vocab_size
         ends = (top_tokens == EOS_ID) & top_scores.isfinite()
         if need_attention:  # (A, K, t + 1, S): every beam's attention rows, this step's included

@@ -10,6 +10,7 @@ from seq2seq.config import ModelConfig
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.search import (
+    _top_k,
     beam_search,
     gnmt_penalty,
     greedy_search,
@@ -225,6 +226,25 @@ def test_finished_sentences_leave_the_batch(arch, trained, monkeypatch):
 def repeated_ngrams(tokens: list[int], n: int) -> bool:
     ngrams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     return len(ngrams) != len(set(ngrams))
+
+
+@pytest.mark.parametrize("width", [5 * 8000, 5 * 6000, 40009])  # chunks of 64, 60; none
+@pytest.mark.parametrize("k", [4, 10])
+def test_chunked_top_k_equals_topk(width, k):
+    generator = torch.Generator().manual_seed(width + k)
+    scores = torch.randn(6, width, generator=generator)
+    values, index = _top_k(scores, k)
+    expected = scores.topk(k, dim=1)
+    assert torch.equal(values, expected.values) and torch.equal(index, expected.indices)
+
+    # The forced EOS of the last step leaves K finite candidates among K * V: the first k
+    # answers are exact and the rest point at -inf entries.
+    scores.fill_(float("-inf"))
+    finite = torch.randint(width, (6, 3), generator=generator)
+    scores.scatter_(1, finite, torch.randn(6, 3, generator=generator))
+    values, index = _top_k(scores, k)
+    assert torch.equal(values[:, :3], scores.topk(3, dim=1).values)
+    assert torch.equal(scores.gather(1, index), values) and values[:, 3:].isneginf().all()
 
 
 @pytest.mark.parametrize("arch", ARCHS)
