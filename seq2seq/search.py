@@ -83,12 +83,12 @@ def _banned_log_probs(
 def _top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """`scores.topk(k, dim=1)` for the wide rows of beam search: (R, W) -> values, indices (R, k).
 
-    On a CPU, topk costs about 1 ns per element (3.4 ms for 128 sentences x 5 beams x 8000
-    tokens, 2 threads), a max about a tenth of that. So the row is cut into chunks of C (the
-    largest divisor of W from 64 down to 16) and only the k chunks with the largest maxima are
-    searched: each of the k best elements lies in one of them, because every chunk with a larger
-    maximum holds a larger element, and fewer than k elements are larger. Same values as topk;
-    indices differ only between equal values, whose order topk leaves open anyway.
+    On a CPU, topk over 128 rows of 5 beams x 8000 tokens took 3.4 ms (2 threads), this 1.0 ms:
+    the row is cut into chunks of C (the largest divisor of W from 64 down to 16), and only the
+    k chunks with the largest maxima are searched. Each of the k best elements lies in one of
+    them, because every chunk with a larger maximum holds a larger element, and fewer than k
+    elements are larger. Same values as topk; indices differ only between equal values, whose
+    order topk leaves open anyway. Narrow rows (fewer than 16k chunks) go to topk directly.
     """
     rows, width = scores.shape
     chunk = next((c for c in range(64, 15, -1) if width % c == 0), 0)
