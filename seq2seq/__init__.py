@@ -7,6 +7,8 @@ Data flow, one module per step:
 
 import os
 
+from seq2seq.allocator import keep_freed_memory
+
 # oneDNN, which runs torch's bf16 matrix multiplies on a CPU, keeps a compiled kernel for every
 # shape it has seen, up to 1,024 by default. Token-budget batches bring new shapes almost every
 # step, and that cache grew a bf16 training process of transformer-small from about 1,430 to
@@ -14,5 +16,7 @@ import os
 # (within the run-to-run spread). Read once, at oneDNN's first kernel; a value set in the
 # environment is kept.
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
+
+keep_freed_memory()
 
 __version__ = "0.1.0"
