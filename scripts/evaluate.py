@@ -51,6 +51,12 @@ def parse_args() -> argparse.Namespace:
         metavar="ALPHA",
         help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
     )
+    parser.add_argument(
+        "--stop-early",
+        action="store_true",
+        help="beam search: end a sentence when its most probable candidate ends (OpenNMT-py's "
+        "rule; faster), not when the beam has ended (fairseq's)",
+    )
     parser.add_argument("--batch-size", type=int, help="sentences per decoding batch")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -116,6 +122,8 @@ def model_result(
     evaluation += ["--beam", str(result.beam_size)]
     if args.length_penalty is not None:
         evaluation += ["--length-penalty", str(args.length_penalty)]
+    if args.stop_early:
+        evaluation.append("--stop-early")
     return ModelResult(
         name=args.name,
         model=inference.config.model.name,
@@ -153,6 +161,7 @@ def main() -> None:
         decode_cfg.batch_size = args.batch_size
     if args.length_penalty is not None:
         decode_cfg.length_penalty = args.length_penalty
+    decode_cfg.stop_early |= args.stop_early
     translator = Translator(
         inference.model, inference.src_tokenizer, inference.tgt_tokenizer, decode_cfg, device
     )

@@ -46,6 +46,12 @@ def parse_args() -> argparse.Namespace:
         metavar="ALPHA",
         help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
     )
+    parser.add_argument(
+        "--stop-early",
+        action="store_true",
+        help="beam search: end a sentence when its most probable candidate ends (OpenNMT-py's "
+        "rule; faster), not when the beam has ended (fairseq's)",
+    )
     parser.add_argument("--batch-size", type=int, help="sentences per batch in batch mode")
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument(
@@ -74,6 +80,7 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
         if args.length_penalty < 0:
             raise UserError(f"--length-penalty {args.length_penalty}: must be >= 0")
         decode_cfg.length_penalty = args.length_penalty
+    decode_cfg.stop_early |= args.stop_early
     if args.batch_size is not None:
         if args.batch_size < 1:
             raise UserError(f"--batch-size {args.batch_size}: must be >= 1")

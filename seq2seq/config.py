@@ -133,6 +133,7 @@ class DecodeConfig:
     max_len_ratio: float = 1.5  # max output length = ratio * source length + max_len_const
     max_len_const: int = 10
     no_repeat_ngram: int = 0
+    stop_early: bool = False  # beam: a sentence stops when its best candidate ends (else: K ended)
     batch_size: int = 128  # sentences per decoding batch
     precision: str = "auto"  # as train.precision: bf16 autocast on a GPU or a CPU with bf16
     # instructions (AVX512_BF16 or AMX), else fp32; or "bf16", "fp16" (CUDA only), "fp32"

@@ -191,6 +191,7 @@ def beam_search(
     nbest: int = 1,
     no_repeat_ngram: int = 0,
     need_attention: bool = False,
+    stop_early: bool = False,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences at once: B * K decoder rows advance together.
 
@@ -200,7 +201,12 @@ def beam_search(
     At each step every beam of a sentence proposes its continuations; the 2K best of the K * V
     (beam, token) pairs are kept. Those of the first K that end with EOS are set aside as
     finished hypotheses; the K best that do not end become the next beams. A sentence is done
-    once it has K finished hypotheses (or reached its maximum length) and leaves the batch.
+    once it has K finished hypotheses (fairseq's rule), or with `stop_early` as soon as its most
+    probable candidate ends and it has `nbest` finished ones (OpenNMT-py's and Joey NMT's
+    rule), or at its maximum length; then it leaves the batch. All candidates of a step have
+    the same length, so the most probable is also the best by length-penalised score, but a
+    longer hypothesis found later could still score higher: `stop_early` trades that chance
+    for fewer steps.
 
     Returns per sentence its `nbest` (<= K) best finished hypotheses, best first, all distinct.
     """
@@ -260,8 +266,10 @@ def beam_search(
         beam_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=1)  # (A, K)
         new_beams, new_tokens = top_beams.gather(1, keep), top_tokens.gather(1, keep)
 
-        running = ((finished_count[sentences] < k) & (step < max_lens[sentences])).nonzero()
-        running = running.squeeze(1)
+        done = finished_count[sentences] >= k
+        if stop_early:
+            done |= ends[:, 0] & (finished_count[sentences] >= nbest)
+        running = (~done & (step < max_lens[sentences])).nonzero().squeeze(1)
         if len(running) == 0:
             break
         new_beams, new_tokens = new_beams[running], new_tokens[running]

@@ -148,6 +148,7 @@ class Translator:
             nbest=nbest,
             no_repeat_ngram=cfg.no_repeat_ngram,
             need_attention=need_attention,
+            stop_early=cfg.stop_early,
         )
 
     def _translations(self, source: list[int], hypotheses: list[Hypothesis]) -> list[Translation]:

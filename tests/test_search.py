@@ -223,6 +223,34 @@ def test_finished_sentences_leave_the_batch(arch, trained, monkeypatch):
     assert all(len(nbest) == beam_size for nbest in results)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_stop_early_ends_a_sentence_when_its_best_candidate_ends(arch, trained, monkeypatch):
+    """Without a length penalty no later hypothesis can beat a best candidate that ended (its
+    log-probability only falls), so stopping there gives the same best translations from fewer
+    decoder rows. With one, a later, longer hypothesis may score higher: never the reverse."""
+    model = trained[arch]
+    src, src_lens, _ = held_out(size=12, seed=9)
+    max_lens = max_output_lengths(src_lens, 1.5, 3)
+    sizes = count_batch_sizes(model, monkeypatch)
+    for alpha in (0.0, 1.0):
+        sizes.clear()
+        full = beam_search(model, src, src_lens, 4, max_lens, length_penalty=alpha)
+        full_rows = sum(sizes)
+        sizes.clear()
+        early = beam_search(
+            model, src, src_lens, 4, max_lens, length_penalty=alpha, nbest=2, stop_early=True
+        )
+        assert sum(sizes) < full_rows
+        assert all(len(nbest) == 2 for nbest in early)
+        for (best,), (early_best, _) in zip(full, early, strict=True):
+            if alpha == 0.0:
+                assert early_best.tokens == best.tokens
+                assert early_best.score == pytest.approx(best.score, abs=1e-5)
+            elif early_best.tokens != best.tokens:
+                assert early_best.score < best.score
+                assert len(early_best.tokens) < len(best.tokens)
+
+
 def repeated_ngrams(tokens: list[int], n: int) -> bool:
     ngrams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     return len(ngrams) != len(set(ngrams))

@@ -260,6 +260,22 @@ def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator)
     assert_one_line_error(negative, "--length-penalty -1.0: must be >= 0")
 
 
+def test_stop_early_option_decodes_as_the_translator_with_stop_early(run, translator):
+    lines = corpus_side(run, "test", "en")[:6]
+    options = ["--checkpoint", str(run / "best.pt"), "--beam", "4", "--nbest", "2", "--stop-early"]
+    result = script("translate.py", *options, stdin="\n".join(lines))
+    assert result.returncode == 0, result.stderr
+    decode_cfg = replace(translator.decode_cfg, stop_early=True)
+    nbest_lists = Translator(
+        translator.model, translator.src_tokenizer, translator.tgt_tokenizer, decode_cfg, "cpu"
+    ).translate(lines, beam_size=4, nbest=2)
+    assert result.stdout.splitlines() == [
+        f"{number} ||| {t.text} ||| {t.score:.4f}"
+        for number, nbest in enumerate(nbest_lists)
+        for t in nbest
+    ]
+
+
 def test_translate_interactive_in_a_terminal(run, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
     child = pexpect.spawn(
@@ -381,7 +397,7 @@ def test_average_checkpoints(run, tmp_path):
 def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     record = tmp_path / "results" / "models" / "tiny.json"
     checkpoint = str(run / "best.pt")
-    options = ["--checkpoint", checkpoint, "--beam", "2", "--length-penalty", "0.5"]
+    options = ["--checkpoint", checkpoint, "--beam", "2", "--length-penalty", "0.5", "--stop-early"]
     options += ["--json", "--record", str(record)]
     options += ["--name", "Tiny", "--trained-on", "CPU", "--train-hours", "0.01"]
     options += ["--command", "make data", "--command", "make train"]
@@ -406,7 +422,7 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     )
     assert (recorded.name, recorded.device, recorded.train_hours) == ("Tiny", "CPU", 0.01)
     evaluation = f"scripts/evaluate.py --checkpoint {checkpoint} --split test --beam 2"
-    evaluation += " --length-penalty 0.5"
+    evaluation += " --length-penalty 0.5 --stop-early"
     assert recorded.commands == ["make data", "make train", evaluation]
     assert len(recorded.git_revision.removesuffix("-dirty")) == 40
     assert "Tiny" in sections(tmp_path / "results")["results"]
