@@ -27,6 +27,7 @@ from pathlib import Path
 
 from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.corpora import read_lines
+from seq2seq.decode_options import add_decode_options, apply_decode_options
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError, run_cli
 from seq2seq.prepare import PreparedData
@@ -44,21 +45,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--src", metavar="FILE", help="source sentences, one a line")
     parser.add_argument("--ref", metavar="FILE", help="reference translations, one a line")
-    parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
-    parser.add_argument(
-        "--length-penalty",
-        type=float,
-        metavar="ALPHA",
-        help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--stop-early",
-        action="store_true",
-        help="beam search: end a sentence when its most probable candidate ends (OpenNMT-py's "
-        "rule; faster), not when the beam has ended (fairseq's)",
-    )
-    parser.add_argument("--batch-size", type=int, help="sentences per decoding batch")
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
+    add_decode_options(parser, batch_size_help="sentences per decoding batch")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--output", metavar="FILE", help="write the translations, one a line")
     record = parser.add_argument_group("recording a result (all four are needed with --record)")
@@ -89,12 +76,6 @@ def parse_args() -> argparse.Namespace:
         parser.error("give either --split or --src and --ref, not both")
     if bool(args.src) != bool(args.ref):
         parser.error("--src and --ref go together")
-    if args.beam is not None and args.beam < 1:
-        parser.error(f"--beam {args.beam}: must be >= 1")
-    if args.length_penalty is not None and args.length_penalty < 0:
-        parser.error(f"--length-penalty {args.length_penalty}: must be >= 0")
-    if args.batch_size is not None and args.batch_size < 1:
-        parser.error(f"--batch-size {args.batch_size}: must be >= 1")
     return args
 
 
@@ -149,6 +130,8 @@ def main() -> None:
     args = parse_args()
     device = pick_device(args.device)
     inference = load_for_inference(args.checkpoint, device)
+    decode_cfg = inference.config.decode
+    apply_decode_options(args, decode_cfg)
     prepared = None
     if args.src:
         sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
@@ -156,16 +139,10 @@ def main() -> None:
         args.split = args.split or "test"
         prepared = PreparedData.load(inference.config.data.prepared)
         sources, references = prepared.lines(args.split)
-    decode_cfg = inference.config.decode
-    if args.batch_size is not None:
-        decode_cfg.batch_size = args.batch_size
-    if args.length_penalty is not None:
-        decode_cfg.length_penalty = args.length_penalty
-    decode_cfg.stop_early |= args.stop_early
     translator = Translator(
         inference.model, inference.src_tokenizer, inference.tgt_tokenizer, decode_cfg, device
     )
-    result = evaluate(translator, sources, references, args.beam)
+    result = evaluate(translator, sources, references)
     if args.output:
         try:
             Path(args.output).write_text(

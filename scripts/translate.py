@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from seq2seq.checkpoint import load_for_inference
+from seq2seq.decode_options import add_decode_options, apply_decode_options
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError, run_cli
 from seq2seq.plots import attention_figure, attention_text
@@ -35,25 +36,11 @@ def parse_args() -> argparse.Namespace:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
-    parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
+    add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
     parser.add_argument("--nbest", type=int, default=1, help="show the N best translations")
     parser.add_argument(
         "--max-len-ratio", type=float, help="maximum output length per source token"
     )
-    parser.add_argument(
-        "--length-penalty",
-        type=float,
-        metavar="ALPHA",
-        help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
-    )
-    parser.add_argument(
-        "--stop-early",
-        action="store_true",
-        help="beam search: end a sentence when its most probable candidate ends (OpenNMT-py's "
-        "rule; faster), not when the beam has ended (fairseq's)",
-    )
-    parser.add_argument("--batch-size", type=int, help="sentences per batch in batch mode")
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument(
         "--show-attention",
         action="store_true",
@@ -76,18 +63,8 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
         if args.max_len_ratio <= 0:
             raise UserError(f"--max-len-ratio {args.max_len_ratio}: must be > 0")
         decode_cfg.max_len_ratio = args.max_len_ratio
-    if args.length_penalty is not None:
-        if args.length_penalty < 0:
-            raise UserError(f"--length-penalty {args.length_penalty}: must be >= 0")
-        decode_cfg.length_penalty = args.length_penalty
-    decode_cfg.stop_early |= args.stop_early
-    if args.batch_size is not None:
-        if args.batch_size < 1:
-            raise UserError(f"--batch-size {args.batch_size}: must be >= 1")
-        decode_cfg.batch_size = args.batch_size
-    beam = decode_cfg.beam_size if args.beam is None else args.beam
-    if beam < 1:
-        raise UserError(f"--beam {beam}: must be >= 1")
+    apply_decode_options(args, decode_cfg)
+    beam = decode_cfg.beam_size
     if not 1 <= args.nbest <= beam:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
     translator = Translator(

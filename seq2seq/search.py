@@ -266,9 +266,10 @@ def beam_search(
         beam_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=1)  # (A, K)
         new_beams, new_tokens = top_beams.gather(1, keep), top_tokens.gather(1, keep)
 
-        done = finished_count[sentences] >= k
+        ended_count = finished_count[sentences]  # (A,)
+        done = ended_count >= k
         if stop_early:
-            done |= ends[:, 0] & (finished_count[sentences] >= nbest)
+            done |= ends[:, 0] & (ended_count >= nbest)
         running = (~done & (step < max_lens[sentences])).nonzero().squeeze(1)
         if len(running) == 0:
             break

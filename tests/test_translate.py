@@ -366,6 +366,18 @@ def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
     assert_one_line_error(mismatch, "mismatch.pt: weights do not fit the model or tokenizer")
 
 
+@pytest.mark.parametrize("name", ["translate.py", "evaluate.py"])
+def test_bad_decoding_options_are_one_line_errors(run, name):
+    checkpoint = str(run / "best.pt")
+    for option, value, message in [
+        ("--beam", "0", "--beam 0: must be >= 1"),
+        ("--length-penalty", "-0.5", "--length-penalty -0.5: must be >= 0"),
+        ("--batch-size", "0", "--batch-size 0: must be >= 1"),
+    ]:
+        result = script(name, "--checkpoint", checkpoint, option, value, stdin="A dog.")
+        assert_one_line_error(result, message)
+
+
 def test_average_checkpoints(run, tmp_path):
     paths = [run / "step-20.pt", run / "step-40.pt"]
     averaged = average_checkpoints(paths)

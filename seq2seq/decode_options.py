@@ -1,0 +1,46 @@
+"""The decoding options that scripts/translate.py and scripts/evaluate.py share.
+
+Each overrides one field of the checkpoint's [decode] configuration for this run; a bad value
+is a UserError naming the option.
+"""
+
+import argparse
+
+from seq2seq.config import DecodeConfig
+from seq2seq.errors import UserError
+
+
+def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
+    """Add --beam, --length-penalty, --stop-early, --batch-size and --device to `parser`."""
+    parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        metavar="ALPHA",
+        help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--stop-early",
+        action="store_true",
+        help="beam search: end a sentence when its most probable candidate ends (OpenNMT-py's "
+        "rule; faster), not when the beam has ended (fairseq's)",
+    )
+    parser.add_argument("--batch-size", type=int, help=batch_size_help)
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
+
+
+def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> None:
+    """Check the options given in `args` and set them in `decode_cfg` (in place)."""
+    if args.beam is not None:
+        if args.beam < 1:
+            raise UserError(f"--beam {args.beam}: must be >= 1")
+        decode_cfg.beam_size = args.beam
+    if args.length_penalty is not None:
+        if args.length_penalty < 0:
+            raise UserError(f"--length-penalty {args.length_penalty}: must be >= 0")
+        decode_cfg.length_penalty = args.length_penalty
+    if args.batch_size is not None:
+        if args.batch_size < 1:
+            raise UserError(f"--batch-size {args.batch_size}: must be >= 1")
+        decode_cfg.batch_size = args.batch_size
+    decode_cfg.stop_early |= args.stop_early
