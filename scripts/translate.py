@@ -57,7 +57,8 @@ def parse_args() -> argparse.Namespace:
 
 def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
     """The translator of the checkpoint, with the options applied; and the beam size."""
-    inference = load_for_inference(args.checkpoint, pick_device(args.device))
+    device = pick_device(args.device)
+    inference = load_for_inference(args.checkpoint, device)
     decode_cfg = inference.config.decode
     if args.max_len_ratio is not None:
         if args.max_len_ratio <= 0:
@@ -72,7 +73,7 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
         inference.src_tokenizer,
         inference.tgt_tokenizer,
         decode_cfg,
-        pick_device(args.device),
+        device,
     )
     return translator, beam
 
