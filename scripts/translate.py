@@ -55,8 +55,8 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
-    """The translator of the checkpoint, with the options applied; and the beam size."""
+def load_translator(args: argparse.Namespace) -> Translator:
+    """The translator of the checkpoint, with the options applied."""
     device = pick_device(args.device)
     inference = load_for_inference(args.checkpoint, device)
     decode_cfg = inference.config.decode
@@ -75,7 +75,7 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, int]:
         decode_cfg,
         device,
     )
-    return translator, beam
+    return translator
 
 
 def attention_path(save_attention: str, number: int | None) -> Path:
@@ -122,7 +122,7 @@ def start_history() -> None:
     atexit.register(save_history)
 
 
-def interactive(translator: Translator, beam: int, args: argparse.Namespace) -> None:
+def interactive(translator: Translator, args: argparse.Namespace) -> None:
     start_history()
     print("Type a sentence and press Enter. Ctrl-C cancels the line, Ctrl-D quits.")
     need_attention = args.show_attention or bool(args.save_attention)
@@ -132,7 +132,7 @@ def interactive(translator: Translator, beam: int, args: argparse.Namespace) -> 
             line = input("> ")
             if not line.strip():
                 continue
-            nbest = translator.translate([line], beam, args.nbest, need_attention)[0]
+            nbest = translator.translate([line], nbest=args.nbest, need_attention=need_attention)[0]
         except KeyboardInterrupt:
             print()
             continue
@@ -154,14 +154,14 @@ def read_chunks(stream: TextIO) -> Iterator[list[str]]:
         yield chunk
 
 
-def batch_mode(translator: Translator, beam: int, args: argparse.Namespace, stream: TextIO) -> None:
+def batch_mode(translator: Translator, args: argparse.Namespace, stream: TextIO) -> None:
     """One output line per input line (N with --nbest N), translated a chunk at a time."""
     need_attention = args.show_attention or bool(args.save_attention)
     line_number = 0
     for chunk in read_chunks(stream):
         # Every chunk but the last is full, so a first chunk of one line is the whole input.
         numbered = line_number > 0 or len(chunk) > 1
-        for nbest in translator.translate(chunk, beam, args.nbest, need_attention):
+        for nbest in translator.translate(chunk, nbest=args.nbest, need_attention=need_attention):
             if args.nbest == 1:
                 print(nbest[0].text)
             else:
@@ -182,20 +182,20 @@ def batch_mode(translator: Translator, beam: int, args: argparse.Namespace, stre
 
 def main() -> None:
     args = parse_args()
-    translator, beam = load_translator(args)
+    translator = load_translator(args)
     if args.input is None and sys.stdin.isatty():
-        interactive(translator, beam, args)
+        interactive(translator, args)
         return
     if args.input is None:
         stream = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-        batch_mode(translator, beam, args, stream)
+        batch_mode(translator, args, stream)
         return
     try:
         stream = open(args.input, encoding="utf-8-sig", errors="replace")  # noqa: SIM115
     except OSError as err:
         raise UserError(f"--input {args.input}: cannot read: {err}") from None
     with stream:
-        batch_mode(translator, beam, args, stream)
+        batch_mode(translator, args, stream)
 
 
 if __name__ == "__main__":
