@@ -16,7 +16,7 @@ from pathlib import Path
 
 from seq2seq import benchmark
 from seq2seq.benchmark import GROWTH_MODELS, QUICK, THROUGHPUT_MODELS, Settings
-from seq2seq.config import MODEL_PRESETS, PRECISIONS
+from seq2seq.config import DECODE_PRECISIONS, MODEL_PRESETS, PRECISIONS
 from seq2seq.errors import run_cli
 from seq2seq.results import growth_section, throughput_section
 
@@ -48,6 +48,11 @@ def parse_args() -> tuple[argparse.Namespace, Settings]:
         "--precision",
         choices=PRECISIONS,
         help="training precision as train.precision (default: auto, as in training)",
+    )
+    parser.add_argument(
+        "--decode-precision",
+        choices=DECODE_PRECISIONS,
+        help="decoding precision as decode.precision (default: auto, as in decoding)",
     )
     parser.add_argument("--seed", type=int)
     parser.add_argument("--quick", action="store_true", help=f"smaller settings: {QUICK}")

@@ -80,7 +80,8 @@ class Settings:
     models: list[str] = field(default_factory=lambda: list(THROUGHPUT_MODELS))  # presets
     overrides: list[str] = field(default_factory=list)  # model.key=value for random weights
     device: str = "auto"
-    precision: str = "auto"  # of training, as train.precision; decoding runs in fp32
+    precision: str = "auto"  # of training, as train.precision
+    decode_precision: str = "auto"  # of decoding, as decode.precision
     seed: int = 1
     # Throughput
     data: str = "data/multi30k.en-de"
@@ -361,6 +362,7 @@ def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
         sources = sources[: settings.decode_sentences]
         references = references[: settings.decode_sentences]
     inference = load_model(settings, name, data, device)
+    inference.config.decode.precision = settings.decode_precision
     translator = Translator(
         inference.model,
         inference.src_tokenizer,
@@ -392,7 +394,9 @@ def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
     return {
         "weights": "checkpoint" if checkpoint else "random",
         "checkpoint": checkpoint,
-        "precision": precision_name(translator.dtype),
+        "precision": (
+            "int8" if settings.decode_precision == "int8" else precision_name(translator.dtype)
+        ),
         "sentences": len(sources),
         "beams": beams,
         "memory": memory_report(device, baseline),

@@ -136,7 +136,8 @@ class DecodeConfig:
     stop_early: bool = False  # beam: a sentence stops when its best candidate ends (else: K ended)
     batch_size: int = 128  # sentences per decoding batch
     precision: str = "auto"  # as train.precision: bf16 autocast on a GPU or a CPU with bf16
-    # instructions (AVX512_BF16 or AMX), else fp32; or "bf16", "fp16" (CUDA only), "fp32"
+    # instructions (AVX512_BF16 or AMX), else fp32; or "bf16", "fp16" (CUDA only), "fp32", or
+    # "int8" (CPU only: int8 linear layers, the rest fp32; seq2seq/quantize.py)
     valid_beam_size: int = 1  # beam used for BLEU during training validation
 
 
@@ -193,7 +194,8 @@ def _apply(section_obj: Any, section: str, values: dict[str, Any], source: str) 
         setattr(section_obj, key, _coerce(f"{source}: {section}.{key}", value, default))
 
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision and decode.precision
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision
+DECODE_PRECISIONS = (*PRECISIONS, "int8")  # decode.precision
 
 
 def _validate(cfg: Config) -> None:
@@ -223,7 +225,10 @@ def _validate(cfg: Config) -> None:
         (cfg.train.max_steps >= 0 and cfg.train.max_epochs >= 1, "train.max_* must be >= 0"),
         (cfg.decode.beam_size >= 1, "decode.beam_size must be >= 1"),
         (cfg.decode.valid_beam_size >= 1, "decode.valid_beam_size must be >= 1"),
-        (cfg.decode.precision in PRECISIONS, "decode.precision must be auto, bf16, fp16 or fp32"),
+        (
+            cfg.decode.precision in DECODE_PRECISIONS,
+            "decode.precision must be auto, bf16, fp16, fp32 or int8",
+        ),
         (cfg.decode.max_len_ratio > 0, "decode.max_len_ratio must be > 0"),
         (cfg.data.vocab_size >= 16, "data.vocab_size must be >= 16"),
     ]

@@ -6,12 +6,13 @@ is a UserError naming the option.
 
 import argparse
 
-from seq2seq.config import DecodeConfig
+from seq2seq.config import DECODE_PRECISIONS, DecodeConfig
 from seq2seq.errors import UserError
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
-    """Add --beam, --length-penalty, --stop-early, --batch-size and --device to `parser`."""
+    """Add --beam, --length-penalty, --stop-early, --batch-size, --precision and --device to
+    `parser`."""
     parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
     parser.add_argument(
         "--length-penalty",
@@ -26,6 +27,11 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         "rule; faster), not when the beam has ended (fairseq's)",
     )
     parser.add_argument("--batch-size", type=int, help=batch_size_help)
+    parser.add_argument(
+        "--precision",
+        help="auto, bf16, fp16 (CUDA only), fp32, or int8 (CPU only: int8 linear layers, the rest "
+        "fp32) (default: the checkpoint's decode.precision)",
+    )
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
 
 
@@ -43,4 +49,10 @@ def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> 
         if args.batch_size < 1:
             raise UserError(f"--batch-size {args.batch_size}: must be >= 1")
         decode_cfg.batch_size = args.batch_size
+    if args.precision is not None:
+        if args.precision not in DECODE_PRECISIONS:
+            raise UserError(
+                f"--precision {args.precision}: must be one of {', '.join(DECODE_PRECISIONS)}"
+            )
+        decode_cfg.precision = args.precision
     decode_cfg.stop_early |= args.stop_early

@@ -17,6 +17,7 @@ from seq2seq.device import autocast_dtype
 from seq2seq.errors import UserError
 from seq2seq.metrics import corpus_scores
 from seq2seq.models.base import Seq2SeqModel
+from seq2seq.quantize import quantized_copy
 from seq2seq.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from seq2seq.specials import EOS_ID, EOS_PIECE, PAD_ID
 from seq2seq.tokenizer import Tokenizer
@@ -49,7 +50,8 @@ class Translator:
     (max_len_ratio * source length + max_len_const), no-repeat n-gram size, the number of
     sentences per batch, and the precision: the model runs under autocast in `dtype`
     (bf16 where decode_cfg.precision is "auto" and the device computes in it quickly; None:
-    fp32), while the beam's log-probabilities and scores stay in fp32.
+    fp32), while the beam's log-probabilities and scores stay in fp32. With "int8" (CPU only)
+    a copy of the model with int8 linear layers decodes, in fp32 otherwise (seq2seq/quantize.py).
     """
 
     def __init__(
@@ -60,12 +62,15 @@ class Translator:
         decode_cfg: DecodeConfig,
         device: str | torch.device,
     ):
-        self.model = model
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
-        self.dtype = autocast_dtype(decode_cfg.precision, self.device, "decode.precision")
+        if decode_cfg.precision == "int8":
+            self.model, self.dtype = quantized_copy(model, self.device), None
+        else:
+            self.model = model
+            self.dtype = autocast_dtype(decode_cfg.precision, self.device, "decode.precision")
 
     def translate(
         self,

@@ -137,7 +137,9 @@ def test_decoding_with_checkpoints(reversal: Path, tmp_path: Path) -> None:
     settings = throughput_settings(reversal, checkpoints=found, beams=[1])
     decoding = benchmark.bench_decoding(settings, "transformer-tiny")
     assert decoding["weights"] == "checkpoint" and decoding["checkpoint"] == str(best)
-    assert decoding["sentences"] == 12
+    assert decoding["sentences"] == 12 and decoding["precision"] == CPU_PRECISION
+    settings.decode_precision = "int8"
+    assert benchmark.bench_decoding(settings, "transformer-tiny")["precision"] == "int8"
     with pytest.raises(UserError, match="holds a transformer-tiny, not a gru"):
         benchmark.bench_decoding(
             throughput_settings(reversal, checkpoints={"gru": str(best)}), "gru"

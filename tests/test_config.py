@@ -53,12 +53,18 @@ def test_dump_and_reload_round_trip(tmp_path: Path) -> None:
         ("model.num_heads=3", "divisible by model.num_heads"),
         ("model.name=huge", "unknown preset 'huge'"),
         ("train.precision=fp8", "train.precision must be"),
+        ('train.precision="int8"', "train.precision must be auto, bf16, fp16 or fp32"),
+        ('decode.precision="int4"', "decode.precision must be auto, bf16, fp16, fp32 or int8"),
         ("lr=1", "expected section.key=value"),
     ],
 )
 def test_bad_values_name_the_key(override: str, message: str) -> None:
     with pytest.raises(UserError, match=re.escape(message)):
         load_config(None, [override])
+
+
+def test_int8_is_a_decoding_precision() -> None:
+    assert load_config(None, ['decode.precision="int8"']).decode.precision == "int8"
 
 
 def test_bad_file(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from seq2seq.config import ModelConfig
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
+from seq2seq.quantize import quantized_copy
 from seq2seq.search import (
     _top_k,
     beam_search,
@@ -314,3 +315,29 @@ def test_trained_model_reverses_held_out_sequences(arch, trained):
     beam = as_text([n[0].tokens for n in beam_search(model, src, src_lens, 4, max_lens)])
     assert sacrebleu.corpus_bleu(greedy, [references]).score >= 95
     assert sacrebleu.corpus_bleu(beam, [references]).score >= 95
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_int8_copy_decodes_as_the_fp32_model(arch, trained):
+    """The int8 copy's log-probabilities stay within quantization error of the model's, so beam
+    search finds the same reversals; the model itself keeps its fp32 weights."""
+    model = trained[arch]
+    weights = {name: p.clone() for name, p in model.state_dict().items()}
+    int8 = quantized_copy(model, torch.device("cpu"))
+    assert not any(isinstance(m, torch.nn.Linear | torch.nn.GRU) for m in int8.modules())
+    assert all(torch.equal(p, weights[name]) for name, p in model.state_dict().items())
+    src, src_lens, _ = held_out(size=100, seed=99)
+
+    def first_step_probs(m: Seq2SeqModel) -> torch.Tensor:
+        with torch.no_grad():
+            state = m.encode(src, src_lens)
+            bos = torch.full((len(src),), BOS_ID)
+            return m.decode_step(state, bos, m.init_cache(state)).log_probs.exp()
+
+    difference = (first_step_probs(model) - first_step_probs(int8)).abs().max()
+    assert 0 < difference < 0.1
+    max_lens = max_output_lengths(src_lens, 1.5, 5)
+    expected, got = (
+        [n[0].tokens for n in beam_search(m, src, src_lens, 4, max_lens)] for m in (model, int8)
+    )
+    assert got == expected

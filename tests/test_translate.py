@@ -158,6 +158,20 @@ def test_attention_pieces_and_shapes(translator, precision, dtype, atol):
     assert torch.allclose(best.attention.sum(1), torch.ones(len(best.tgt_pieces)), atol=atol)
 
 
+def test_int8_decodes_with_a_quantized_copy_on_a_cpu_only(translator, run):
+    decode_cfg = replace(translator.decode_cfg, precision="int8")
+    tokenizers = translator.src_tokenizer, translator.tgt_tokenizer
+    int8 = Translator(translator.model, *tokenizers, decode_cfg, "cpu")
+    assert int8.dtype is None and int8.model is not translator.model
+    assert type(translator.model.output) is torch.nn.Linear
+    sources = corpus_side(run, "test", "en")
+    expected = [n[0].tokens for n in translator.translate(sources)]
+    got = [n[0].tokens for n in int8.translate(sources)]
+    assert sum(a == b for a, b in zip(got, expected, strict=True)) >= 0.9 * len(sources)
+    with pytest.raises(UserError, match=r"decode\.precision=int8 runs on a CPU only, not on cuda"):
+        Translator(translator.model, *tokenizers, decode_cfg, "cuda")
+
+
 def test_translate_restores_training_mode_and_checks_nbest(translator):
     translator.model.train()
     try:
@@ -373,6 +387,7 @@ def test_bad_decoding_options_are_one_line_errors(run, name):
         ("--beam", "0", "--beam 0: must be >= 1"),
         ("--length-penalty", "-0.5", "--length-penalty -0.5: must be >= 0"),
         ("--batch-size", "0", "--batch-size 0: must be >= 1"),
+        ("--precision", "int4", "--precision int4: must be one of auto, bf16, fp16, fp32, int8"),
     ]:
         result = script(name, "--checkpoint", checkpoint, option, value, stdin="A dog.")
         assert_one_line_error(result, message)

@@ -13,7 +13,7 @@
 # 2. Decodes the 1000 test sentences twice with each model: beam 5, batches of 128 sentences,
 #    at most 1.5 x source length + 10 tokens (OpenNMT-py: + 5), 2 threads, each in its default
 #    precision (the peers: fp32; ours: decode.precision auto, bf16 autocast where the CPU has
-#    AVX512_BF16 or AMX); ours and
+#    AVX512_BF16 or AMX), and ours also in int8 (decode.precision int8); ours and
 #    OpenNMT-py rank finished hypotheses with the GNMT length penalty (alpha 1), fairseq by
 #    the mean log-probability per token (its only length normalisation). The time is each toolkit's own
 #    clock around its decoding loop (model loading excluded): fairseq-generate's "Translated
@@ -60,11 +60,15 @@ for run in 1 2; do
     "${PEER[@]}" venv/bin/onmt_translate -model "onmt/model_step_$STEPS.pt" -src data/test.en \
         -output "onmt/test$run.de" -beam_size 5 -batch_size 128 -batch_type sents \
         -max_length_ratio 1.5 -length_penalty wu -alpha 1.0 -report_time -gpu -1 > "onmt/decode$run.log" 2>&1
-    (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
-        --checkpoint "transformer-small=$WORK/ours/last.pt" --warmup-steps 0 --steps 1 \
-        --beams 5 --out "$WORK/ours-decode$run.json")
+    for precision in auto int8; do
+        (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
+            --checkpoint "transformer-small=$WORK/ours/last.pt" --warmup-steps 0 --steps 1 \
+            --beams 5 --decode-precision $precision --out "$WORK/ours-$precision-decode$run.json")
+    done
 done
-(cd "$REPO" && .venv/bin/python scripts/evaluate.py --checkpoint "$WORK/ours/last.pt" \
-    --beam 5 --batch-size 128 --output "$WORK/ours/test.de" --json > "$WORK/ours/test.json")
+for precision in auto int8; do
+    (cd "$REPO" && .venv/bin/python scripts/evaluate.py --checkpoint "$WORK/ours/last.pt" \
+        --beam 5 --batch-size 128 --precision $precision --output "$WORK/ours/test.$precision.de")
+done
 [ -n "${PAUSE_PID:-}" ] && kill -CONT "$PAUSE_PID"
 cd "$REPO" && .venv/bin/python scripts/peers/decode_report.py "$WORK" "$STEPS"

@@ -50,9 +50,9 @@ def onmt_run(work: Path, run: int) -> tuple[float, list[str]]:
     return float(ONMT_TIME.search(log).group(1)), output
 
 
-def ours_run(work: Path, run: int) -> float:
-    """The beam-5 decoding seconds of scripts/benchmark.py's ours-decode<run>.json."""
-    record = json.loads((work / f"ours-decode{run}.json").read_text(encoding="utf-8"))
+def ours_run(work: Path, precision: str, run: int) -> float:
+    """The beam-5 decoding seconds of scripts/benchmark.py's ours-<precision>-decode<run>.json."""
+    record = json.loads((work / f"ours-{precision}-decode{run}.json").read_text(encoding="utf-8"))
     (beam,) = record["models"][0]["decoding"]["beams"]
     return beam["seconds"]
 
@@ -87,7 +87,6 @@ def main() -> None:
     fairseq_version, onmt_version = peer_versions(work)
     fairseq = [fairseq_run(work, run) for run in RUNS]
     onmt = [onmt_run(work, run) for run in RUNS]
-    ours_text = (work / "ours" / "test.de").read_text(encoding="utf-8").splitlines()
     _, references = PreparedData.load(PREPARED).lines("test")
     header = record_header("peers-decode")
     record = {
@@ -100,7 +99,8 @@ def main() -> None:
             "400 updates, inverse square root), batches of about 2,500 target tokens, Multi30k "
             "en-de in our joint 8k sentencepiece pieces; decoding the 1000 test sentences: beam "
             "5, 128 sentences a batch, the peers in fp32, ours in its default decode.precision "
-            "(auto: bf16 autocast on a CPU with AVX512_BF16 or AMX)"
+            "(auto: bf16 autocast on a CPU with AVX512_BF16 or AMX) and in int8 (int8 linear "
+            "layers, the rest fp32)"
         ),
         "method": (
             "Two decoding runs per toolkit; times from each toolkit's own clock around its "
@@ -124,12 +124,18 @@ def main() -> None:
                 detokenize(onmt[0][1], model),
                 references,
             ),
-            toolkit(
-                "seq2seq (ours)",
-                header["git_revision"][:10],
-                [ours_run(work, run) for run in RUNS],
-                ours_text,
-                references,
+            *(
+                toolkit(
+                    name,
+                    header["git_revision"][:10],
+                    [ours_run(work, precision, run) for run in RUNS],
+                    (work / "ours" / f"test.{precision}.de").read_text("utf-8").splitlines(),
+                    references,
+                )
+                for name, precision in (
+                    ("seq2seq (ours)", "auto"),
+                    ("seq2seq (ours), int8", "int8"),
+                )
             ),
         ],
     }
