@@ -130,8 +130,7 @@ def main() -> None:
     args = parse_args()
     device = pick_device(args.device)
     inference = load_for_inference(args.checkpoint, device)
-    decode_cfg = inference.config.decode
-    apply_decode_options(args, decode_cfg)
+    apply_decode_options(args, inference.config.decode)
     prepared = None
     if args.src:
         sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
@@ -139,9 +138,7 @@ def main() -> None:
         args.split = args.split or "test"
         prepared = PreparedData.load(inference.config.data.prepared)
         sources, references = prepared.lines(args.split)
-    translator = Translator(
-        inference.model, inference.src_tokenizer, inference.tgt_tokenizer, decode_cfg, device
-    )
+    translator = Translator.from_inference(inference, device)
     result = evaluate(translator, sources, references)
     if args.output:
         try:

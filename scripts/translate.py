@@ -68,14 +68,7 @@ def load_translator(args: argparse.Namespace) -> Translator:
     beam = decode_cfg.beam_size
     if not 1 <= args.nbest <= beam:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
-    translator = Translator(
-        inference.model,
-        inference.src_tokenizer,
-        inference.tgt_tokenizer,
-        decode_cfg,
-        device,
-    )
-    return translator
+    return Translator.from_inference(inference, device)
 
 
 def attention_path(save_attention: str, number: int | None) -> Path:

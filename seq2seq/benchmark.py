@@ -363,13 +363,7 @@ def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
         references = references[: settings.decode_sentences]
     inference = load_model(settings, name, data, device)
     inference.config.decode.precision = settings.decode_precision
-    translator = Translator(
-        inference.model,
-        inference.src_tokenizer,
-        inference.tgt_tokenizer,
-        inference.config.decode,
-        device,
-    )
+    translator = Translator.from_inference(inference, device)
     baseline = memory_start(device)
     translator.translate(sources[:DECODE_WARMUP_SENTENCES], beam_size=1)
     beams = []

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from seq2seq.checkpoint import Inference
 from seq2seq.config import DecodeConfig
 from seq2seq.device import autocast_dtype
 from seq2seq.errors import UserError
@@ -71,6 +72,17 @@ class Translator:
         else:
             self.model = model
             self.dtype = autocast_dtype(decode_cfg.precision, self.device, "decode.precision")
+
+    @classmethod
+    def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
+        """The translator of a loaded checkpoint, with its [decode] configuration."""
+        return cls(
+            inference.model,
+            inference.src_tokenizer,
+            inference.tgt_tokenizer,
+            inference.config.decode,
+            device,
+        )
 
     def translate(
         self,
