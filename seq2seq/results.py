@@ -271,10 +271,15 @@ def peers_section(record: dict[str, Any], source: Path) -> str:
 
 
 def peers_decode_section(record: dict[str, Any], source: Path) -> str:
-    """One row per toolkit: beam-5 decoding speed (each run) and the BLEU of its output."""
+    """One row per toolkit: beam-5 decoding speed (each run), the BLEU of its output, and the
+    peak memory of each run where the record has it (records before 2026-11-24 do not)."""
     header = ["Toolkit", "Version", "Beam-5 sent/s (each run)", "BLEU", "BLEU lc", "chrF"]
-    rows = [
-        [
+    with_memory = all("peak_rss_mib" in toolkit for toolkit in record["toolkits"])
+    if with_memory:
+        header.append("Peak RSS MiB (each run)")
+    rows = []
+    for toolkit in record["toolkits"]:
+        row = [
             toolkit["name"],
             toolkit["version"],
             " / ".join(f"{speed:,.1f}" for speed in toolkit["sentences_per_second"]),
@@ -282,8 +287,9 @@ def peers_decode_section(record: dict[str, Any], source: Path) -> str:
             f"{toolkit['bleu_lc']:.1f}",
             f"{toolkit['chrf']:.1f}",
         ]
-        for toolkit in record["toolkits"]
-    ]
+        if with_memory:
+            row.append(" / ".join(f"{peak:,.0f}" for peak in toolkit["peak_rss_mib"]))
+        rows.append(row)
     return "\n".join(
         [_peers_run_line(record, source), "", _markdown_table(header, rows), "", record["method"]]
     )

@@ -375,3 +375,11 @@ def test_peers_decode_table(tmp_path: Path) -> None:
         "",
         "How.",
     ]
+    toolkit["peak_rss_mib"] = [1017.4, 1020.6]
+    path = write_json(tmp_path / "decode.json", record)
+    assert bench_section([path]).splitlines()[2:5] == [
+        "| Toolkit | Version | Beam-5 sent/s (each run) | BLEU | BLEU lc | chrF | "
+        "Peak RSS MiB (each run) |",
+        "|---|---|---|---|---|---|---|",
+        "| fairseq | 0.12.3 | 61.0 / 59.6 | 30.0 | 30.7 | 58.9 | 1,017 / 1,021 |",
+    ]

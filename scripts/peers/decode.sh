@@ -19,6 +19,8 @@
 #    clock around its decoding loop (model loading excluded): fairseq-generate's "Translated
 #    ... in Xs", onmt_translate -report_time's "Total translation time", and ours
 #    scripts/benchmark.py's decoding time.
+#    Peak memory: the maximum resident set size of each decoding process (the peers': from
+#    /usr/bin/time -v; ours: scripts/benchmark.py's, whose decoding runs in a process of its own).
 # 3. Scores all outputs the same way (our sentencepiece model detokenizes the pieces, sacreBLEU
 #    scores them against the test references) and writes the JSON (decode_report.py).
 #
@@ -53,11 +55,11 @@ export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 PEER=(env TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1)
 [ -n "${PAUSE_PID:-}" ] && kill -STOP "$PAUSE_PID" && trap 'kill -CONT "$PAUSE_PID"' EXIT
 for run in 1 2; do
-    "${PEER[@]}" venv/bin/fairseq-generate fairseq/bin --path fairseq/ckpt/checkpoint_last.pt \
+    /usr/bin/time -v -o "fairseq/decode-time$run.log" "${PEER[@]}" venv/bin/fairseq-generate fairseq/bin --path fairseq/ckpt/checkpoint_last.pt \
         --source-lang en --target-lang de --gen-subset test --beam 5 --nbest 1 \
         --max-len-a 1.5 --max-len-b 10 --batch-size 128 --cpu --num-workers 0 \
         > "fairseq/decode$run.log" 2>&1
-    "${PEER[@]}" venv/bin/onmt_translate -model "onmt/model_step_$STEPS.pt" -src data/test.en \
+    /usr/bin/time -v -o "onmt/decode-time$run.log" "${PEER[@]}" venv/bin/onmt_translate -model "onmt/model_step_$STEPS.pt" -src data/test.en \
         -output "onmt/test$run.de" -beam_size 5 -batch_size 128 -batch_type sents \
         -max_length_ratio 1.5 -length_penalty wu -alpha 1.0 -report_time -gpu -1 > "onmt/decode$run.log" 2>&1
     for precision in auto int8; do

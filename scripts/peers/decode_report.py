@@ -24,6 +24,7 @@ PREPARED = Path("data/multi30k.en-de")
 RUNS = (1, 2)
 FAIRSEQ_TIME = re.compile(r"Translated [\d,]+ sentences \([\d,]+ tokens\) in ([\d.]+)s")
 ONMT_TIME = re.compile(r"Total translation time \(s\): ([\d.]+)")
+PEAK_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 ESCAPED = re.compile(r"<U\+([0-9A-F]{4})>")  # whitespace inside a piece, as pieces.py writes it
 
 
@@ -32,35 +33,52 @@ def detokenize(lines: list[str], model: spm.SentencePieceProcessor) -> list[str]
     return [model.decode_pieces(line) for line in pieces]
 
 
-def fairseq_run(work: Path, run: int) -> tuple[float, list[str]]:
-    """(seconds, hypotheses in pieces, in test order) of fairseq/decode<run>.log."""
+def peak_rss_mib(path: Path) -> float:
+    """The maximum resident set size in a /usr/bin/time -v report."""
+    return int(PEAK_RSS.search(path.read_text(encoding="utf-8")).group(1)) / 1024
+
+
+def fairseq_run(work: Path, run: int) -> tuple[float, float, list[str]]:
+    """(seconds, peak RSS MiB, hypotheses in pieces in test order) of fairseq/decode<run>.log
+    and fairseq/decode-time<run>.log."""
     log = (work / "fairseq" / f"decode{run}.log").read_text(encoding="utf-8")
     hypotheses = {}
     for line in log.splitlines():
         if line.startswith("H-"):
             index, _score, text = line[2:].split("\t", 2)
             hypotheses[int(index)] = text
-    return float(FAIRSEQ_TIME.search(log).group(1)), [hypotheses[i] for i in sorted(hypotheses)]
+    seconds = float(FAIRSEQ_TIME.search(log).group(1))
+    peak = peak_rss_mib(work / "fairseq" / f"decode-time{run}.log")
+    return seconds, peak, [hypotheses[i] for i in sorted(hypotheses)]
 
 
-def onmt_run(work: Path, run: int) -> tuple[float, list[str]]:
-    """(seconds, hypotheses in pieces) of onmt/decode<run>.log and onmt/test<run>.de."""
+def onmt_run(work: Path, run: int) -> tuple[float, float, list[str]]:
+    """(seconds, peak RSS MiB, hypotheses in pieces) of onmt/decode<run>.log,
+    onmt/decode-time<run>.log and onmt/test<run>.de."""
     log = (work / "onmt" / f"decode{run}.log").read_text(encoding="utf-8")
     output = (work / "onmt" / f"test{run}.de").read_text(encoding="utf-8").splitlines()
-    return float(ONMT_TIME.search(log).group(1)), output
+    peak = peak_rss_mib(work / "onmt" / f"decode-time{run}.log")
+    return float(ONMT_TIME.search(log).group(1)), peak, output
 
 
-def ours_run(work: Path, precision: str, run: int) -> float:
-    """The beam-5 decoding seconds of scripts/benchmark.py's ours-<precision>-decode<run>.json."""
+def ours_run(work: Path, precision: str, run: int) -> tuple[float, float]:
+    """(beam-5 decoding seconds, peak RSS MiB) of ours-<precision>-decode<run>.json, written by
+    scripts/benchmark.py."""
     record = json.loads((work / f"ours-{precision}-decode{run}.json").read_text(encoding="utf-8"))
-    (beam,) = record["models"][0]["decoding"]["beams"]
-    return beam["seconds"]
+    decoding = record["models"][0]["decoding"]
+    (beam,) = decoding["beams"]
+    return beam["seconds"], decoding["memory"]["peak_mib"]
 
 
 def toolkit(
-    name: str, version: str, seconds: list[float], texts: list[str], references: list[str]
+    name: str,
+    version: str,
+    runs: list[tuple[float, float]],
+    texts: list[str],
+    references: list[str],
 ) -> dict[str, Any]:
-    """One toolkit's figures: BLEU of its output and the speed of each run."""
+    """One toolkit's figures: BLEU of its output, and the speed and peak memory of each run
+    (`runs`: seconds and peak RSS MiB)."""
     scores = corpus_scores(texts, references)
     words = sum(len(text.split()) for text in texts)
     return {
@@ -71,8 +89,9 @@ def toolkit(
         "chrf": round(scores.chrf, 2),
         "signatures": scores.signatures,
         "output_words": words,
-        "seconds": [round(s, 2) for s in seconds],
-        "sentences_per_second": [round(len(texts) / s, 1) for s in seconds],
+        "seconds": [round(seconds, 2) for seconds, _ in runs],
+        "sentences_per_second": [round(len(texts) / seconds, 1) for seconds, _ in runs],
+        "peak_rss_mib": [round(peak, 1) for _, peak in runs],
     }
 
 
@@ -106,22 +125,24 @@ def main() -> None:
             "Two decoding runs per toolkit; times from each toolkit's own clock around its "
             "decoding loop (fairseq-generate 'Translated ... in Xs', onmt_translate "
             "-report_time 'Total translation time', ours scripts/benchmark.py), model loading "
-            "excluded. BLEU: every output detokenized by our sentencepiece model and scored by "
-            "sacreBLEU against the same references."
+            "excluded. Peak RSS: the maximum resident set size of each decoding process "
+            "(the peers' from /usr/bin/time -v, ours from scripts/benchmark.py, whose decoding "
+            "runs in a process of its own). BLEU: every output detokenized by our sentencepiece "
+            "model and scored by sacreBLEU against the same references."
         ),
         "toolkits": [
             toolkit(
                 "fairseq",
                 fairseq_version,
-                [s for s, _ in fairseq],
-                detokenize(fairseq[0][1], model),
+                [(seconds, peak) for seconds, peak, _ in fairseq],
+                detokenize(fairseq[0][2], model),
                 references,
             ),
             toolkit(
                 "OpenNMT-py",
                 onmt_version,
-                [s for s, _ in onmt],
-                detokenize(onmt[0][1], model),
+                [(seconds, peak) for seconds, peak, _ in onmt],
+                detokenize(onmt[0][2], model),
                 references,
             ),
             *(
