@@ -55,13 +55,14 @@ export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 PEER=(env TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1)
 [ -n "${PAUSE_PID:-}" ] && kill -STOP "$PAUSE_PID" && trap 'kill -CONT "$PAUSE_PID"' EXIT
 for run in 1 2; do
-    /usr/bin/time -v -o "fairseq/decode-time$run.log" "${PEER[@]}" venv/bin/fairseq-generate fairseq/bin --path fairseq/ckpt/checkpoint_last.pt \
-        --source-lang en --target-lang de --gen-subset test --beam 5 --nbest 1 \
-        --max-len-a 1.5 --max-len-b 10 --batch-size 128 --cpu --num-workers 0 \
-        > "fairseq/decode$run.log" 2>&1
-    /usr/bin/time -v -o "onmt/decode-time$run.log" "${PEER[@]}" venv/bin/onmt_translate -model "onmt/model_step_$STEPS.pt" -src data/test.en \
-        -output "onmt/test$run.de" -beam_size 5 -batch_size 128 -batch_type sents \
-        -max_length_ratio 1.5 -length_penalty wu -alpha 1.0 -report_time -gpu -1 > "onmt/decode$run.log" 2>&1
+    /usr/bin/time -v -o "fairseq/decode-time$run.log" "${PEER[@]}" venv/bin/fairseq-generate \
+        fairseq/bin --path fairseq/ckpt/checkpoint_last.pt --source-lang en --target-lang de \
+        --gen-subset test --beam 5 --nbest 1 --max-len-a 1.5 --max-len-b 10 --batch-size 128 \
+        --cpu --num-workers 0 > "fairseq/decode$run.log" 2>&1
+    /usr/bin/time -v -o "onmt/decode-time$run.log" "${PEER[@]}" venv/bin/onmt_translate \
+        -model "onmt/model_step_$STEPS.pt" -src data/test.en -output "onmt/test$run.de" \
+        -beam_size 5 -batch_size 128 -batch_type sents -max_length_ratio 1.5 \
+        -length_penalty wu -alpha 1.0 -report_time -gpu -1 > "onmt/decode$run.log" 2>&1
     for precision in auto int8; do
         (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
             --checkpoint "transformer-small=$WORK/ours/last.pt" --warmup-steps 0 --steps 1 \
