@@ -13,11 +13,11 @@
 # 2. Decodes the 1000 test sentences twice with each model: beam 5, batches of 128 sentences,
 #    at most 1.5 x source length + 10 tokens (OpenNMT-py: + 5), 2 threads, each in its default
 #    precision (the peers: fp32; ours: decode.precision auto, bf16 autocast where the CPU has
-#    AVX512_BF16 or AMX), and ours also in int8 (decode.precision int8); ours and
-#    OpenNMT-py rank finished hypotheses with the GNMT length penalty (alpha 1), fairseq by
-#    the mean log-probability per token (its only length normalisation). The time is each toolkit's own
-#    clock around its decoding loop (model loading excluded): fairseq-generate's "Translated
-#    ... in Xs", onmt_translate -report_time's "Total translation time", and ours
+#    AVX512_BF16 or AMX), and ours also in int8 (decode.precision int8); ours and OpenNMT-py
+#    rank finished hypotheses with the GNMT length penalty (alpha 1), fairseq by the mean
+#    log-probability per token (its only length normalisation). The time is each toolkit's
+#    own clock around its decoding loop (model loading excluded): fairseq-generate's
+#    "Translated ... in Xs", onmt_translate -report_time's "Total translation time", and ours
 #    scripts/benchmark.py's decoding time.
 #    Peak memory: the maximum resident set size of each decoding process (the peers': from
 #    /usr/bin/time -v; ours: scripts/benchmark.py's, whose decoding runs in a process of its own).
