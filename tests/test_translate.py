@@ -141,7 +141,8 @@ def test_batches_of_any_size_give_the_same_translations(translator, run):
 
 
 @pytest.mark.parametrize(
-    ("precision", "dtype", "atol"), [("fp32", None, 1e-5), ("bf16", torch.bfloat16, 2e-3)]
+    ("precision", "dtype", "atol"),
+    [("fp32", None, 1e-5), ("bf16", torch.bfloat16, 2e-3), ("int8", None, 1e-5)],
 )
 def test_attention_pieces_and_shapes(translator, precision, dtype, atol):
     decode_cfg = replace(translator.decode_cfg, precision=precision)
