@@ -34,6 +34,16 @@ def autocast_dtype(
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def decode_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of decode.precision `precision` on `device`, as `autocast_dtype`;
+    "int8" (int8 products, seq2seq/quantize.py) decodes in fp32 otherwise, on a CPU only."""
+    if precision == "int8":
+        if device.type != "cpu":
+            raise UserError(f"decode.precision=int8 runs on a CPU only, not on {device}")
+        return None
+    return autocast_dtype(precision, device, "decode.precision")
+
+
 def cpu_has_fast_bf16() -> bool:
     """Whether torch's CPU kernels can do bf16 matrix products quickly (AVX-512 and up).
 

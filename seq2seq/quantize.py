@@ -25,13 +25,9 @@ from torch import nn
 from seq2seq.errors import UserError
 
 
-def quantized_copy(model: nn.Module, device: torch.device) -> nn.Module:
-    """A copy of `model` for decoding, with int8 linear layers and GRUs; `model` is untouched.
-
-    Raises UserError on a device other than the CPU: the int8 kernels are CPU kernels.
-    """
-    if device.type != "cpu":
-        raise UserError(f"decode.precision=int8 runs on a CPU only, not on {device}")
+def quantized_copy(model: nn.Module) -> nn.Module:
+    """A copy of the CPU model `model` for decoding, with int8 linear layers and GRUs; `model`
+    is untouched."""
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError:

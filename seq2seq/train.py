@@ -34,7 +34,7 @@ from seq2seq.checkpoint import (
     tokenizer_entry,
 )
 from seq2seq.config import Config, config_from_dict, dump_toml
-from seq2seq.device import autocast_dtype, cpu_has_fast_bf16, pick_device
+from seq2seq.device import autocast_dtype, cpu_has_fast_bf16, decode_dtype, pick_device
 from seq2seq.errors import UserError
 from seq2seq.loss import label_smoothed_cross_entropy
 from seq2seq.models import build_model
@@ -326,6 +326,7 @@ def _train(
         device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
     dtype = autocast_dtype(cfg.train.precision, device)
+    decode_dtype(cfg.decode.precision, device)  # a bad one fails now, not at the first validation
     run_dir = run_dir_of(cfg)
     last_path, best_path = run_dir / "last.pt", run_dir / "best.pt"
 

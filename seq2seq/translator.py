@@ -14,7 +14,7 @@ from torch import Tensor
 
 from seq2seq.checkpoint import Inference
 from seq2seq.config import DecodeConfig
-from seq2seq.device import autocast_dtype
+from seq2seq.device import decode_dtype
 from seq2seq.errors import UserError
 from seq2seq.metrics import corpus_scores
 from seq2seq.models.base import Seq2SeqModel
@@ -67,11 +67,8 @@ class Translator:
         self.tgt_tokenizer = tgt_tokenizer
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
-        if decode_cfg.precision == "int8":
-            self.model, self.dtype = quantized_copy(model, self.device), None
-        else:
-            self.model = model
-            self.dtype = autocast_dtype(decode_cfg.precision, self.device, "decode.precision")
+        self.dtype = decode_dtype(decode_cfg.precision, self.device)
+        self.model = quantized_copy(model) if decode_cfg.precision == "int8" else model
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":

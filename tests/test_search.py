@@ -323,7 +323,7 @@ def test_int8_copy_decodes_as_the_fp32_model(arch, trained):
     search finds the same reversals; the model itself keeps its fp32 weights."""
     model = trained[arch]
     weights = {name: p.clone() for name, p in model.state_dict().items()}
-    int8 = quantized_copy(model, torch.device("cpu"))
+    int8 = quantized_copy(model)
     assert not any(isinstance(m, torch.nn.Linear | torch.nn.GRU) for m in int8.modules())
     assert all(torch.equal(p, weights[name]) for name, p in model.state_dict().items())
     src, src_lens, _ = held_out(size=100, seed=99)
