@@ -54,7 +54,7 @@ from matplotlib.ticker import NullLocator
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.config import TrainConfig, load_config
-from seq2seq.device import autocast_dtype, pick_device
+from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.metrics import corpus_scores
 from seq2seq.models import build_model
@@ -195,10 +195,6 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
             return pool.submit(fn, *args).result()
         except BrokenProcessPool:
             raise UserError(f"{fn.__name__}: the measuring process died (out of memory?)") from None
-
-
-def precision_name(dtype: torch.dtype | None) -> str:
-    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,9 +384,7 @@ def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
     return {
         "weights": "checkpoint" if checkpoint else "random",
         "checkpoint": checkpoint,
-        "precision": (
-            "int8" if settings.decode_precision == "int8" else precision_name(translator.dtype)
-        ),
+        "precision": translator.precision,
         "sentences": len(sources),
         "beams": beams,
         "memory": memory_report(device, baseline),

@@ -34,6 +34,11 @@ def autocast_dtype(
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def precision_name(dtype: torch.dtype | None) -> str:
+    """ "fp32", "bf16" or "fp16" for an autocast dtype (None: fp32)."""
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
 def decode_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype of decode.precision `precision` on `device`, as `autocast_dtype`;
     "int8" (int8 products, seq2seq/quantize.py) decodes in fp32 otherwise, on a CPU only."""

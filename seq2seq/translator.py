@@ -14,7 +14,7 @@ from torch import Tensor
 
 from seq2seq.checkpoint import Inference
 from seq2seq.config import DecodeConfig
-from seq2seq.device import decode_dtype
+from seq2seq.device import decode_dtype, precision_name
 from seq2seq.errors import UserError
 from seq2seq.metrics import corpus_scores
 from seq2seq.models.base import Seq2SeqModel
@@ -68,7 +68,10 @@ class Translator:
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
         self.dtype = decode_dtype(decode_cfg.precision, self.device)
-        self.model = quantized_copy(model) if decode_cfg.precision == "int8" else model
+        int8 = decode_cfg.precision == "int8"
+        self.model = quantized_copy(model) if int8 else model
+        # What the model computes in: "int8", "bf16", "fp16" or "fp32".
+        self.precision = "int8" if int8 else precision_name(self.dtype)
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
