@@ -108,12 +108,12 @@ class Translator:
         self.model.eval()
         try:
             for batch in self._batches(order, sources, beam_size):
+                batch_sources = [sources[i] for i in batch]
                 with torch.autocast(self.device.type, self.dtype, enabled=self.dtype is not None):
-                    hypotheses = self._search(
-                        [sources[i] for i in batch], beam_size, nbest, need_attention
-                    )
-                for i, nbest_list in zip(batch, hypotheses, strict=True):
-                    results[i] = self._translations(sources[i], nbest_list)
+                    hypotheses = self._search(batch_sources, beam_size, nbest, need_attention)
+                translations = self._translations(batch_sources, hypotheses)
+                for i, nbest_list in zip(batch, translations, strict=True):
+                    results[i] = nbest_list
         finally:
             self.model.train(was_training)
         return results
@@ -168,21 +168,33 @@ class Translator:
             stop_early=cfg.stop_early,
         )
 
-    def _translations(self, source: list[int], hypotheses: list[Hypothesis]) -> list[Translation]:
-        """Detokenize one sentence's hypotheses and attach the pieces."""
-        src_pieces = [self.src_tokenizer.id_to_piece(i) for i in source] + [EOS_PIECE]
-        texts = self.tgt_tokenizer.decode([h.tokens for h in hypotheses])
-        return [
-            Translation(
-                text=text,
-                score=h.score,
-                tokens=h.tokens,
-                src_pieces=src_pieces,
-                tgt_pieces=[self.tgt_tokenizer.id_to_piece(i) for i in h.tokens] + [EOS_PIECE],
-                attention=h.attention,
+    def _translations(
+        self, sources: list[list[int]], hypotheses: list[list[Hypothesis]]
+    ) -> list[list[Translation]]:
+        """Detokenize the hypotheses of one batch of sentences and attach the pieces.
+
+        One sentencepiece call detokenizes the whole batch: a call costs about 0.1 ms on its own,
+        a tenth of a second for a test set of 1000 sentences decoded one by one.
+        """
+        texts = iter(self.tgt_tokenizer.decode([h.tokens for nbest in hypotheses for h in nbest]))
+        translations = []
+        for source, nbest in zip(sources, hypotheses, strict=True):
+            src_pieces = [self.src_tokenizer.id_to_piece(i) for i in source] + [EOS_PIECE]
+            translations.append(
+                [
+                    Translation(
+                        text=next(texts),
+                        score=h.score,
+                        tokens=h.tokens,
+                        src_pieces=src_pieces,
+                        tgt_pieces=[self.tgt_tokenizer.id_to_piece(i) for i in h.tokens]
+                        + [EOS_PIECE],
+                        attention=h.attention,
+                    )
+                    for h in nbest
+                ]
             )
-            for text, h in zip(texts, hypotheses, strict=True)
-        ]
+        return translations
 
 
 @dataclass
