@@ -179,7 +179,7 @@ class Translator:
         texts = iter(self.tgt_tokenizer.decode([h.tokens for nbest in hypotheses for h in nbest]))
         translations = []
         for source, nbest in zip(sources, hypotheses, strict=True):
-            src_pieces = [self.src_tokenizer.id_to_piece(i) for i in source] + [EOS_PIECE]
+            src_pieces = _pieces(self.src_tokenizer, source)
             translations.append(
                 [
                     Translation(
@@ -187,14 +187,18 @@ class Translator:
                         score=h.score,
                         tokens=h.tokens,
                         src_pieces=src_pieces,
-                        tgt_pieces=[self.tgt_tokenizer.id_to_piece(i) for i in h.tokens]
-                        + [EOS_PIECE],
+                        tgt_pieces=_pieces(self.tgt_tokenizer, h.tokens),
                         attention=h.attention,
                     )
                     for h in nbest
                 ]
             )
         return translations
+
+
+def _pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
+    """The sentencepiece pieces of `ids`, followed by the EOS piece."""
+    return [tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE]
 
 
 @dataclass
