@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Export a checkpoint as a small model folder that translates on its own (see seq2seq.export).
+
+    scripts/export_model.py --checkpoint checkpoints/run/best.pt --out models/NAME
+    scripts/translate.py --model NAME                   # or --model models/NAME
+
+The folder holds the weights in safetensors (bf16 by default), the sentencepiece model(s) and the
+configuration: no optimizer state and no pickle. Add its card with
+`scripts/evaluate.py --model models/NAME --record models/NAME/card.json ...`.
+"""
+
+import argparse
+from pathlib import Path
+
+from seq2seq.checkpoint import load_for_inference
+from seq2seq.errors import UserError, run_cli
+from seq2seq.export import DTYPES, WEIGHTS, export_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
+    parser.add_argument("--out", required=True, metavar="DIR", help="the model folder to write")
+    parser.add_argument(
+        "--dtype", choices=sorted(DTYPES), default="bf16", help="weight precision (default: bf16)"
+    )
+    args = parser.parse_args()
+    out = Path(args.out)
+    if out.exists() and not (out / WEIGHTS).is_file():
+        raise UserError(
+            f"--out {out}: exists and is not an exported model folder; not replacing it"
+        )
+    inference = load_for_inference(args.checkpoint)
+    export_model(inference, out, DTYPES[args.dtype])
+    size = sum(path.stat().st_size for path in out.iterdir())
+    print(f"exported {args.checkpoint} (step {inference.step}) to {out}: {size / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    run_cli(main)

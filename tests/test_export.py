@@ -1,0 +1,136 @@
+"""Exported model folders (seq2seq.export): safetensors weights, tokenizers and configuration
+that load back into the same model, with no pickle anywhere."""
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from seq2seq.checkpoint import Inference
+from seq2seq.config import load_config
+from seq2seq.corpora import UserFiles
+from seq2seq.errors import UserError
+from seq2seq.export import WEIGHTS, export_model, find_model, load_exported
+from seq2seq.models import build_model
+from seq2seq.prepare import PreparedData, prepare
+from tests.test_translate import write_word_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def inference(tmp_path_factory) -> Inference:
+    """A randomly initialised tiny Transformer with shared, tied embeddings and its tokenizer."""
+    root = tmp_path_factory.mktemp("export")
+    files = UserFiles.from_options("en", "de", str(write_word_corpus(root / "corpus")), {})
+    folder = prepare("files", "en", "de", root / "prepared", vocab_size=48, files=files)
+    data = PreparedData.load(folder)
+    overrides = {"data.prepared": str(folder), "model.embed_dim": 32, "model.ffn_size": 64}
+    cfg = load_config(None, [f"{key}={json.dumps(value)}" for key, value in overrides.items()])
+    torch.manual_seed(0)
+    model = build_model(
+        cfg.model,
+        data.src_tokenizer.vocab_size,
+        data.tgt_tokenizer.vocab_size,
+        data.joint,
+        verbose=False,
+    )
+    return Inference(model.eval(), cfg, data.src_tokenizer, data.tgt_tokenizer, step=7)
+
+
+def logits(inference: Inference) -> torch.Tensor:
+    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
+    tgt_in = torch.tensor([[2, 10, 11], [2, 12, 0]])
+    with torch.no_grad():
+        return inference.model(src, torch.tensor([4, 3]), tgt_in)
+
+
+def test_fp32_export_loads_back_to_the_same_model(inference, tmp_path):
+    export_model(inference, tmp_path / "m", torch.float32)
+    loaded = load_exported(tmp_path / "m")
+    assert torch.equal(logits(loaded), logits(inference))
+    assert loaded.step == 7 and loaded.config.to_dict() == inference.config.to_dict()
+    assert loaded.src_tokenizer.model_bytes == inference.src_tokenizer.model_bytes
+    assert loaded.src_tokenizer is loaded.tgt_tokenizer  # joint vocabulary: one file
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "model.json",
+        "model.safetensors",
+        "sentencepiece.model",
+    ]
+
+
+def test_bf16_export_holds_rounded_weights_stored_once(inference, tmp_path):
+    export_model(inference, tmp_path / "m")
+    weights = tmp_path / "m" / WEIGHTS
+    header_size = struct.unpack("<Q", weights.read_bytes()[:8])[0]
+    header = json.loads(weights.read_bytes()[8 : 8 + header_size])
+    dtypes = {entry["dtype"] for name, entry in header.items() if name != "__metadata__"}
+    assert dtypes == {"BF16"}
+    # shared source/target embeddings and the tied output layer: one tensor in the file
+    tensors = [name for name in header if name != "__metadata__"]
+    expected = {name for name, _ in inference.model.named_parameters()}
+    assert len(tensors) == len(expected) < len(inference.model.state_dict())
+    loaded = load_exported(tmp_path / "m")
+    for (name, original), (_, restored) in zip(
+        inference.model.state_dict().items(), loaded.model.state_dict().items(), strict=True
+    ):
+        assert restored.dtype == torch.float32, name
+        assert torch.equal(restored, original.to(torch.bfloat16).float()), name
+
+
+def test_reexport_keeps_the_card_and_replaces_the_rest(inference, tmp_path):
+    export_model(inference, tmp_path / "m")
+    (tmp_path / "m" / "card.json").write_text('{"bleu": 1.0}', encoding="utf-8")
+    export_model(inference, tmp_path / "m", torch.float32)
+    assert (tmp_path / "m" / "card.json").read_text(encoding="utf-8") == '{"bleu": 1.0}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no temporary folder left
+
+
+def test_find_model_by_path_or_name(inference, tmp_path):
+    export_model(inference, tmp_path / "models" / "tiny")
+    assert find_model("tiny", tmp_path / "models") == tmp_path / "models" / "tiny"
+    assert find_model(str(tmp_path / "models" / "tiny"), ROOT) == tmp_path / "models" / "tiny"
+    with pytest.raises(
+        UserError,
+        match=r"--model nope: not an exported model folder; "
+        r"shipped models: tiny$",
+    ):
+        find_model("nope", tmp_path / "models")
+
+
+def test_broken_folders_are_one_line_errors(inference, tmp_path):
+    export_model(inference, tmp_path / "m")
+    (tmp_path / "m" / WEIGHTS).write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    with pytest.raises(UserError, match=r"model.safetensors: weights do not load"):
+        load_exported(tmp_path / "m")
+    (tmp_path / "m" / "model.json").write_text("{", encoding="utf-8")
+    with pytest.raises(UserError, match=r"model.json: unreadable model description"):
+        load_exported(tmp_path / "m")
+
+
+def test_export_script_refuses_to_replace_another_folder(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("mine", encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "scripts/export_model.py",
+            "--checkpoint",
+            "x.pt",
+            "--out",
+            str(tmp_path / "notes"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --out {tmp_path / 'notes'}: exists and is not an exported model folder; "
+        "not replacing it"
+    ]
+    assert (tmp_path / "notes" / "a.txt").read_text(encoding="utf-8") == "mine"
