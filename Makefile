@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint data train bench tensorboard
+.PHONY: install test lint data train translate bench tensorboard
 
 install: $(STAMP)
 
@@ -39,6 +39,12 @@ MODEL ?= transformer
 CONFIG ?= configs/$(MODEL).multi30k.en-de.toml
 train: $(STAMP)
 	$(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
+
+# make translate [NAME=transformer-tiny.multi30k.en-de] [ARGS="--beam 1 ..."]
+# Interactive translation with a shipped model (models/NAME), its attention map shown.
+NAME ?= transformer-tiny.multi30k.en-de
+translate: $(STAMP)
+	$(PY) scripts/translate.py --model $(NAME) --show-attention $(ARGS)
 
 # make bench [ARGS="--quick" | ARGS="--growth" | ARGS="--checkpoint-dir checkpoints"] [MIRROR=dir|url]
 # Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.

@@ -1,6 +1,7 @@
 """Score a checkpoint with sacreBLEU: BLEU, lowercased BLEU and chrF, with their signatures.
 
     scripts/evaluate.py --checkpoint checkpoints/run/best.pt                 # the test split
+    scripts/evaluate.py --model transformer-tiny.multi30k.en-de              # a shipped model
     scripts/evaluate.py --checkpoint best.pt --split valid --beam 1
     scripts/evaluate.py --checkpoint best.pt --split valid --length-penalty 1.5
     scripts/evaluate.py --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
@@ -25,21 +26,28 @@ import shlex
 import sys
 from pathlib import Path
 
-from seq2seq.checkpoint import Inference, load_for_inference
+from seq2seq.checkpoint import Inference
 from seq2seq.corpora import read_lines
-from seq2seq.decode_options import add_decode_options, apply_decode_options
+from seq2seq.decode_options import (
+    add_decode_options,
+    add_model_options,
+    apply_decode_options,
+    load_model,
+)
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError, run_cli
 from seq2seq.prepare import PreparedData
 from seq2seq.results import ModelResult, git_state
 from seq2seq.translator import EvalResult, Translator, evaluate
 
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
+
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
+    add_model_options(parser)
     parser.add_argument(
         "--split", choices=["test", "valid"], help="split of the prepared corpus (default: test)"
     )
@@ -99,7 +107,8 @@ def model_result(
 ) -> ModelResult:
     """The results-table entry of this evaluation (see --record)."""
     revision, dirty = git_state()
-    evaluation = ["scripts/evaluate.py", "--checkpoint", args.checkpoint, "--split", args.split]
+    source = ["--checkpoint", args.checkpoint] if args.checkpoint else ["--model", args.model]
+    evaluation = ["scripts/evaluate.py", *source, "--split", args.split]
     evaluation += ["--beam", str(result.beam_size)]
     if args.length_penalty is not None:
         evaluation += ["--length-penalty", str(args.length_penalty)]
@@ -129,7 +138,7 @@ def model_result(
 def main() -> None:
     args = parse_args()
     device = pick_device(args.device)
-    inference = load_for_inference(args.checkpoint, device)
+    inference = load_model(args, MODELS_DIR, device)
     apply_decode_options(args, inference.config.decode)
     prepared = None
     if args.src:

@@ -1,5 +1,6 @@
 """Translate with a trained model: an interactive prompt on a terminal, or line by line.
 
+    scripts/translate.py --model transformer-tiny.multi30k.en-de          # the shipped model
     scripts/translate.py --checkpoint checkpoints/run/best.pt              # prompt
     scripts/translate.py --checkpoint best.pt --show-attention --nbest 3   # with n-best, heatmap
     scripts/translate.py --checkpoint best.pt < input.en > output.de       # batch mode
@@ -19,13 +20,18 @@ from itertools import islice
 from pathlib import Path
 from typing import TextIO
 
-from seq2seq.checkpoint import load_for_inference
-from seq2seq.decode_options import add_decode_options, apply_decode_options
+from seq2seq.decode_options import (
+    add_decode_options,
+    add_model_options,
+    apply_decode_options,
+    load_model,
+)
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError, run_cli
 from seq2seq.plots import attention_figure, attention_text
 from seq2seq.translator import Translation, Translator
 
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 HISTORY_FILE = Path.home() / ".seq2seq_history"
 HISTORY_LENGTH = 1000
 CHUNK_LINES = 4096  # batch mode reads, translates and writes this many lines at a time
@@ -35,7 +41,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
+    add_model_options(parser)
     add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
     parser.add_argument("--nbest", type=int, default=1, help="show the N best translations")
     parser.add_argument(
@@ -58,7 +64,7 @@ def parse_args() -> argparse.Namespace:
 def load_translator(args: argparse.Namespace) -> Translator:
     """The translator of the checkpoint, with the options applied."""
     device = pick_device(args.device)
-    inference = load_for_inference(args.checkpoint, device)
+    inference = load_model(args, MODELS_DIR, device)
     decode_cfg = inference.config.decode
     if args.max_len_ratio is not None:
         if args.max_len_ratio <= 0:

@@ -1,13 +1,38 @@
-"""The decoding options that scripts/translate.py and scripts/evaluate.py share.
+"""The options that scripts/translate.py and scripts/evaluate.py share.
 
-Each overrides one field of the checkpoint's [decode] configuration for this run; a bad value
-is a UserError naming the option.
+`--checkpoint FILE` or `--model NAME|FOLDER` says which model to load. Each decoding option
+overrides one field of the model's [decode] configuration for this run; a bad value is a
+UserError naming the option.
 """
 
 import argparse
+from pathlib import Path
 
+import torch
+
+from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.config import DECODE_PRECISIONS, DecodeConfig
 from seq2seq.errors import UserError
+from seq2seq.export import find_model, load_exported
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """Add --checkpoint and --model (exactly one of them is needed) to `parser`."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="a checkpoint written by training")
+    source.add_argument(
+        "--model",
+        metavar="NAME|FOLDER",
+        help="an exported model: the name of a shipped one under models/ "
+        "(e.g. transformer-tiny.multi30k.en-de) or a folder from scripts/export_model.py",
+    )
+
+
+def load_model(args: argparse.Namespace, models_dir: Path, device: str | torch.device) -> Inference:
+    """The model that --checkpoint or --model names, on `device`."""
+    if args.checkpoint is not None:
+        return load_for_inference(args.checkpoint, device)
+    return load_exported(find_model(args.model, models_dir), device)
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:

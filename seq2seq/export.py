@@ -62,6 +62,8 @@ def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfl
                 (tmp / name).write_bytes(tokenizer.model_bytes)
         if (out / CARD).is_file():
             shutil.copyfile(out / CARD, tmp / CARD)
+        for path in (tmp, *tmp.iterdir()):  # readable by all, like a folder made by hand
+            path.chmod(0o755 if path.is_dir() else 0o644)
         old = out.with_name(f".{out.name}.old")
         if out.exists():
             out.rename(old)

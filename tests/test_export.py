@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from seq2seq.checkpoint import Inference
+from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
 from seq2seq.export import WEIGHTS, export_model, find_model, load_exported
 from seq2seq.models import build_model
 from seq2seq.prepare import PreparedData, prepare
-from tests.test_translate import write_word_corpus
+from tests.test_translate import run, script, write_word_corpus  # noqa: F401 (run: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,3 +134,22 @@ def test_export_script_refuses_to_replace_another_folder(tmp_path):
         "not replacing it"
     ]
     assert (tmp_path / "notes" / "a.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_scripts_take_an_exported_model_like_its_checkpoint(run, tmp_path):  # noqa: F811
+    """translate.py and evaluate.py --model FOLDER give what --checkpoint gives (fp32 export)."""
+    export_model(load_for_inference(run / "best.pt"), tmp_path / "m", torch.float32)
+    lines = "A dog runs.\nThe old tree sleeps.\n\nBig cat."
+    by_checkpoint = script("translate.py", "--checkpoint", str(run / "best.pt"), stdin=lines)
+    by_model = script("translate.py", "--model", str(tmp_path / "m"), stdin=lines)
+    assert by_model.returncode == 0, by_model.stderr
+    assert by_model.stdout == by_checkpoint.stdout and by_model.stdout.count("\n") == 4
+
+    scores = [
+        json.loads(script("evaluate.py", option, str(path), "--json").stdout)
+        for option, path in (("--checkpoint", run / "best.pt"), ("--model", tmp_path / "m"))
+    ]
+    assert scores[1]["bleu"] == scores[0]["bleu"] and scores[1]["chrf"] == scores[0]["chrf"]
+
+    both = script("translate.py", "--model", "m", "--checkpoint", "x.pt", stdin="")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
