@@ -12,7 +12,8 @@ import argparse
 from pathlib import Path
 
 from seq2seq.checkpoint import average_checkpoints, save_checkpoint
-from seq2seq.errors import UserError, run_cli
+from seq2seq.cli import run_cli
+from seq2seq.errors import UserError
 
 
 def step_checkpoints(run_dir: Path, count: int) -> list[Path]:

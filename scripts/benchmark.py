@@ -16,8 +16,8 @@ from pathlib import Path
 
 from seq2seq import benchmark
 from seq2seq.benchmark import GROWTH_MODELS, QUICK, THROUGHPUT_MODELS, Settings
+from seq2seq.cli import run_cli
 from seq2seq.config import DECODE_PRECISIONS, MODEL_PRESETS, PRECISIONS
-from seq2seq.errors import run_cli
 from seq2seq.results import growth_section, throughput_section
 
 
@@ -139,4 +139,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, tune=True)

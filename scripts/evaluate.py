@@ -26,10 +26,10 @@ import sys
 from pathlib import Path
 
 from seq2seq.checkpoint import Inference, load_for_inference
+from seq2seq.cli import add_decode_options, apply_decode_options, run_cli
 from seq2seq.corpora import read_lines
-from seq2seq.decode_options import add_decode_options, apply_decode_options
 from seq2seq.device import pick_device
-from seq2seq.errors import UserError, run_cli
+from seq2seq.errors import UserError
 from seq2seq.prepare import PreparedData
 from seq2seq.results import ModelResult, git_state
 from seq2seq.translator import EvalResult, Translator, evaluate
@@ -154,4 +154,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, tune=True)

@@ -10,7 +10,7 @@ TensorBoard) to --run-dir.
 import argparse
 from pathlib import Path
 
-from seq2seq.errors import run_cli
+from seq2seq.cli import run_cli
 from seq2seq.kernel_regression import Settings, format_table, run
 
 

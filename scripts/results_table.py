@@ -11,7 +11,8 @@ and <!-- bench:end -->. The JSON formats are described in seq2seq/results.py.
 import argparse
 from pathlib import Path
 
-from seq2seq.errors import UserError, run_cli
+from seq2seq.cli import run_cli
+from seq2seq.errors import UserError
 from seq2seq.results import sections, update_sections
 
 

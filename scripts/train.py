@@ -6,8 +6,8 @@ Several GPUs or nodes: `torchrun --nproc_per_node=N scripts/train.py --config FI
 
 import argparse
 
+from seq2seq.cli import run_cli
 from seq2seq.config import load_config
-from seq2seq.errors import run_cli
 from seq2seq.train import train
 
 
@@ -27,4 +27,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, tune=True)

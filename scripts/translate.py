@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TextIO
 
 from seq2seq.checkpoint import load_for_inference
-from seq2seq.decode_options import add_decode_options, apply_decode_options
+from seq2seq.cli import add_decode_options, apply_decode_options, run_cli
 from seq2seq.device import pick_device
-from seq2seq.errors import UserError, run_cli
+from seq2seq.errors import UserError
 from seq2seq.plots import attention_figure, attention_text
 from seq2seq.translator import Translation, Translator
 
@@ -192,4 +192,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, tune=True)

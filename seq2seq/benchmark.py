@@ -53,6 +53,7 @@ from matplotlib.ticker import NullLocator
 
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import Inference, load_for_inference
+from seq2seq.cli import tune_process
 from seq2seq.config import TrainConfig, load_config
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
@@ -190,7 +191,8 @@ def median_seconds(fn: Callable[[], object], repeats: int, device: torch.device)
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` in a new Python process, so that its peak memory is its own."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn, initializer=tune_process) as pool:
         try:
             return pool.submit(fn, *args).result()
         except BrokenProcessPool:
