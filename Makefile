@@ -44,7 +44,7 @@ train: $(STAMP)
 # Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.
 BENCH_DATA := data/multi30k.en-de
 bench: $(STAMP) $(BENCH_DATA)/manifest.json
-	$(PY) scripts/benchmark.py $(ARGS)
+	$(PY) benchmarks/bench.py $(ARGS)
 
 $(BENCH_DATA)/manifest.json: | $(STAMP)
 	$(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))

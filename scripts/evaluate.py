@@ -12,7 +12,7 @@ The split is read from the prepared folder named in the checkpoint's configurati
 (data.prepared). The output is detokenized and scored against the plain reference text, the
 same code path that training validation uses.
 
---record writes the model's entry for the README's results table (see seq2seq.results): the
+--record writes the model's entry for the README's results table (see seq2seq.model_result): the
 scores and signatures, and from the checkpoint the model, corpus, direction, parameter count,
 step and number of averaged checkpoints. What the checkpoint cannot know is given as options:
 the row's name, the training device and hours, and the commands that made the checkpoint; this
@@ -30,8 +30,8 @@ from seq2seq.cli import add_decode_options, apply_decode_options, run_cli
 from seq2seq.corpora import read_lines
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
+from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepare import PreparedData
-from seq2seq.results import ModelResult, git_state
 from seq2seq.translator import EvalResult, Translator, evaluate
 
 
