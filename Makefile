@@ -21,9 +21,10 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest
 
+LINT_PATHS := seq2seq scripts tests benchmarks examples
 lint: $(STAMP)
-	$(PY) -m ruff check seq2seq scripts tests
-	$(PY) -m ruff format --check seq2seq scripts tests
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
 
 # make data [CORPUS=multi30k SRC=en TGT=de] [MIRROR=dir|url] [ARGS="--vocab-size 16000 ..."]
 # Writes data/$(CORPUS).$(SRC)-$(TGT)/; run again to reuse it (nothing is redone).

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Average the weights of several checkpoints of one run into one checkpoint.
 
     scripts/average_checkpoints.py --out avg.pt run/step-9000.pt run/step-10000.pt

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Score a checkpoint with sacreBLEU: BLEU, lowercased BLEU and chrF, with their signatures.
 
     scripts/evaluate.py --checkpoint checkpoints/run/best.pt                 # the test split

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Prepare a parallel corpus for training: fetch, clean, train sentencepiece, write a folder.
 
 python scripts/prepare_data.py --corpus multi30k --src en --tgt de --mirror ../shared/data

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Train a translation model: `scripts/train.py --config FILE [section.key=value ...]`.
 
 Starting the same command again resumes the run from its last.pt exactly.

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Translate with a trained model: an interactive prompt on a terminal, or line by line.
 
     scripts/translate.py --checkpoint checkpoints/run/best.pt              # prompt

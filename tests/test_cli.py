@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,17 @@ def test_tuning_caps_the_onednn_kernel_cache(preset: str | None, capacity: str) 
     code = f"import os; {TUNED}; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.stdout.strip() == capacity
+
+
+def test_every_script_starts_from_a_shell() -> None:
+    root = Path(__file__).resolve().parents[1]
+    scripts = [
+        path
+        for folder in ("scripts", "benchmarks", "examples")
+        for path in (root / folder).rglob("*.py")
+        if "__main__" in path.read_text(encoding="utf-8")
+    ]
+    assert len(scripts) >= 10
+    for path in scripts:
+        assert path.read_text(encoding="utf-8").startswith("#!/usr/bin/env python3\n"), path
+        assert os.access(path, os.X_OK), path

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The JSON of benchmarks/peers/decode.sh: beam-5 decoding speed and BLEU of each toolkit.
 
     decode_report.py WORK_DIR STEPS [--out FILE]   # default results/bench/peers-decode-*.json

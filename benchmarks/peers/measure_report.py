@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The JSON of benchmarks/peers/measure.sh: training speed and peak memory of each toolkit.
 
     measure_report.py WORK_DIR [--out FILE]   # default results/bench/peers-<device>-<time>.json
