@@ -593,7 +593,7 @@ def positive(text: str) -> int:
     return value
 
 
-def parse_args() -> tuple[argparse.Namespace, BenchmarkSettings]:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -662,8 +662,13 @@ def parse_args() -> tuple[argparse.Namespace, BenchmarkSettings]:
     growth.add_argument(
         "--repeats", type=positive, help=f"timed runs per figure (default: {defaults.repeats})"
     )
-    args = parser.parse_args()
+    return parser
 
+
+def parse_args() -> tuple[argparse.Namespace, BenchmarkSettings]:
+    parser = make_parser()
+    args = parser.parse_args()
+    defaults = BenchmarkSettings()
     if any(not item.startswith("model.") for item in args.overrides):
         parser.error("overrides change the model only: model.key=value")
     if args.lengths and min(args.lengths) < 2:

@@ -84,6 +84,51 @@ def train(w: Tensor, x: Tensor, y: Tensor, lr: float, epochs: int) -> list[float
     return losses
 
 
+def draw(
+    x_train: Tensor,
+    y_train: Tensor,
+    x_test: Tensor,
+    y_test: Tensor,
+    w: Tensor,
+    losses: dict[str, list[float]],
+) -> Figure:
+    """The learned-scalar fit with its attention weights, the kernels, and the training loss."""
+    figure = Figure(figsize=(11, 8.4), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    (fit_axes, map_axes), (kernel_axes, loss_axes) = figure.subplots(2, 2)
+    with torch.no_grad():
+        predictions, weights = attention_pool(x_test, x_train, y_train, w)
+    fit_axes.plot(x_test, y_test, color="black", label="truth")
+    fit_axes.scatter(x_train, y_train, s=10, color="tab:gray", alpha=0.6, label="training (noisy)")
+    fit_axes.plot(x_test, predictions, color="tab:red", label="prediction")
+    test_mse = F.mse_loss(predictions, y_test).item()
+    fit_axes.set(xlabel="x", ylabel="y", title=f"learned scalar w: test MSE {test_mse:.3f}")
+    fit_axes.legend(fontsize="small")
+
+    image = map_axes.imshow(weights, aspect="auto", cmap="viridis", interpolation="nearest")
+    figure.colorbar(image, ax=map_axes, label="attention weight")
+    map_axes.set(
+        xlabel="training inputs x_i (sorted, index)",
+        ylabel="test inputs x (index)",
+        title="attention weights: each row sums to 1",
+    )
+
+    distance = torch.linspace(-3, 3, 301)
+    for scale, label in ((1.0, "fixed"), (w.abs().item(), "learned scalar")):
+        kernel = torch.exp(-((distance * scale) ** 2) / 2)
+        kernel_axes.plot(distance, kernel, label=f"{label}, w = {scale:.2f}")
+    kernel_axes.set(
+        xlabel="distance x - x_i", ylabel="kernel (before normalising)", title="kernel shape"
+    )
+    kernel_axes.legend()
+
+    for name, epoch_losses in losses.items():
+        loss_axes.plot(range(1, len(epoch_losses) + 1), epoch_losses, label=name)
+    loss_axes.set(xlabel="epoch", ylabel="leave-one-out MSE", title="training loss")
+    loss_axes.legend()
+    return figure
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -147,42 +192,7 @@ def main() -> None:
     for name, (test_mse, train_mse) in errors.items():
         print(f"{name:<22} {test_mse:>9.3f} {train_mse:>10.3f}")
 
-    # The figure: the learned-scalar fit, its attention weights, the kernels, the training loss.
-    figure = Figure(figsize=(11, 8.4), dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
-    (fit_axes, map_axes), (kernel_axes, loss_axes) = figure.subplots(2, 2)
-    w = scales["learned scalar w"].detach()
-    with torch.no_grad():
-        predictions, weights = attention_pool(x_test, x_train, y_train, w)
-    fit_axes.plot(x_test, y_test, color="black", label="truth")
-    fit_axes.scatter(x_train, y_train, s=10, color="tab:gray", alpha=0.6, label="training (noisy)")
-    fit_axes.plot(x_test, predictions, color="tab:red", label="prediction")
-    test_mse = errors["learned scalar w"][0]
-    fit_axes.set(xlabel="x", ylabel="y", title=f"learned scalar w: test MSE {test_mse:.3f}")
-    fit_axes.legend(fontsize="small")
-
-    image = map_axes.imshow(weights, aspect="auto", cmap="viridis", interpolation="nearest")
-    figure.colorbar(image, ax=map_axes, label="attention weight")
-    map_axes.set(
-        xlabel="training inputs x_i (sorted, index)",
-        ylabel="test inputs x (index)",
-        title="attention weights: each row sums to 1",
-    )
-
-    distance = torch.linspace(-3, 3, 301)
-    for scale, label in ((1.0, "fixed"), (w.abs().item(), "learned scalar")):
-        kernel = torch.exp(-((distance * scale) ** 2) / 2)
-        kernel_axes.plot(distance, kernel, label=f"{label}, w = {scale:.2f}")
-    kernel_axes.set(
-        xlabel="distance x - x_i", ylabel="kernel (before normalising)", title="kernel shape"
-    )
-    kernel_axes.legend()
-
-    for name, epoch_losses in losses.items():
-        loss_axes.plot(range(1, len(epoch_losses) + 1), epoch_losses, label=name)
-    loss_axes.set(xlabel="epoch", ylabel="leave-one-out MSE", title="training loss")
-    loss_axes.legend()
-
+    figure = draw(x_train, y_train, x_test, y_test, scales["learned scalar w"].detach(), losses)
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(args.out)
