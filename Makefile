@@ -21,9 +21,10 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest
 
+LINT_PATHS := seq2seq scripts tests benchmarks examples
 lint: $(STAMP)
-	$(PY) -m ruff check seq2seq scripts tests
-	$(PY) -m ruff format --check seq2seq scripts tests
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
 
 # make data [CORPUS=multi30k SRC=en TGT=de] [MIRROR=dir|url] [ARGS="--vocab-size 16000 ..."]
 # Writes data/$(CORPUS).$(SRC)-$(TGT)/; run again to reuse it (nothing is redone).
@@ -50,7 +51,7 @@ translate: $(STAMP)
 # Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.
 BENCH_DATA := data/multi30k.en-de
 bench: $(STAMP) $(BENCH_DATA)/manifest.json
-	$(PY) scripts/benchmark.py $(ARGS)
+	$(PY) benchmarks/bench.py $(ARGS)
 
 $(BENCH_DATA)/manifest.json: | $(STAMP)
 	$(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Average the weights of several checkpoints of one run into one checkpoint.
 
     scripts/average_checkpoints.py --out avg.pt run/step-9000.pt run/step-10000.pt
@@ -12,7 +13,8 @@ import argparse
 from pathlib import Path
 
 from seq2seq.checkpoint import average_checkpoints, save_checkpoint
-from seq2seq.errors import UserError, run_cli
+from seq2seq.cli import run_cli
+from seq2seq.errors import UserError
 
 
 def step_checkpoints(run_dir: Path, count: int) -> list[Path]:

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Score a checkpoint with sacreBLEU: BLEU, lowercased BLEU and chrF, with their signatures.
 
     scripts/evaluate.py --checkpoint checkpoints/run/best.pt                 # the test split
@@ -13,7 +14,7 @@ The split is read from the prepared folder named in the checkpoint's configurati
 (data.prepared). The output is detokenized and scored against the plain reference text, the
 same code path that training validation uses.
 
---record writes the model's entry for the README's results table (see seq2seq.results): the
+--record writes the model's entry for the README's results table (see seq2seq.model_result): the
 scores and signatures, and from the checkpoint the model, corpus, direction, parameter count,
 step and number of averaged checkpoints. What the checkpoint cannot know is given as options:
 the row's name, the training device and hours, and the commands that made the checkpoint; this
@@ -27,17 +28,18 @@ import sys
 from pathlib import Path
 
 from seq2seq.checkpoint import Inference
-from seq2seq.corpora import read_lines
-from seq2seq.decode_options import (
+from seq2seq.cli import (
     add_decode_options,
     add_model_options,
     apply_decode_options,
     load_model,
+    run_cli,
 )
+from seq2seq.corpora import read_lines
 from seq2seq.device import pick_device
-from seq2seq.errors import UserError, run_cli
+from seq2seq.errors import UserError
+from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepare import PreparedData
-from seq2seq.results import ModelResult, git_state
 from seq2seq.translator import EvalResult, Translator, evaluate
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
@@ -163,4 +165,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, tune=True)

@@ -13,7 +13,8 @@ import argparse
 from pathlib import Path
 
 from seq2seq.checkpoint import load_for_inference
-from seq2seq.errors import UserError, run_cli
+from seq2seq.cli import run_cli
+from seq2seq.errors import UserError
 from seq2seq.export import DTYPES, WEIGHTS, export_model
 
 

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Prepare a parallel corpus for training: fetch, clean, train sentencepiece, write a folder.
 
 python scripts/prepare_data.py --corpus multi30k --src en --tgt de --mirror ../shared/data
@@ -8,9 +9,10 @@ python scripts/prepare_data.py --corpus files --src en --tgt de --data-dir my_co
 import argparse
 
 from seq2seq.clean import MAX_RATIO, MAX_WORDS
+from seq2seq.cli import run_cli
 from seq2seq.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.download import MIRROR_ENV
-from seq2seq.errors import UserError, run_cli
+from seq2seq.errors import UserError
 from seq2seq.prepare import prepare
 from seq2seq.tokenizer import MODEL_TYPES
 

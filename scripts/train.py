@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Train a translation model: `scripts/train.py --config FILE [section.key=value ...]`.
 
 Starting the same command again resumes the run from its last.pt exactly.
@@ -6,8 +7,8 @@ Several GPUs or nodes: `torchrun --nproc_per_node=N scripts/train.py --config FI
 
 import argparse
 
+from seq2seq.cli import run_cli
 from seq2seq.config import load_config
-from seq2seq.errors import run_cli
 from seq2seq.train import train
 
 
@@ -27,4 +28,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, tune=True)

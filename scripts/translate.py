@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Translate with a trained model: an interactive prompt on a terminal, or line by line.
 
     scripts/translate.py --model transformer-tiny.multi30k.en-de          # the shipped model
@@ -20,14 +21,15 @@ from itertools import islice
 from pathlib import Path
 from typing import TextIO
 
-from seq2seq.decode_options import (
+from seq2seq.cli import (
     add_decode_options,
     add_model_options,
     apply_decode_options,
     load_model,
+    run_cli,
 )
 from seq2seq.device import pick_device
-from seq2seq.errors import UserError, run_cli
+from seq2seq.errors import UserError
 from seq2seq.plots import attention_figure, attention_text
 from seq2seq.translator import Translation, Translator
 
@@ -198,4 +200,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, tune=True)

@@ -2,6 +2,7 @@
 local HTTP server for download tests."""
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -19,7 +20,12 @@ from seq2seq.prepare import prepare
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# The benchmarks are scripts that import each other by module name (`import bench`), as they
+# do when run from the shell; tests import them the same way.
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 @pytest.fixture(scope="session")

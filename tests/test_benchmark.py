@@ -1,34 +1,24 @@
-"""The benchmarks and the results tables: every field of a benchmark record, the work of cached
-and uncached decoding counted in positions (timings are never asserted), and README sections
-generated from result files."""
+"""The benchmarks (benchmarks/bench.py): every field of a benchmark record, and the work of
+cached and uncached decoding counted in positions (timings are never asserted)."""
 
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+import bench as benchmark
 import pytest
 import torch
+from bench import SYNTHETIC_VOCAB, BenchmarkSettings
+from results_table import bench_section
 from reversal import prepare_reversal
 
-from seq2seq import benchmark
-from seq2seq.benchmark import SYNTHETIC_VOCAB, Settings, precision_name
 from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 from seq2seq.config import dump_toml, load_config
-from seq2seq.device import autocast_dtype
+from seq2seq.device import autocast_dtype, precision_name
 from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
 from seq2seq.prepare import PreparedData
-from seq2seq.results import (
-    NO_BENCHMARKS,
-    NO_MODELS,
-    ModelResult,
-    bench_section,
-    sections,
-    update_sections,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PRECISION = precision_name(autocast_dtype("auto", torch.device("cpu")))  # this CPU's default
@@ -54,7 +44,7 @@ def same_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(benchmark, "in_fresh_process", lambda fn, *args: fn(*args))
 
 
-def throughput_settings(reversal: Path, **changes) -> Settings:
+def throughput_settings(reversal: Path, **changes) -> BenchmarkSettings:
     values = dict(
         models=["gru", "transformer-tiny"],
         overrides=TINY,
@@ -66,7 +56,7 @@ def throughput_settings(reversal: Path, **changes) -> Settings:
         decode_sentences=12,
         beams=[1, 2],
     )
-    return Settings(**{**values, **changes})
+    return BenchmarkSettings(**{**values, **changes})
 
 
 def test_throughput_record_has_every_field(
@@ -187,7 +177,7 @@ def test_cached_decoding_processes_one_position_per_step(
 
 
 def test_growth_record_and_plot(tmp_path: Path, same_process: None) -> None:
-    settings = Settings(
+    settings = BenchmarkSettings(
         models=["gru", "transformer-tiny"],
         overrides=TINY,
         device="cpu",
@@ -209,8 +199,8 @@ def test_growth_record_and_plot(tmp_path: Path, same_process: None) -> None:
             assert case["memory"]["peak_mib"] > 0
             uncached = case["decode_uncached_ms_per_token"]
             assert (uncached is None) == (model["name"] == "gru")
-    table = bench_section([written[0]])
-    assert f"![Cost growth with sequence length]({written[1]})" in table
+    table = bench_section([written[0]], links_from=tmp_path.parent)
+    assert f"![Cost growth with sequence length]({tmp_path.name}/growth.png)" in table
     assert re.search(
         r"^\| gru \| 8 \| [\d.,]+ \| [\d,]+ \(\+-?[\d,]+\) \| [\d.]+ \| – \|$", table, re.M
     )
@@ -218,168 +208,3 @@ def test_growth_record_and_plot(tmp_path: Path, same_process: None) -> None:
 
 def test_measurements_run_in_a_fresh_process() -> None:
     assert benchmark.in_fresh_process(os.getpid) != os.getpid()
-
-
-MODEL_RESULT = {
-    "name": "Transformer tiny",
-    "model": "transformer-tiny",
-    "direction": "en-de",
-    "corpus": "multi30k",
-    "split": "test",
-    "parameters": 2349568,
-    "bleu": 38.123,
-    "bleu_lc": 39.01,
-    "chrf": 64.25,
-    "signatures": {"bleu": "case:mixed|tok:13a", "bleu_lc": "case:lc|tok:13a", "chrf": "c6"},
-    "beam_size": 5,
-    "averaged_checkpoints": 5,
-    "train_steps": 30000,
-    "train_hours": 1.5,
-    "device": "1x NVIDIA H100",
-    "commands": ["make data", "make train"],
-    "git_revision": "0123456789abcdef0123456789abcdef01234567",
-}
-
-MODELS_TABLE = """\
-| Model | Direction | Parameters | BLEU | BLEU (lc) | chrF | Beam | Checkpoints averaged | Steps | Training | Device |
-|---|---|---|---|---|---|---|---|---|---|---|
-| Transformer tiny | en-de | 2.35M | 38.1 | 39.0 | 64.2 | 5 | 5 | 30,000 | 1.5 h | 1x NVIDIA H100 |
-| GRU | en-de | 2.35M | 30.0 | 39.0 | 64.2 | 5 | 5 | 30,000 | 1.5 h | 1x NVIDIA H100 |
-
-Scored on multi30k test; sacreBLEU bleu `case:mixed|tok:13a`, bleu_lc `case:lc|tok:13a`, chrf `c6`.
-
-Transformer tiny (en-de, revision `0123456789`):
-
-```sh
-make data
-make train
-```
-
-GRU (en-de, revision `0123456789`):
-
-```sh
-make data
-make train
-```"""  # noqa: E501
-
-
-def write_json(path: Path, values: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(values))
-    return path
-
-
-def test_models_table(tmp_path: Path) -> None:
-    assert sections(tmp_path) == {"results": NO_MODELS, "bench": NO_BENCHMARKS}
-    write_json(tmp_path / "models" / "a.json", {**MODEL_RESULT, "name": "GRU", "bleu": 30.0})
-    write_json(tmp_path / "models" / "b.json", MODEL_RESULT)
-    assert sections(tmp_path)["results"] == MODELS_TABLE
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"bleu": None}, "bleu should be a float"),
-        ({"train_steps": 1.5}, "train_steps should be a int"),
-        ({"commands": "make train"}, "commands should be a list"),
-        ({"extra": 1}, "missing or unknown keys: extra"),
-    ],
-)
-def test_bad_model_result(tmp_path: Path, change: dict, message: str) -> None:
-    path = write_json(tmp_path / "m.json", {**MODEL_RESULT, **change})
-    with pytest.raises(UserError, match=message):
-        ModelResult.load(path)
-
-
-def test_model_result_missing_key(tmp_path: Path) -> None:
-    values = {key: value for key, value in MODEL_RESULT.items() if key != "chrf"}
-    with pytest.raises(UserError, match="missing or unknown keys: chrf"):
-        ModelResult.load(write_json(tmp_path / "m.json", values))
-
-
-README = """\
-# Title
-<!-- results:start -->
-old table
-<!-- results:end -->
-between
-<!-- bench:start --><!-- bench:end -->
-end
-"""
-
-
-def test_update_replaces_only_between_markers() -> None:
-    updated = update_sections(README, {"results": "NEW", "bench": "B1\nB2"})
-    assert updated == (
-        "# Title\n<!-- results:start -->\nNEW\n<!-- results:end -->\nbetween\n"
-        "<!-- bench:start -->\nB1\nB2\n<!-- bench:end -->\nend\n"
-    )
-    assert update_sections(updated, {"results": "NEW", "bench": "B1\nB2"}) == updated
-    with pytest.raises(UserError, match="one <!-- other:start --> followed by"):
-        update_sections(README, {"other": "x"})
-    with pytest.raises(UserError):
-        update_sections(README.replace("<!-- bench:end -->", ""), {"bench": "x"})
-
-
-def test_results_table_script_updates_a_readme(tmp_path: Path) -> None:
-    write_json(tmp_path / "results" / "models" / "a.json", MODEL_RESULT)
-    readme = tmp_path / "README.md"
-    readme.write_text(README)
-    script = [sys.executable, str(ROOT / "scripts" / "results_table.py")]
-    command = [*script, "--results", str(tmp_path / "results"), "--update", str(readme)]
-    result = subprocess.run(command, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    text = readme.read_text()
-    assert text.startswith("# Title\n<!-- results:start -->\n| Model | Direction |")
-    assert f"\n<!-- bench:start -->\n{NO_BENCHMARKS}\n<!-- bench:end -->\nend\n" in text
-
-    command = [*script, "--update", str(tmp_path / "missing.md")]
-    result = subprocess.run(command, capture_output=True, text=True)
-    assert result.returncode == 2 and result.stderr.startswith("error: --update")
-
-
-def test_peers_table(tmp_path: Path) -> None:
-    toolkit = {"name": "fairseq", "version": "0.12.3", "tgt_tokens_per_step": 2418.4}
-    toolkit |= {"tgt_tokens_per_second": [1306.4, 1228.5], "peak_rss_mib": 1553.9}
-    record = {"kind": "peers", "device": "CPU", "threads": 2, "torch": "2.13.0", "date": "today"}
-    record |= {"git_revision": "0123456789abcdef", "setup": "3+3 layers", "method": "How."}
-    record |= {"reproduce": "bash scripts/peers/measure.sh", "toolkits": [toolkit]}
-    path = write_json(tmp_path / "peers.json", record)
-    assert bench_section([path]).splitlines() == [
-        "**Side by side** on CPU, 2 threads, torch 2.13.0, revision `0123456789`, today: "
-        f"3+3 layers; `bash scripts/peers/measure.sh` → `{path}`",
-        "",
-        "| Toolkit | Version | Target tokens per step | Train tgt tok/s (each run) "
-        "| Peak RSS MiB |",
-        "|---|---|---|---|---|",
-        "| fairseq | 0.12.3 | 2,418 | 1,306 / 1,228 | 1,554 |",
-        "",
-        "How.",
-    ]
-
-
-def test_peers_decode_table(tmp_path: Path) -> None:
-    toolkit = {"name": "fairseq", "version": "0.12.3", "sentences_per_second": [61.04, 59.6]}
-    toolkit |= {"bleu": 30.04, "bleu_lc": 30.66, "chrf": 58.91}
-    record = {"kind": "peers-decode", "device": "CPU", "threads": 2, "torch": "2.13.0"}
-    record |= {"date": "today", "git_revision": "0123456789abcdef", "setup": "beam 5"}
-    record |= {"method": "How.", "reproduce": "bash decode.sh", "toolkits": [toolkit]}
-    path = write_json(tmp_path / "decode.json", record)
-    assert bench_section([path]).splitlines() == [
-        "**Side by side** on CPU, 2 threads, torch 2.13.0, revision `0123456789`, today: "
-        f"beam 5; `bash decode.sh` → `{path}`",
-        "",
-        "| Toolkit | Version | Beam-5 sent/s (each run) | BLEU | BLEU lc | chrF |",
-        "|---|---|---|---|---|---|",
-        "| fairseq | 0.12.3 | 61.0 / 59.6 | 30.0 | 30.7 | 58.9 |",
-        "",
-        "How.",
-    ]
-    toolkit["peak_rss_mib"] = [1017.4, 1020.6]
-    path = write_json(tmp_path / "decode.json", record)
-    assert bench_section([path]).splitlines()[2:5] == [
-        "| Toolkit | Version | Beam-5 sent/s (each run) | BLEU | BLEU lc | chrF | "
-        "Peak RSS MiB (each run) |",
-        "|---|---|---|---|---|---|---|",
-        "| fairseq | 0.12.3 | 61.0 / 59.6 | 30.0 | 30.7 | 58.9 | 1,017 / 1,021 |",
-    ]

@@ -307,13 +307,3 @@ def test_auto_precision_on_cpu_is_bf16_only_with_bf16_instructions(
 def test_bf16_on_cpu_is_fast_only_with_avx512(capability: str, fast: bool, monkeypatch) -> None:
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     assert device_module.cpu_has_fast_bf16() is fast
-
-
-@pytest.mark.parametrize(("preset", "capacity"), [(None, "16"), ("512", "512")])
-def test_importing_seq2seq_caps_the_onednn_kernel_cache(preset: str | None, capacity: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
-    if preset:
-        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = preset
-    code = "import os, seq2seq; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.stdout.strip() == capacity

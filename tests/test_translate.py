@@ -14,6 +14,7 @@ import pexpect
 import pytest
 import sacrebleu
 import torch
+from results_table import sections
 
 from seq2seq.checkpoint import (
     average_checkpoints,
@@ -25,8 +26,8 @@ from seq2seq.checkpoint import (
 from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
+from seq2seq.model_result import ModelResult
 from seq2seq.prepare import prepare
-from seq2seq.results import ModelResult, sections
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import train
 from seq2seq.translator import Translator, evaluate

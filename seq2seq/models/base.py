@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
+from seq2seq.config import ModelConfig
+from seq2seq.specials import PAD_ID
+
 State = dict[str, Tensor | list[Tensor]]
 
 
@@ -86,3 +89,19 @@ class Seq2SeqModel(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def make_embeddings(
+    cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocab: bool
+) -> tuple[nn.Embedding, nn.Embedding]:
+    """The (target, source) token embeddings, (V, cfg.embed_dim) each: one module shared by both
+    sides when `cfg.share_embeddings` is set and the vocabulary is joint, else two.
+
+    Target first, as the models register them: that order fixes the order of their parameters,
+    and so of the optimizer state saved in checkpoints."""
+    tgt_embed = nn.Embedding(tgt_vocab_size, cfg.embed_dim, padding_idx=PAD_ID)
+    if not (cfg.share_embeddings and joint_vocab):
+        return tgt_embed, nn.Embedding(src_vocab_size, cfg.embed_dim, padding_idx=PAD_ID)
+    if src_vocab_size != tgt_vocab_size:
+        raise ValueError("a joint vocabulary needs equal source and target sizes")
+    return tgt_embed, tgt_embed

@@ -24,8 +24,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from seq2seq.attention import AdditiveAttention
 from seq2seq.config import ModelConfig
 from seq2seq.dropout import Dropout
-from seq2seq.models.base import Seq2SeqModel, State, StepOutput
-from seq2seq.specials import PAD_ID
+from seq2seq.models.base import Seq2SeqModel, State, StepOutput, make_embeddings
 
 
 class GRUSeq2Seq(Seq2SeqModel):
@@ -36,13 +35,9 @@ class GRUSeq2Seq(Seq2SeqModel):
     ) -> None:
         super().__init__()
         embed_dim, hidden = cfg.embed_dim, cfg.hidden_size
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=PAD_ID)
-        if cfg.share_embeddings and joint_vocab:
-            if src_vocab_size != tgt_vocab_size:
-                raise ValueError("a joint vocabulary needs equal source and target sizes")
-            self.src_embed = self.tgt_embed
-        else:
-            self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=PAD_ID)
+        self.tgt_embed, self.src_embed = make_embeddings(
+            cfg, src_vocab_size, tgt_vocab_size, joint_vocab
+        )
         self.dropout = Dropout(cfg.dropout)
         self.encoder = nn.GRU(
             embed_dim,

@@ -25,7 +25,7 @@ from seq2seq.attention import MultiHeadAttention, causal_mask, padding_mask
 from seq2seq.config import ModelConfig
 from seq2seq.dropout import Dropout
 from seq2seq.errors import UserError
-from seq2seq.models.base import Seq2SeqModel, State, StepOutput
+from seq2seq.models.base import Seq2SeqModel, State, StepOutput, make_embeddings
 from seq2seq.positional import PositionalEncoding
 from seq2seq.specials import PAD_ID
 
@@ -153,13 +153,9 @@ class TransformerSeq2Seq(Seq2SeqModel):
         d_model = cfg.embed_dim
         self.d_model = d_model
         self.attention_layer = cfg.attention_layer % cfg.decoder_layers
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=PAD_ID)
-        if cfg.share_embeddings and joint_vocab:
-            if src_vocab_size != tgt_vocab_size:
-                raise ValueError("a joint vocabulary needs equal source and target sizes")
-            self.src_embed = self.tgt_embed
-        else:
-            self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=PAD_ID)
+        self.tgt_embed, self.src_embed = make_embeddings(
+            cfg, src_vocab_size, tgt_vocab_size, joint_vocab
+        )
         self.positional = PositionalEncoding(d_model)
         self.embed_dropout = Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Write a prepared corpus as space-separated sentencepiece pieces, for fairseq and OpenNMT-py.
 
     pieces.py PREPARED_DIR OUT_DIR     # e.g. data/multi30k.en-de ../peers/data

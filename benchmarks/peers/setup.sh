@@ -8,7 +8,7 @@ set -euo pipefail
 REPO=$(pwd)
 WORK=$(realpath -m "${1:-../peers}")
 mkdir -p "$WORK/fairseq" "$WORK/onmt"
-cp scripts/peers/onmt.yaml "$WORK/onmt.yaml"
+cp benchmarks/peers/onmt.yaml "$WORK/onmt.yaml"
 cd "$WORK"
 
 if [ ! -x venv/bin/fairseq-train ]; then
@@ -24,7 +24,7 @@ if [ ! -x venv/bin/fairseq-train ]; then
 fi
 
 if [ ! -f fairseq/bin/test.en-de.de.bin ]; then
-    venv/bin/python "$REPO/scripts/peers/pieces.py" "$REPO/data/multi30k.en-de" data
+    venv/bin/python "$REPO/benchmarks/peers/pieces.py" "$REPO/data/multi30k.en-de" data
     venv/bin/onmt_build_vocab -config onmt.yaml -n_sample -1 -num_threads 1
     venv/bin/fairseq-preprocess --source-lang en --target-lang de --trainpref data/train \
         --validpref data/valid --testpref data/test --destdir fairseq/bin --joined-dictionary \

@@ -1,4 +1,15 @@
+#!/usr/bin/env python3
 """Speed and memory benchmarks, measured through the code that trains and translates.
+
+    benchmarks/bench.py                               # gru, transformer-tiny, transformer-small
+    benchmarks/bench.py --quick                       # minutes on a CPU: a check, not a result
+    benchmarks/bench.py --checkpoint-dir checkpoints  # decode with trained weights where found
+    benchmarks/bench.py --checkpoint transformer-tiny=checkpoints/run/best.pt
+    benchmarks/bench.py --growth                      # cost against sequence length, with a plot
+    benchmarks/bench.py --models transformer-tiny model.num_heads=8   # a variant of a preset
+
+Writes results/bench/<device>-<time>.json (--growth: growth-<device>-<time>.json and .png) and
+prints its table (benchmarks/results_table.py puts the latest into docs/benchmarks.md).
 
 Throughput (`run_throughput`), for each model on a prepared corpus:
 
@@ -29,6 +40,7 @@ includes gradients and AdamW state, which do not depend on L). A process's peak 
 down, so every measurement runs in a fresh process (`in_fresh_process`).
 """
 
+import argparse
 import json
 import multiprocessing
 import os
@@ -50,17 +62,25 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
+from results_table import growth_section, throughput_section
 
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import Inference, load_for_inference
-from seq2seq.config import TrainConfig, load_config
+from seq2seq.cli import run_cli, tune_process
+from seq2seq.config import (
+    DECODE_PRECISIONS,
+    MODEL_PRESETS,
+    PRECISIONS,
+    TrainConfig,
+    load_config,
+)
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.metrics import corpus_scores
+from seq2seq.model_result import git_state
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.prepare import PreparedData
-from seq2seq.results import git_state
 from seq2seq.specials import BOS_ID, EOS_ID
 from seq2seq.train import token_losses
 from seq2seq.translator import Translator
@@ -74,7 +94,7 @@ DECODE_WARMUP_SENTENCES = 16
 
 
 @dataclass
-class Settings:
+class BenchmarkSettings:
     """What to measure and how; stored with the results."""
 
     models: list[str] = field(default_factory=lambda: list(THROUGHPUT_MODELS))  # presets
@@ -190,7 +210,8 @@ def median_seconds(fn: Callable[[], object], repeats: int, device: torch.device)
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` in a new Python process, so that its peak memory is its own."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn, initializer=tune_process) as pool:
         try:
             return pool.submit(fn, *args).result()
         except BrokenProcessPool:
@@ -203,7 +224,7 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def load_model(
-    settings: Settings, name: str, data: PreparedData, device: torch.device
+    settings: BenchmarkSettings, name: str, data: PreparedData, device: torch.device
 ) -> Inference:
     """The model of `settings.checkpoints[name]` with its tokenizers, or else the preset `name`
     (with `settings.overrides`) with random weights and the tokenizers of `data`."""
@@ -312,7 +333,7 @@ def synthetic_batch(batch_size: int, length: int, generator: torch.Generator) ->
 # ---------------------------------------------------------------------------------------------
 
 
-def bench_training(settings: Settings, name: str) -> dict[str, Any]:
+def bench_training(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
     """Training throughput and peak memory of model `name`, with its configuration."""
     device = pick_device(settings.device)
     dtype = autocast_dtype(settings.precision, device)
@@ -349,7 +370,7 @@ def bench_training(settings: Settings, name: str) -> dict[str, Any]:
     }
 
 
-def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
+def bench_decoding(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
     """Decoding speed of model `name` on the test split, for each beam size of `settings`."""
     device = pick_device(settings.device)
     data = PreparedData.load(settings.data)
@@ -391,7 +412,7 @@ def bench_decoding(settings: Settings, name: str) -> dict[str, Any]:
     }
 
 
-def growth_case(settings: Settings, name: str, length: int) -> dict[str, Any]:
+def growth_case(settings: BenchmarkSettings, name: str, length: int) -> dict[str, Any]:
     """Training step and decoding costs of model `name` on synthetic sequences of `length`."""
     device = pick_device(settings.device)
     dtype = autocast_dtype(settings.precision, device)
@@ -427,7 +448,7 @@ def growth_case(settings: Settings, name: str, length: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_throughput(settings: Settings) -> dict[str, Any]:
+def run_throughput(settings: BenchmarkSettings) -> dict[str, Any]:
     """Training and decoding speed and memory of every model; returns the results record."""
     device = pick_device(settings.device)
     PreparedData.load(settings.data)  # a missing corpus fails here, before any process starts
@@ -446,7 +467,7 @@ def run_throughput(settings: Settings) -> dict[str, Any]:
     }
 
 
-def run_growth(settings: Settings) -> dict[str, Any]:
+def run_growth(settings: BenchmarkSettings) -> dict[str, Any]:
     """Training step and per-token decoding costs against the sequence length, per model."""
     device = pick_device(settings.device)
     models = []
@@ -558,3 +579,134 @@ def find_checkpoints(folder: str | Path, models: list[str], data: str) -> dict[s
                 f"--checkpoint {name}=PATH"
             )
     return {name: paths[0] for name, paths in found.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be >= 1")
+    return value
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    defaults = BenchmarkSettings()
+    parser.add_argument(
+        "overrides", nargs="*", metavar="model.key=value", help="changes to every preset"
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=list(MODEL_PRESETS),
+        help=f"presets (default: {' '.join(THROUGHPUT_MODELS)}; --growth: "
+        f"{' '.join(GROWTH_MODELS)})",
+    )
+    parser.add_argument("--device", help="auto (default: CUDA when present), cpu, cuda, cuda:1")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="training precision as train.precision (default: auto, as in training)",
+    )
+    parser.add_argument(
+        "--decode-precision",
+        choices=DECODE_PRECISIONS,
+        help="decoding precision as decode.precision (default: auto, as in decoding)",
+    )
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--quick", action="store_true", help=f"smaller settings: {QUICK}")
+    parser.add_argument("--out", type=Path, help="the JSON file (default: results/bench/...)")
+    throughput = parser.add_argument_group("throughput (the default)")
+    throughput.add_argument("--data", help=f"prepared corpus (default: {defaults.data})")
+    throughput.add_argument(
+        "--max-tokens", type=positive, help=f"tokens per batch (default: {defaults.max_tokens})"
+    )
+    throughput.add_argument(
+        "--warmup-steps", type=int, help=f"untimed steps (default: {defaults.warmup_steps})"
+    )
+    throughput.add_argument("--steps", type=positive, help=f"timed (default: {defaults.steps})")
+    throughput.add_argument(
+        "--decode-sentences",
+        type=positive,
+        help="decode the first N test sentences (default: all)",
+    )
+    throughput.add_argument(
+        "--beams", nargs="+", type=positive, help=f"beam sizes (default: {defaults.beams})"
+    )
+    throughput.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="MODEL=PATH",
+        help="decode MODEL with these trained weights (repeat for several models)",
+    )
+    throughput.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="use DIR/<run>/best.pt of the runs that trained a model on --data",
+    )
+    growth = parser.add_argument_group("cost growth")
+    growth.add_argument("--growth", action="store_true", help="measure cost against length")
+    growth.add_argument(
+        "--lengths", nargs="+", type=positive, help=f"(default: {defaults.lengths})"
+    )
+    growth.add_argument(
+        "--batch-size", type=positive, help=f"sentences (default: {defaults.batch_size})"
+    )
+    growth.add_argument(
+        "--repeats", type=positive, help=f"timed runs per figure (default: {defaults.repeats})"
+    )
+    return parser
+
+
+def parse_args() -> tuple[argparse.Namespace, BenchmarkSettings]:
+    parser = make_parser()
+    args = parser.parse_args()
+    defaults = BenchmarkSettings()
+    if any(not item.startswith("model.") for item in args.overrides):
+        parser.error("overrides change the model only: model.key=value")
+    if args.lengths and min(args.lengths) < 2:
+        parser.error("--lengths: each length must be >= 2 (a token and EOS)")
+    if args.growth and (args.checkpoint or args.checkpoint_dir):
+        parser.error("--growth measures random weights: no --checkpoint or --checkpoint-dir")
+    models = args.models or (GROWTH_MODELS if args.growth else THROUGHPUT_MODELS)
+    checkpoints = {}
+    for item in args.checkpoint:
+        name, sep, path = item.partition("=")
+        if not sep or name not in models:
+            parser.error(f"--checkpoint {item}: expected MODEL=PATH with MODEL one of {models}")
+        checkpoints[name] = path
+
+    given = {key: value for key, value in vars(args).items() if value is not None}
+    values = {key: given[key] for key in vars(defaults) if key in given}
+    settings = BenchmarkSettings(
+        **{**(QUICK if args.quick else {}), **values, "models": list(models)}
+    )
+    if args.checkpoint_dir:
+        found = find_checkpoints(args.checkpoint_dir, models, settings.data)
+        checkpoints = {**found, **checkpoints}
+    settings.checkpoints = checkpoints
+    return args, settings
+
+
+def main() -> None:
+    args, settings = parse_args()
+    run, section = (
+        (run_growth, growth_section) if args.growth else (run_throughput, throughput_section)
+    )
+    record = run(settings)
+    out = args.out or default_out(record)
+    written = save(record, out)
+    print()
+    print(section(record, out))
+    print(f"\nwrote {', '.join(map(str, written))}")
+
+
+if __name__ == "__main__":
+    run_cli(main, tune=True)

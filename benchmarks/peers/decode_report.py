@@ -1,4 +1,5 @@
-"""The JSON of scripts/peers/decode.sh: beam-5 decoding speed and BLEU of each toolkit.
+#!/usr/bin/env python3
+"""The JSON of benchmarks/peers/decode.sh: beam-5 decoding speed and BLEU of each toolkit.
 
     decode_report.py WORK_DIR STEPS [--out FILE]   # default results/bench/peers-decode-*.json
 
@@ -63,7 +64,7 @@ def onmt_run(work: Path, run: int) -> tuple[float, float, list[str]]:
 
 def ours_run(work: Path, precision: str, run: int) -> tuple[float, float]:
     """(beam-5 decoding seconds, peak RSS MiB) of ours-<precision>-decode<run>.json, written by
-    scripts/benchmark.py."""
+    benchmarks/bench.py."""
     record = json.loads((work / f"ours-{precision}-decode{run}.json").read_text(encoding="utf-8"))
     decoding = record["models"][0]["decoding"]
     (beam,) = decoding["beams"]
@@ -111,7 +112,7 @@ def main() -> None:
     record = {
         **header,
         "train_steps": args.steps,
-        "reproduce": f"bash scripts/peers/decode.sh ../peers {args.steps}",
+        "reproduce": f"bash benchmarks/peers/decode.sh ../peers {args.steps}",
         "setup": (
             "Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads, shared embeddings, trained "
             f"{args.steps} updates in each toolkit with the same schedule (warmup to 1e-3 over "
@@ -124,9 +125,9 @@ def main() -> None:
         "method": (
             "Two decoding runs per toolkit; times from each toolkit's own clock around its "
             "decoding loop (fairseq-generate 'Translated ... in Xs', onmt_translate "
-            "-report_time 'Total translation time', ours scripts/benchmark.py), model loading "
+            "-report_time 'Total translation time', ours benchmarks/bench.py), model loading "
             "excluded. Peak RSS: the maximum resident set size of each decoding process "
-            "(the peers' from /usr/bin/time -v, ours from scripts/benchmark.py, whose decoding "
+            "(the peers' from /usr/bin/time -v, ours from benchmarks/bench.py, whose decoding "
             "runs in a process of its own). BLEU: every output detokenized by our sentencepiece "
             "model and scored by sacreBLEU against the same references."
         ),

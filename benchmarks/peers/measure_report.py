@@ -1,4 +1,5 @@
-"""The JSON of scripts/peers/measure.sh: training speed and peak memory of each toolkit.
+#!/usr/bin/env python3
+"""The JSON of benchmarks/peers/measure.sh: training speed and peak memory of each toolkit.
 
     measure_report.py WORK_DIR [--out FILE]   # default results/bench/peers-<device>-<time>.json
 
@@ -6,7 +7,7 @@ Each run trains 40 updates; the figures cover updates 11-40. The peers' speed co
 own interval logs (fairseq --log-format json: `wpb` target tokens per batch and `wps` target
 tokens/s; OpenNMT-py: `bsz: src/tgt/sents` and `src/tgt tok/s`): the time of the window is the
 sum over its intervals of tokens / speed. Their peak memory is /usr/bin/time -v's maximum
-resident set size. Ours comes from scripts/benchmark.py's JSON (its own clock and getrusage).
+resident set size. Ours comes from benchmarks/bench.py's JSON (its own clock and getrusage).
 """
 
 import argparse
@@ -116,11 +117,11 @@ def main() -> None:
             "'implies --tpu'; OpenNMT-py 3.5.1's model_dtype is fp32 or fp16 only), ours in fp32 "
             "and in its default precision (bf16 autocast on a CPU with AVX512_BF16 or AMX)"
         ),
-        "reproduce": "bash scripts/peers/measure.sh",
+        "reproduce": "bash benchmarks/peers/measure.sh",
         "method": (
             f"Each run: {WARMUP + TIMED} updates, the first {WARMUP} untimed, figures over the "
             f"next {TIMED}. Peers: from their own interval logs (window time = sum of interval "
-            "target tokens / interval target tokens/s); ours: scripts/benchmark.py's clock over "
+            "target tokens / interval target tokens/s); ours: benchmarks/bench.py's clock over "
             "the timed steps. Target tokens: the non-pad target tokens of the loss in all three. "
             "Peak RSS: /usr/bin/time -v of the peer's training process (start-up included); "
             "ours: getrusage of its measuring process."
@@ -136,7 +137,7 @@ def main() -> None:
                 "OpenNMT-py",
                 onmt_version,
                 [peer_run(work, "onmt", r) for r in RUNS],
-                "onmt_train -config scripts/peers/onmt.yaml (batch_size 3000 tokens)",
+                "onmt_train -config benchmarks/peers/onmt.yaml (batch_size 3000 tokens)",
             ),
             ours_toolkit(work, "fp32", header["git_revision"][:10]),
             ours_toolkit(work, "auto", header["git_revision"][:10]),

@@ -3,7 +3,7 @@
 # data (results/bench/peers-*.json). Run from the repository root, on an idle machine, after
 # `make data`:
 #
-#     bash scripts/peers/measure.sh [WORK_DIR]      # default ../peers, outside the repository
+#     bash benchmarks/peers/measure.sh [WORK_DIR]      # default ../peers, outside the repository
 #
 # Model: Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads, pre-norm, shared embeddings,
 # dropout 0.3 / 0.1, label smoothing 0.1, 2 threads. Precision: the peers in fp32, their only
@@ -14,7 +14,7 @@
 # count, tuned to the same real target tokens per step).
 # Each run is 40 updates; the figures cover updates 11-40, from each peer's own interval log,
 # and measure_report.py writes them to results/bench/peers-<device>-<time>.json.
-source scripts/peers/setup.sh "$@"
+source benchmarks/peers/setup.sh "$@"
 export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 
 for run in 1 2; do
@@ -24,9 +24,9 @@ for run in 1 2; do
         --warmup-updates 4000 --no-save --log-interval 10 --max-update 40 \
         > fairseq/run$run.log 2>&1
     for precision in fp32 auto; do
-        (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
+        (cd "$REPO" && .venv/bin/python benchmarks/bench.py --models transformer-small \
             --precision $precision --max-tokens 2800 --warmup-steps 10 --steps 30 \
             --decode-sentences 1 --beams 1 --out "$WORK/ours-$precision$run.json")
     done
 done
-cd "$REPO" && .venv/bin/python scripts/peers/measure_report.py "$WORK"
+cd "$REPO" && .venv/bin/python benchmarks/peers/measure_report.py "$WORK"

@@ -2,7 +2,7 @@
 # Beam-5 decoding speed of fairseq, OpenNMT-py and ours side by side, at about equal BLEU
 # (results/bench/peers-decode-*.json). Run from the repository root after `make data`:
 #
-#     bash scripts/peers/decode.sh [WORK_DIR [STEPS]]   # defaults ../peers and 1000 updates
+#     bash benchmarks/peers/decode.sh [WORK_DIR [STEPS]]   # defaults ../peers and 1000 updates
 #
 # 1. Trains the model of measure.sh (Transformer 3+3, d_model 256, FFN 1024, 4 heads, pre-norm,
 #    shared embeddings, dropout 0.3 / 0.1, label smoothing 0.1, Adam (0.9, 0.98), clip 1.0,
@@ -18,15 +18,15 @@
 #    log-probability per token (its only length normalisation). The time is each toolkit's
 #    own clock around its decoding loop (model loading excluded): fairseq-generate's
 #    "Translated ... in Xs", onmt_translate -report_time's "Total translation time", and ours
-#    scripts/benchmark.py's decoding time.
+#    benchmarks/bench.py's decoding time.
 #    Peak memory: the maximum resident set size of each decoding process (the peers': from
-#    /usr/bin/time -v; ours: scripts/benchmark.py's, whose decoding runs in a process of its own).
+#    /usr/bin/time -v; ours: benchmarks/bench.py's, whose decoding runs in a process of its own).
 # 3. Scores all outputs the same way (our sentencepiece model detokenizes the pieces, sacreBLEU
 #    scores them against the test references) and writes the JSON (decode_report.py).
 #
 # TRAIN_THREADS (default 2) sets the threads for training; PAUSE_PID, when set, is a process
 # (another training run, say) that is stopped while the decoders are timed and resumed after.
-source scripts/peers/setup.sh "${1:-../peers}"
+source benchmarks/peers/setup.sh "${1:-../peers}"
 STEPS=${2:-1000}
 export OMP_NUM_THREADS=${TRAIN_THREADS:-2} MKL_NUM_THREADS=${TRAIN_THREADS:-2}
 
@@ -64,7 +64,7 @@ for run in 1 2; do
         -beam_size 5 -batch_size 128 -batch_type sents -max_length_ratio 1.5 \
         -length_penalty wu -alpha 1.0 -report_time -gpu -1 > "onmt/decode$run.log" 2>&1
     for precision in auto int8; do
-        (cd "$REPO" && .venv/bin/python scripts/benchmark.py --models transformer-small \
+        (cd "$REPO" && .venv/bin/python benchmarks/bench.py --models transformer-small \
             --checkpoint "transformer-small=$WORK/ours/last.pt" --warmup-steps 0 --steps 1 \
             --beams 5 --decode-precision $precision --out "$WORK/ours-$precision-decode$run.json")
     done
@@ -74,4 +74,4 @@ for precision in auto int8; do
         --beam 5 --batch-size 128 --precision $precision --output "$WORK/ours/test.$precision.de")
 done
 [ -n "${PAUSE_PID:-}" ] && kill -CONT "$PAUSE_PID"
-cd "$REPO" && .venv/bin/python scripts/peers/decode_report.py "$WORK" "$STEPS"
+cd "$REPO" && .venv/bin/python benchmarks/peers/decode_report.py "$WORK" "$STEPS"

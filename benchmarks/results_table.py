@@ -1,114 +1,36 @@
-"""Markdown tables of the committed results, and the README sections generated from them.
+#!/usr/bin/env python3
+"""Print the markdown tables of the committed results, or write them into the docs.
 
-    results/models/*.json   one trained model each, in the format of `ModelResult`
-    results/bench/*.json    runs of scripts/benchmark.py ("kind": "throughput" or "growth"),
-                            and side by side with fairseq and OpenNMT-py: training speed
-                            ("kind": "peers", from scripts/peers/measure.sh) and decoding
-                            speed at about equal BLEU ("peers-decode", scripts/peers/decode.sh)
+    benchmarks/results_table.py                    # print every section
+    benchmarks/results_table.py --update           # README.md and docs/benchmarks.md
+    benchmarks/results_table.py --update FILE ...  # the sections whose markers FILE holds
 
-`update_sections` replaces the text between `<!-- results:start -->` and `<!-- results:end -->`
-with the models table, and between `<!-- bench:start -->` and `<!-- bench:end -->` with the
-benchmark tables, so that the README's numbers always come from these files.
+Sections, each written between its markers `<!-- NAME:start -->` and `<!-- NAME:end -->`:
 
-A model result, e.g. results/models/transformer-tiny.en-de.json:
+    results   the trained models, one row per results/models/*.json (seq2seq/model_result.py)
+    bench     the latest record of each kind in results/bench/*.json: "throughput" and
+              "growth" (benchmarks/bench.py), and side by side with fairseq and OpenNMT-py,
+              training speed ("peers", benchmarks/peers/measure.sh) and decoding speed at
+              about equal BLEU ("peers-decode", benchmarks/peers/decode.sh)
 
-    {
-      "name": "Transformer tiny, 5 checkpoints averaged",
-      "model": "transformer-tiny", "direction": "en-de", "corpus": "multi30k", "split": "test",
-      "parameters": 2349568,
-      "bleu": 38.1, "bleu_lc": 39.0, "chrf": 64.2,
-      "signatures": {"bleu": "nrefs:1|case:mixed|...", "bleu_lc": "...", "chrf": "..."},
-      "beam_size": 5, "averaged_checkpoints": 5,
-      "train_steps": 30000, "train_hours": 1.5, "device": "1x NVIDIA H100",
-      "commands": ["make data", "make train MODEL=transformer", "..."],
-      "git_revision": "0123abc..."
-    }
-
-`scripts/evaluate.py --record FILE` writes one: the scores, signatures, beam, model, corpus,
-parameter count, step and number of averaged checkpoints come from the evaluation and the
-checkpoint; the name, training time, device and commands are given as options.
+so that the numbers in the docs always come from these files.
 """
 
+import argparse
 import json
-import subprocess
-from dataclasses import asdict, dataclass, fields
+import os
+import re
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any
 
-from seq2seq.checkpoint import write_atomically
+from seq2seq.cli import run_cli
 from seq2seq.errors import UserError
+from seq2seq.model_result import ModelResult
 
+DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
+BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode"]  # in the order shown
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
-
-
-@dataclass
-class ModelResult:
-    """One trained model's test scores and how it was made (see the module docstring)."""
-
-    name: str  # the row's label
-    model: str  # the model preset (model.name)
-    direction: str  # e.g. "en-de"
-    corpus: str  # e.g. "multi30k"
-    split: str  # the scored split, e.g. "test"
-    parameters: int
-    bleu: float  # sacreBLEU, cased
-    bleu_lc: float  # sacreBLEU, lowercased
-    chrf: float
-    signatures: dict[str, str]  # sacreBLEU signatures of "bleu", "bleu_lc" and "chrf"
-    beam_size: int
-    averaged_checkpoints: int  # checkpoints averaged into the weights; 1: a single checkpoint
-    train_steps: int
-    train_hours: float
-    device: str  # what it was trained on
-    commands: list[str]  # every command, from preparing the data to evaluating
-    git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
-
-    @classmethod
-    def load(cls, path: Path) -> "ModelResult":
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise UserError(f"{path}: not readable JSON ({err})") from None
-        known = {f.name: f for f in fields(cls)}
-        if not isinstance(values, dict) or values.keys() != known.keys():
-            got = values.keys() if isinstance(values, dict) else set()
-            wrong = sorted(set(known) - set(got)) + sorted(set(got) - set(known))
-            raise UserError(f"{path}: missing or unknown keys: {', '.join(wrong) or 'all'}")
-        for name, value in values.items():
-            kind = get_origin(known[name].type) or known[name].type
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if not (number if kind is float else isinstance(value, kind)):
-                raise UserError(f"{path}: {name} should be a {kind.__name__}, not {value!r}")
-        return cls(**values)
-
-    def save(self, path: Path) -> None:
-        """Write the result as indented JSON, atomically."""
-        text = json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n"
-        try:
-            write_atomically(path, lambda tmp: tmp.write(text.encode("utf-8")))
-        except OSError as err:
-            raise UserError(f"{path}: cannot write ({err.strerror})") from None
-
-
-def git_state() -> tuple[str | None, bool | None]:
-    """The commit checked out and whether tracked files differ from it (None outside git)."""
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        result = subprocess.run(
-            ["git", "--no-optional-locks", *args],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return result.stdout.strip()
-
-    try:
-        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.CalledProcessError):
-        return None, None
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -212,7 +134,7 @@ def _milliseconds(value: float | None) -> str:
     return "–" if value is None else f"{value:,.2f}"
 
 
-def growth_section(record: dict[str, Any], source: Path) -> str:
+def growth_section(record: dict[str, Any], source: Path, links_from: Path = Path()) -> str:
     """One row per model and length: training step time and memory, decoding time per token."""
     header = ["Model", "Length", "Train step ms", "Step memory MiB"]
     header += ["Decode ms/token, cached", "Decode ms/token, no cache"]
@@ -232,7 +154,8 @@ def growth_section(record: dict[str, Any], source: Path) -> str:
     lines = [_run_line(record, source), ""]
     plot = source.with_suffix(".png")
     if plot.is_file():
-        lines += [f"![Cost growth with sequence length]({plot})", ""]
+        link = Path(os.path.relpath(plot, links_from)).as_posix()
+        lines += [f"![Cost growth with sequence length]({link})", ""]
     lines += [
         _markdown_table(header, rows),
         "",
@@ -295,45 +218,110 @@ def peers_decode_section(record: dict[str, Any], source: Path) -> str:
     )
 
 
-def bench_section(paths: list[Path]) -> str:
-    """The tables of every benchmark record, in file name order."""
-    sections = []
-    for path in sorted(paths):
+def _recorded_at(path: Path) -> str:
+    """The time in a record's file name (<...>-YYYYMMDD-HHMMSS.json), or "" if it has none."""
+    found = re.search(r"\d{8}-\d{6}", path.stem)
+    return found.group() if found else ""
+
+
+def latest_records(paths: list[Path]) -> dict[str, tuple[dict[str, Any], Path]]:
+    """{kind: (record, path)} of the newest record of each kind, by the time in its file name."""
+    latest: dict[str, tuple[dict[str, Any], Path]] = {}
+    for path in sorted(paths, key=lambda path: (_recorded_at(path), path.name)):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             kind = record["kind"]
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"{path}: not a benchmark record ({err!r})") from None
+        if kind not in BENCH_KINDS:
+            raise UserError(f"{path}: unknown benchmark kind {kind!r}")
+        latest[kind] = record, path
+    return latest
+
+
+def bench_section(paths: list[Path], links_from: Path = Path()) -> str:
+    """The tables of the latest benchmark record of each kind; figures are linked relative to
+    the folder `links_from` (that of the file the section goes into)."""
+    latest = latest_records(paths)
+    sections = []
+    for kind in BENCH_KINDS:
+        if kind not in latest:
+            continue
+        record, path = latest[kind]
         if kind == "throughput":
             sections.append(throughput_section(record, path))
         elif kind == "growth":
-            sections.append(growth_section(record, path))
+            sections.append(growth_section(record, path, links_from))
         elif kind == "peers":
             sections.append(peers_section(record, path))
-        elif kind == "peers-decode":
-            sections.append(peers_decode_section(record, path))
         else:
-            raise UserError(f"{path}: unknown benchmark kind {kind!r}")
+            sections.append(peers_decode_section(record, path))
     return "\n\n".join(sections) or NO_BENCHMARKS
 
 
-def sections(results_dir: Path) -> dict[str, str]:
+def sections(results_dir: Path, links_from: Path = Path()) -> dict[str, str]:
     """{"results": the models table, "bench": the benchmark tables} from `results_dir`."""
     models = [ModelResult.load(path) for path in sorted(results_dir.glob("models/*.json"))]
     return {
         "results": models_section(models),
-        "bench": bench_section(list(results_dir.glob("bench/*.json"))),
+        "bench": bench_section(list(results_dir.glob("bench/*.json")), links_from),
     }
 
 
 def update_sections(text: str, bodies: dict[str, str]) -> str:
     """Replace what lies between `<!-- NAME:start -->` and `<!-- NAME:end -->` for every NAME
-    of `bodies`; everything else is kept as it is."""
+    of `bodies` whose markers `text` holds (at least one); everything else is kept as it is."""
+    updated = 0
     for name, body in bodies.items():
         start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+        if start not in text and end not in text:
+            continue
         if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
             raise UserError(f"expected one {start} followed by one {end}")
         head, rest = text.split(start)
         _, tail = rest.split(end)
         text = f"{head}{start}\n{body}\n{end}{tail}"
+        updated += 1
+    if not updated:
+        markers = ", ".join(f"<!-- {name}:start -->" for name in bodies)
+        raise UserError(f"no section markers: expected one of {markers}")
     return text
+
+
+def update_file(path: Path, results_dir: Path) -> None:
+    """Rewrite the sections of `path` from the records in `results_dir`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"--update {path}: cannot read it ({err.strerror})") from None
+    bodies = sections(results_dir, links_from=path.parent)
+    try:
+        updated = update_sections(text, bodies)
+    except UserError as err:
+        raise UserError(f"{path}: {err}") from None
+    path.write_text(updated, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--results", type=Path, default=Path("results"), help="results folder")
+    parser.add_argument(
+        "--update",
+        type=Path,
+        nargs="*",
+        metavar="FILE",
+        help=f"rewrite the sections of each FILE (default: {' '.join(map(str, DEFAULT_FILES))})",
+    )
+    args = parser.parse_args()
+    if args.update is None:
+        print("\n\n".join(sections(args.results).values()))
+        return
+    for path in args.update or DEFAULT_FILES:
+        update_file(path, args.results)
+        print(f"updated {path}")
+
+
+if __name__ == "__main__":
+    run_cli(main)

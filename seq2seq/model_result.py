@@ -1,0 +1,98 @@
+"""The record of one trained model: its test scores and how it was made (results/models/*.json).
+
+A model result, e.g. results/models/transformer-tiny.en-de.json:
+
+    {
+      "name": "Transformer tiny, 5 checkpoints averaged",
+      "model": "transformer-tiny", "direction": "en-de", "corpus": "multi30k", "split": "test",
+      "parameters": 2349568,
+      "bleu": 38.1, "bleu_lc": 39.0, "chrf": 64.2,
+      "signatures": {"bleu": "nrefs:1|case:mixed|...", "bleu_lc": "...", "chrf": "..."},
+      "beam_size": 5, "averaged_checkpoints": 5,
+      "train_steps": 30000, "train_hours": 1.5, "device": "1x NVIDIA H100",
+      "commands": ["make data", "make train MODEL=transformer", "..."],
+      "git_revision": "0123abc..."
+    }
+
+`scripts/evaluate.py --record FILE` writes one: the scores, signatures, beam, model, corpus,
+parameter count, step and number of averaged checkpoints come from the evaluation and the
+checkpoint; the name, training time, device and commands are given as options.
+"""
+
+import json
+import subprocess
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import get_origin
+
+from seq2seq.checkpoint import write_atomically
+from seq2seq.errors import UserError
+
+
+@dataclass
+class ModelResult:
+    """One trained model's test scores and how it was made (see the module docstring)."""
+
+    name: str  # the row's label
+    model: str  # the model preset (model.name)
+    direction: str  # e.g. "en-de"
+    corpus: str  # e.g. "multi30k"
+    split: str  # the scored split, e.g. "test"
+    parameters: int
+    bleu: float  # sacreBLEU, cased
+    bleu_lc: float  # sacreBLEU, lowercased
+    chrf: float
+    signatures: dict[str, str]  # sacreBLEU signatures of "bleu", "bleu_lc" and "chrf"
+    beam_size: int
+    averaged_checkpoints: int  # checkpoints averaged into the weights; 1: a single checkpoint
+    train_steps: int
+    train_hours: float
+    device: str  # what it was trained on
+    commands: list[str]  # every command, from preparing the data to evaluating
+    git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
+
+    @classmethod
+    def load(cls, path: Path) -> "ModelResult":
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise UserError(f"{path}: not readable JSON ({err})") from None
+        known = {f.name: f for f in fields(cls)}
+        if not isinstance(values, dict) or values.keys() != known.keys():
+            got = values.keys() if isinstance(values, dict) else set()
+            wrong = sorted(set(known) - set(got)) + sorted(set(got) - set(known))
+            raise UserError(f"{path}: missing or unknown keys: {', '.join(wrong) or 'all'}")
+        for name, value in values.items():
+            kind = get_origin(known[name].type) or known[name].type
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (number if kind is float else isinstance(value, kind)):
+                raise UserError(f"{path}: {name} should be a {kind.__name__}, not {value!r}")
+        return cls(**values)
+
+    def save(self, path: Path) -> None:
+        """Write the result as indented JSON, atomically."""
+        text = json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n"
+        try:
+            write_atomically(path, lambda tmp: tmp.write(text.encode("utf-8")))
+        except OSError as err:
+            raise UserError(f"{path}: cannot write ({err.strerror})") from None
+
+
+def git_state() -> tuple[str | None, bool | None]:
+    """The commit checked out and whether tracked files differ from it (None outside git)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        result = subprocess.run(
+            ["git", "--no-optional-locks", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout.strip()
+
+    try:
+        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.CalledProcessError):
+        return None, None

@@ -1,0 +1,84 @@
+"""Process tuning by the scripts (seq2seq.cli.tune_process): oneDNN's cache and glibc's malloc."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seq2seq.cli import is_glibc
+
+# Each round allocates three 20 MiB blocks (the size of a beam step's fp32 log-probabilities),
+# fills and frees them, and prints the page faults the round took. By default glibc maps them
+# afresh the first time, serves them from its heap afterwards, but hands the heap's free top
+# back to the kernel when it exceeds twice the block size, so every round faults again.
+PAGES = 3 * (20 << 20) // 4096  # 4 KiB pages in one round's blocks
+ROUNDS = """
+import ctypes, resource
+{setup}
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+size = 20 << 20
+for _ in range(4):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    blocks = [libc.malloc(size) for _ in range(3)]
+    for block in blocks:
+        ctypes.memset(block, 1, size)
+    for block in blocks:
+        libc.free(block)
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+TUNED = "from seq2seq.cli import tune_process; tune_process()"
+
+
+def page_faults_per_round(setup: str, env: dict[str, str] | None = None) -> list[int]:
+    """The page faults of each round of ROUNDS after running `setup` in a fresh process."""
+    result = subprocess.run(
+        [sys.executable, "-c", ROUNDS.format(setup=setup)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [int(line) for line in result.stdout.split()]
+
+
+@pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
+def test_tuned_process_reuses_freed_memory_without_page_faults(monkeypatch) -> None:
+    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)
+    first, *later = page_faults_per_round(TUNED, dict(os.environ))
+    assert first > PAGES * 9 // 10  # the first round faults: the count measures what we mean
+    assert max(later) < PAGES // 100
+
+
+@pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
+def test_a_users_malloc_settings_are_kept(monkeypatch) -> None:
+    monkeypatch.setenv("GLIBC_TUNABLES", "")
+    assert min(page_faults_per_round(TUNED, dict(os.environ))) > PAGES * 9 // 10
+
+
+@pytest.mark.parametrize(("preset", "capacity"), [(None, "16"), ("512", "512")])
+def test_tuning_caps_the_onednn_kernel_cache(preset: str | None, capacity: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    if preset:
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = preset
+    code = f"import os; {TUNED}; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.stdout.strip() == capacity
+
+
+def test_every_script_starts_from_a_shell() -> None:
+    root = Path(__file__).resolve().parents[1]
+    scripts = [
+        path
+        for folder in ("scripts", "benchmarks", "examples")
+        for path in (root / folder).rglob("*.py")
+        if "__main__" in path.read_text(encoding="utf-8")
+    ]
+    assert len(scripts) >= 10
+    for path in scripts:
+        assert path.read_text(encoding="utf-8").startswith("#!/usr/bin/env python3\n"), path
+        assert os.access(path, os.X_OK), path

@@ -1,0 +1,70 @@
+"""Importing the library changes nothing in the process, and the library imports no tool."""
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli import PAGES, page_faults_per_round
+
+from seq2seq.cli import is_glibc
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "seq2seq"
+
+# Imports every module of the library, noting whether os.environ changed.
+IMPORT_ALL = """
+import importlib, os, pkgutil
+before = dict(os.environ)
+import seq2seq
+for module in pkgutil.walk_packages(seq2seq.__path__, "seq2seq."):
+    importlib.import_module(module.name)
+changed = sorted(set(os.environ.items()) ^ set(before.items()))
+"""
+
+
+def library_modules() -> list[str]:
+    """seq2seq's modules, from its files (so that the test notices a module added later)."""
+    return sorted(
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for path in LIBRARY.rglob("*.py")
+    )
+
+
+def test_importing_every_module_leaves_the_environment_unchanged() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    code = IMPORT_ALL + "import sys; print(changed); print(*sorted(sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    changed, imported = result.stdout.splitlines()
+    assert changed == "[]"
+    assert set(library_modules()) <= set(imported.split())
+
+
+@pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
+def test_importing_every_module_leaves_malloc_untouched(monkeypatch) -> None:
+    # Untouched, glibc hands the freed blocks back and every round faults again (test_cli.py);
+    # with seq2seq.cli.tune_process's settings, only the first round does.
+    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
+        monkeypatch.delenv(name, raising=False)
+    faults = page_faults_per_round(IMPORT_ALL, dict(os.environ))
+    assert min(faults) > PAGES * 9 // 10
+
+
+def test_the_library_imports_no_benchmark_or_example() -> None:
+    tools = {"benchmarks", "examples"} | {
+        path.stem for folder in ("benchmarks", "examples") for path in (ROOT / folder).rglob("*.py")
+    }
+    for path in LIBRARY.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] not in tools, f"{path.relative_to(ROOT)} imports {name}"

@@ -1,0 +1,221 @@
+"""The results tables (benchmarks/results_table.py) and model results (seq2seq/model_result.py):
+the models table, the latest benchmark record of each kind, and the sections written between
+markers."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from results_table import (
+    NO_BENCHMARKS,
+    NO_MODELS,
+    bench_section,
+    sections,
+    update_sections,
+)
+
+from seq2seq.errors import UserError
+from seq2seq.model_result import ModelResult
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = [sys.executable, str(ROOT / "benchmarks" / "results_table.py")]
+RUN = {"capture_output": True, "text": True}
+
+
+MODEL_RESULT = {
+    "name": "Transformer tiny",
+    "model": "transformer-tiny",
+    "direction": "en-de",
+    "corpus": "multi30k",
+    "split": "test",
+    "parameters": 2349568,
+    "bleu": 38.123,
+    "bleu_lc": 39.01,
+    "chrf": 64.25,
+    "signatures": {"bleu": "case:mixed|tok:13a", "bleu_lc": "case:lc|tok:13a", "chrf": "c6"},
+    "beam_size": 5,
+    "averaged_checkpoints": 5,
+    "train_steps": 30000,
+    "train_hours": 1.5,
+    "device": "1x NVIDIA H100",
+    "commands": ["make data", "make train"],
+    "git_revision": "0123456789abcdef0123456789abcdef01234567",
+}
+
+MODELS_TABLE = """\
+| Model | Direction | Parameters | BLEU | BLEU (lc) | chrF | Beam | Checkpoints averaged | Steps | Training | Device |
+|---|---|---|---|---|---|---|---|---|---|---|
+| Transformer tiny | en-de | 2.35M | 38.1 | 39.0 | 64.2 | 5 | 5 | 30,000 | 1.5 h | 1x NVIDIA H100 |
+| GRU | en-de | 2.35M | 30.0 | 39.0 | 64.2 | 5 | 5 | 30,000 | 1.5 h | 1x NVIDIA H100 |
+
+Scored on multi30k test; sacreBLEU bleu `case:mixed|tok:13a`, bleu_lc `case:lc|tok:13a`, chrf `c6`.
+
+Transformer tiny (en-de, revision `0123456789`):
+
+```sh
+make data
+make train
+```
+
+GRU (en-de, revision `0123456789`):
+
+```sh
+make data
+make train
+```"""  # noqa: E501
+
+
+def write_json(path: Path, values: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(values))
+    return path
+
+
+def test_models_table(tmp_path: Path) -> None:
+    assert sections(tmp_path) == {"results": NO_MODELS, "bench": NO_BENCHMARKS}
+    write_json(tmp_path / "models" / "a.json", {**MODEL_RESULT, "name": "GRU", "bleu": 30.0})
+    write_json(tmp_path / "models" / "b.json", MODEL_RESULT)
+    assert sections(tmp_path)["results"] == MODELS_TABLE
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"bleu": None}, "bleu should be a float"),
+        ({"train_steps": 1.5}, "train_steps should be a int"),
+        ({"commands": "make train"}, "commands should be a list"),
+        ({"extra": 1}, "missing or unknown keys: extra"),
+    ],
+)
+def test_bad_model_result(tmp_path: Path, change: dict, message: str) -> None:
+    path = write_json(tmp_path / "m.json", {**MODEL_RESULT, **change})
+    with pytest.raises(UserError, match=message):
+        ModelResult.load(path)
+
+
+def test_model_result_missing_key(tmp_path: Path) -> None:
+    values = {key: value for key, value in MODEL_RESULT.items() if key != "chrf"}
+    with pytest.raises(UserError, match="missing or unknown keys: chrf"):
+        ModelResult.load(write_json(tmp_path / "m.json", values))
+
+
+README = """\
+# Title
+<!-- results:start -->
+old table
+<!-- results:end -->
+between
+<!-- bench:start --><!-- bench:end -->
+end
+"""
+
+
+def test_update_replaces_only_between_markers() -> None:
+    updated = update_sections(README, {"results": "NEW", "bench": "B1\nB2"})
+    assert updated == (
+        "# Title\n<!-- results:start -->\nNEW\n<!-- results:end -->\nbetween\n"
+        "<!-- bench:start -->\nB1\nB2\n<!-- bench:end -->\nend\n"
+    )
+    assert update_sections(updated, {"results": "NEW", "bench": "B1\nB2"}) == updated
+    with pytest.raises(UserError, match=r"^no section markers: expected one of <!-- other:start"):
+        update_sections(README, {"other": "x"})
+    with pytest.raises(UserError, match="one <!-- bench:start --> followed by"):
+        update_sections(README.replace("<!-- bench:end -->", ""), {"bench": "x"})
+
+
+def test_update_writes_only_the_sections_a_file_has_markers_for() -> None:
+    only_bench = "intro\n<!-- bench:start -->\nold\n<!-- bench:end -->\n"
+    updated = update_sections(only_bench, {"results": "MODELS", "bench": "B"})
+    assert updated == "intro\n<!-- bench:start -->\nB\n<!-- bench:end -->\n"
+
+
+def test_results_table_script_updates_the_readme_and_the_benchmarks_page(tmp_path: Path) -> None:
+    write_json(tmp_path / "results" / "models" / "a.json", MODEL_RESULT)
+    (tmp_path / "README.md").write_text("# Title\n<!-- results:start -->\n<!-- results:end -->\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "benchmarks.md").write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
+    result = subprocess.run([*SCRIPT, "--update"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["updated README.md", "updated docs/benchmarks.md"]
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith("# Title\n<!-- results:start -->\n| Model | Direction |")
+    assert readme.endswith("```\n<!-- results:end -->\n")
+    bench_page = (tmp_path / "docs" / "benchmarks.md").read_text()
+    assert bench_page == f"<!-- bench:start -->\n{NO_BENCHMARKS}\n<!-- bench:end -->\n"
+
+    result = subprocess.run([*SCRIPT, "--update", str(tmp_path / "missing.md")], **RUN)
+    assert result.returncode == 2 and result.stderr.startswith("error: --update")
+    no_markers = tmp_path / "notes.md"
+    no_markers.write_text("no markers\n")
+    result = subprocess.run([*SCRIPT, "--update", str(no_markers)], **RUN)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {no_markers}: no section markers")
+    assert no_markers.read_text() == "no markers\n"
+
+
+def peers_record(toolkit_name: str = "fairseq") -> dict:
+    toolkit = {"name": toolkit_name, "version": "0.12.3", "tgt_tokens_per_step": 2418.4}
+    toolkit |= {"tgt_tokens_per_second": [1306.4, 1228.5], "peak_rss_mib": 1553.9}
+    record = {"kind": "peers", "device": "CPU", "threads": 2, "torch": "2.13.0", "date": "today"}
+    record |= {"git_revision": "0123456789abcdef", "setup": "3+3 layers", "method": "How."}
+    record |= {"reproduce": "bash benchmarks/peers/measure.sh", "toolkits": [toolkit]}
+    return record
+
+
+def test_bench_section_shows_the_latest_record_of_each_kind(tmp_path: Path) -> None:
+    newer = write_json(tmp_path / "peers-cpu-20261123-010000.json", peers_record("newer"))
+    older = write_json(tmp_path / "peers-cpu-20261121-230000.json", peers_record("older"))
+    decode = {**peers_record("decoder"), "kind": "peers-decode"}
+    decode["toolkits"] = [
+        {"name": "decoder", "version": "1", "sentences_per_second": [61.0], "bleu": 30.0}
+        | {"bleu_lc": 30.7, "chrf": 58.9}
+    ]
+    first_decode = write_json(tmp_path / "peers-decode-cpu-20261120-000000.json", decode)
+    section = bench_section([first_decode, newer, older])
+    assert str(newer) in section and str(older) not in section
+    assert "| newer |" in section and "| older |" not in section
+    assert section.index(str(newer)) < section.index(str(first_decode))  # peers, then decoding
+
+
+def test_peers_table(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "peers.json", peers_record())
+    assert bench_section([path]).splitlines() == [
+        "**Side by side** on CPU, 2 threads, torch 2.13.0, revision `0123456789`, today: "
+        f"3+3 layers; `bash benchmarks/peers/measure.sh` → `{path}`",
+        "",
+        "| Toolkit | Version | Target tokens per step | Train tgt tok/s (each run) "
+        "| Peak RSS MiB |",
+        "|---|---|---|---|---|",
+        "| fairseq | 0.12.3 | 2,418 | 1,306 / 1,228 | 1,554 |",
+        "",
+        "How.",
+    ]
+
+
+def test_peers_decode_table(tmp_path: Path) -> None:
+    toolkit = {"name": "fairseq", "version": "0.12.3", "sentences_per_second": [61.04, 59.6]}
+    toolkit |= {"bleu": 30.04, "bleu_lc": 30.66, "chrf": 58.91}
+    record = {"kind": "peers-decode", "device": "CPU", "threads": 2, "torch": "2.13.0"}
+    record |= {"date": "today", "git_revision": "0123456789abcdef", "setup": "beam 5"}
+    record |= {"method": "How.", "reproduce": "bash decode.sh", "toolkits": [toolkit]}
+    path = write_json(tmp_path / "decode.json", record)
+    assert bench_section([path]).splitlines() == [
+        "**Side by side** on CPU, 2 threads, torch 2.13.0, revision `0123456789`, today: "
+        f"beam 5; `bash decode.sh` → `{path}`",
+        "",
+        "| Toolkit | Version | Beam-5 sent/s (each run) | BLEU | BLEU lc | chrF |",
+        "|---|---|---|---|---|---|",
+        "| fairseq | 0.12.3 | 61.0 / 59.6 | 30.0 | 30.7 | 58.9 |",
+        "",
+        "How.",
+    ]
+    toolkit["peak_rss_mib"] = [1017.4, 1020.6]
+    path = write_json(tmp_path / "decode.json", record)
+    assert bench_section([path]).splitlines()[2:5] == [
+        "| Toolkit | Version | Beam-5 sent/s (each run) | BLEU | BLEU lc | chrF | "
+        "Peak RSS MiB (each run) |",
+        "|---|---|---|---|---|---|---|",
+        "| fairseq | 0.12.3 | 61.0 / 59.6 | 30.0 | 30.7 | 58.9 | 1,017 / 1,021 |",
+    ]
