@@ -25,18 +25,19 @@ import shlex
 import sys
 from pathlib import Path
 
-from seq2seq.checkpoint import Inference, load_for_inference
-from seq2seq.corpora import read_lines
+from seq2seq.checkpoint import Inference, load_for_inference, write_atomically
+from seq2seq.config import AT_LEAST_0
 from seq2seq.decode_options import add_decode_options, apply_decode_options
 from seq2seq.device import pick_device
-from seq2seq.errors import UserError, run_cli
+from seq2seq.errors import ArgumentParser, UserError, check_output, number, run_cli
+from seq2seq.evaluation import EvalResult, evaluate
 from seq2seq.prepare import PreparedData
 from seq2seq.results import ModelResult, git_state
-from seq2seq.translator import EvalResult, Translator, evaluate
+from seq2seq.translator import Translator, read_input_file
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
@@ -52,7 +53,9 @@ def parse_args() -> argparse.Namespace:
     record.add_argument("--record", metavar="FILE", help="write the result as JSON")
     record.add_argument("--name", help="the name of its row in the results table")
     record.add_argument("--trained-on", metavar="DEVICE", help='e.g. "1x NVIDIA H100, bf16"')
-    record.add_argument("--train-hours", type=float, metavar="H", help="training wall time")
+    record.add_argument(
+        "--train-hours", type=number(float, AT_LEAST_0), metavar="H", help="training wall time"
+    )
     record.add_argument(
         "--command",
         action="append",
@@ -76,6 +79,10 @@ def parse_args() -> argparse.Namespace:
         parser.error("give either --split or --src and --ref, not both")
     if bool(args.src) != bool(args.ref):
         parser.error("--src and --ref go together")
+    for option in ("output", "record"):
+        if getattr(args, option):
+            inputs = (args.checkpoint, args.src, args.ref)
+            check_output(f"--{option}", getattr(args, option), inputs)
     return args
 
 
@@ -133,7 +140,7 @@ def main() -> None:
     apply_decode_options(args, inference.config.decode)
     prepared = None
     if args.src:
-        sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
+        sources, references = read_input_file(args.src, "--src"), read_input_file(args.ref, "--ref")
     else:
         args.split = args.split or "test"
         prepared = PreparedData.load(inference.config.data.prepared)
@@ -141,10 +148,9 @@ def main() -> None:
     translator = Translator.from_inference(inference, device)
     result = evaluate(translator, sources, references)
     if args.output:
+        text = "".join(f"{line}\n" for line in result.hypotheses).encode()
         try:
-            Path(args.output).write_text(
-                "".join(f"{line}\n" for line in result.hypotheses), encoding="utf-8"
-            )
+            write_atomically(Path(args.output), lambda file: file.write(text))
         except OSError as err:
             raise UserError(f"--output {args.output}: cannot write: {err}") from None
     print(json.dumps(result.summary()) if args.json else report(result))

@@ -1,8 +1,13 @@
 """User-facing errors: one line on stderr and a non-zero exit, never a traceback."""
 
+import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+Number = TypeVar("Number", int, float)
 
 
 class UserError(Exception):
@@ -26,3 +31,47 @@ def run_cli(main: Callable[[], None]) -> None:
         # The reader went away (`... | head`): stop quietly, as command-line tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, reporting a bad command line as one `error:` line (exit status 2)
+    instead of the usage text followed by the error; `--help` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[[str], Number]:
+    """An argparse `type`: the option's text as `kind` (int or float), refused unless it is in
+    `valid` (e.g. a `seq2seq.config.Range`, whose text says which values are)."""
+
+    def convert(text: str) -> Number:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if value not in valid:
+            raise argparse.ArgumentTypeError(f"{text}: {valid}")
+        return value
+
+    return convert
+
+
+def check_output(option: str, path: str | Path, inputs: Iterable[str | Path | None]) -> None:
+    """Refuse, before any work is done, an output file that would overwrite one of the `inputs`
+    or that cannot be written: a folder, a file in a missing or read-only folder."""
+    target = Path(path)
+    for given in filter(None, inputs):
+        source = Path(given)
+        same = source.resolve() == target.resolve()
+        if same or (source.exists() and target.exists() and source.samefile(target)):
+            raise UserError(f"{option} {path}: is also an input ({given}); choose another file")
+    folder = target.resolve().parent
+    if target.is_dir():
+        raise UserError(f"{option} {path}: is a folder; give a file name")
+    if not folder.is_dir():
+        raise UserError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError(f"{option} {path}: not writable")

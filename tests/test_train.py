@@ -18,8 +18,9 @@ from seq2seq import train as train_module
 from seq2seq.checkpoint import load_checkpoint, load_for_inference
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
+from seq2seq.evaluation import evaluate
 from seq2seq.prepare import PreparedData
-from seq2seq.translator import Translator, evaluate
+from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]

@@ -25,11 +25,12 @@ from seq2seq.checkpoint import (
 from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
+from seq2seq.evaluation import evaluate
 from seq2seq.prepare import prepare
 from seq2seq.results import ModelResult, sections
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import train
-from seq2seq.translator import Translator, evaluate
+from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 LEXICON = {
@@ -121,7 +122,7 @@ def test_translate_keeps_order_and_handles_awkward_lines(translator):
     assert len(results) == len(AWKWARD)
     for line, nbest in zip(AWKWARD, results, strict=True):
         if not line.strip():
-            assert [(t.text, t.score, t.tokens) for t in nbest] == [("", 0.0, [])]
+            assert [(t.text, t.score, t.tokens) for t in nbest] == [("", 0.0, [])] * 2
             continue
         assert len(nbest) == 2 and nbest[0].score >= nbest[1].score
         (alone,) = translator.translate([line], beam_size=2, nbest=2)
@@ -237,9 +238,10 @@ def test_translate_pipe_mode(run, translator, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     nbest_lines = [line.split(" ||| ") for line in result.stdout.splitlines()]
-    assert [int(number) for number, _, _ in nbest_lines] == [0, 0, 1, 2, 2, 3, 3, 4, 4]
-    assert nbest_lines[2][1:] == ["", "0.0000"]  # the empty line
+    assert [int(number) for number, _, _ in nbest_lines] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert nbest_lines[2][1:] == nbest_lines[3][1:] == ["", "0.0000"]  # the empty line
     assert result.stderr.count("┼") == 4  # one heatmap per non-empty line
+    # map-<input line number>.png: the empty line 2 has none
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"map-{n}.png" for n in (1, 3, 4, 5)]
 
 
@@ -385,9 +387,9 @@ def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
 def test_bad_decoding_options_are_one_line_errors(run, name):
     checkpoint = str(run / "best.pt")
     for option, value, message in [
-        ("--beam", "0", "--beam 0: must be >= 1"),
-        ("--length-penalty", "-0.5", "--length-penalty -0.5: must be >= 0"),
-        ("--batch-size", "0", "--batch-size 0: must be >= 1"),
+        ("--beam", "0", "--beam: 0: must be >= 1"),
+        ("--length-penalty", "-0.5", "--length-penalty: -0.5: must be >= 0"),
+        ("--batch-size", "0", "--batch-size: 0: must be >= 1"),
         ("--precision", "int4", "--precision int4: must be one of auto, bf16, fp16, fp32, int8"),
     ]:
         result = script(name, "--checkpoint", checkpoint, option, value, stdin="A dog.")
