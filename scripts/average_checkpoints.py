@@ -51,7 +51,7 @@ def main() -> None:
         paths = step_checkpoints(Path(args.inputs[0]), args.last)
     else:
         paths = [Path(p) for p in args.inputs]
-    check_output("--out", args.out, paths)
+    check_output("--out", args.out, paths, create_folder=True)
     averaged = average_checkpoints(paths)
     try:
         save_checkpoint(averaged, args.out)

@@ -79,10 +79,11 @@ def parse_args() -> argparse.Namespace:
         parser.error("give either --split or --src and --ref, not both")
     if bool(args.src) != bool(args.ref):
         parser.error("--src and --ref go together")
-    for option in ("output", "record"):
-        if getattr(args, option):
-            inputs = (args.checkpoint, args.src, args.ref)
-            check_output(f"--{option}", getattr(args, option), inputs)
+    inputs = (args.checkpoint, args.src, args.ref)
+    if args.output:
+        check_output("--output", args.output, inputs)
+    if args.record:  # results/models/ is created when missing
+        check_output("--record", args.record, inputs, create_folder=True)
     return args
 
 
@@ -135,13 +136,18 @@ def model_result(
 
 def main() -> None:
     args = parse_args()
+    if args.src:
+        sources, references = read_input_file(args.src, "--src"), read_input_file(args.ref, "--ref")
+        if len(sources) != len(references):
+            raise UserError(
+                f"--src {args.src} has {len(sources)} lines but --ref {args.ref} has "
+                f"{len(references)}: they must match one to one"
+            )
     device = pick_device(args.device)
     inference = load_for_inference(args.checkpoint, device)
     apply_decode_options(args, inference.config.decode)
     prepared = None
-    if args.src:
-        sources, references = read_input_file(args.src, "--src"), read_input_file(args.ref, "--ref")
-    else:
+    if not args.src:
         args.split = args.split or "test"
         prepared = PreparedData.load(inference.config.data.prepared)
         sources, references = prepared.lines(args.split)

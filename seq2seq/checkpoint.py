@@ -80,6 +80,8 @@ def copy_checkpoint(source: str | Path, path: str | Path) -> None:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint safely; any problem is a one-line `UserError` naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not a checkpoint file")
     if not path.is_file():
         raise UserError(f"{path}: checkpoint not found")
     _check_container(path)

@@ -173,7 +173,8 @@ def _coerce(where: str, value: Any, default: Any) -> Any:
     if kind in (bool, str) and isinstance(value, kind):
         return value
     got = type(value).__name__
-    raise UserError(f"{where}: expected {kind.__name__}, got {got} {value!r}")
+    expected = f"a list of {len(default)} numbers" if kind is tuple else kind.__name__
+    raise UserError(f"{where}: expected {expected}, got {got} {value!r}")
 
 
 def _parse_value(text: str) -> Any:
@@ -196,6 +197,7 @@ def _apply(
             )
         default = getattr(section_obj, key)
         setattr(section_obj, key, _coerce(f"{source}: {section}.{key}", value, default))
+        sources.pop(f"{section}.{key}", None)  # keep the keys in the order they were last set
         sources[f"{section}.{key}"] = source
 
 
@@ -329,7 +331,9 @@ def _validate(cfg: Config, sources: dict[str, str]) -> None:
     UserError naming the key, its value and where it was set (file, override or default)."""
 
     def where(*names: str) -> str:
-        return next((sources[n] for n in names if n in sources), "default")
+        """The source that set the last of `names` to be set."""
+        last = [name for name in sources if name in names]
+        return sources[last[-1]] if last else "default"
 
     def shown(name: str) -> str:
         section, _, key = name.partition(".")

@@ -59,19 +59,29 @@ def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[
     return convert
 
 
-def check_output(option: str, path: str | Path, inputs: Iterable[str | Path | None]) -> None:
+def check_output(
+    option: str,
+    path: str | Path,
+    inputs: Iterable[str | Path | None],
+    create_folder: bool = False,
+) -> None:
     """Refuse, before any work is done, an output file that would overwrite one of the `inputs`
-    or that cannot be written: a folder, a file in a missing or read-only folder."""
+    or that cannot be written: a folder, a file in a read-only folder, or in a missing folder
+    (unless `create_folder`: then the nearest existing folder above it must be writable)."""
     target = Path(path)
     for given in filter(None, inputs):
         source = Path(given)
         same = source.resolve() == target.resolve()
         if same or (source.exists() and target.exists() and source.samefile(target)):
             raise UserError(f"{option} {path}: is also an input ({given}); choose another file")
-    folder = target.resolve().parent
     if target.is_dir():
         raise UserError(f"{option} {path}: is a folder; give a file name")
-    if not folder.is_dir():
+    folder = target.resolve().parent
+    while create_folder and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.exists():
         raise UserError(f"{option} {path}: the folder {folder} does not exist")
+    if not folder.is_dir():
+        raise UserError(f"{option} {path}: {folder} is not a folder")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UserError(f"{option} {path}: not writable")
