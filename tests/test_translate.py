@@ -6,6 +6,7 @@ import io
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -415,8 +416,15 @@ def test_average_checkpoints(run, tmp_path):
     with pytest.raises(UserError, match=r"broken\.pt: output\.weight has shape"):
         average_checkpoints([paths[0], tmp_path / "broken.pt"])
 
+    # --last takes the step-<N>.pt files only, ordered by N (step-5 before step-40)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name, source in [("step-5.pt", "step-20.pt"), ("step-40.pt", "step-40.pt")]:
+        shutil.copyfile(run / source, folder / name)
+    for stray in ("step-final.pt", "step-120-copy.pt", "step-3.pt.tmp"):
+        (folder / stray).write_text("not a checkpoint")
     out = tmp_path / "avg.pt"
-    result = script("average_checkpoints.py", "--out", str(out), "--last", "2", str(run))
+    result = script("average_checkpoints.py", "--out", str(out), "--last", "2", str(folder))
     assert result.returncode == 0, result.stderr
     assert torch.equal(
         load_checkpoint(out)["model"]["output.weight"], averaged["model"]["output.weight"]
