@@ -14,9 +14,10 @@ import argparse
 import atexit
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from itertools import islice
 from pathlib import Path
+from typing import BinaryIO
 
 from seq2seq.checkpoint import load_for_inference
 from seq2seq.config import AT_LEAST_1, RULES
@@ -181,21 +182,25 @@ def batch_mode(translator: Translator, args: argparse.Namespace, lines: Iterable
         sys.stdout.flush()
 
 
+def open_input(args: argparse.Namespace) -> AbstractContextManager[BinaryIO]:
+    """--input FILE, or standard input, as bytes (seq2seq.translator.input_lines decodes them)."""
+    if args.input is None:
+        return nullcontext(sys.stdin.buffer)
+    try:
+        return open(args.input, "rb")
+    except OSError as err:
+        raise UserError(f"--input {args.input}: cannot read: {err}") from None
+
+
 def main() -> None:
     args = parse_args()
-    if args.input is None:
-        stream = sys.stdin.buffer
-    else:
-        try:
-            stream = open(args.input, "rb")  # noqa: SIM115  (closed on exit)
-        except OSError as err:
-            raise UserError(f"--input {args.input}: cannot read: {err}") from None
-    translator = load_translator(args)
-    if args.input is None and sys.stdin.isatty():
-        interactive(translator, args)
-        return
-    name = "standard input" if args.input is None else f"--input {args.input}"
-    batch_mode(translator, args, input_lines(stream, name))
+    with open_input(args) as stream:
+        translator = load_translator(args)
+        if args.input is None and sys.stdin.isatty():
+            interactive(translator, args)
+            return
+        name = "standard input" if args.input is None else f"--input {args.input}"
+        batch_mode(translator, args, input_lines(stream, name))
 
 
 if __name__ == "__main__":
