@@ -13,6 +13,7 @@ import io
 import os
 import pickle
 import runpy
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -104,6 +105,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "bad_utf8.txt").write_bytes(b"a b c\nd \xff e\n")
     (root / "ref_link.txt").symlink_to(root / "ref.txt")
     (root / "folder").mkdir()
+    empty_valid = root / "empty_valid"
+    shutil.copytree(root / "data" / "raw", empty_valid)
+    for side in ("src", "tgt"):
+        (empty_valid / f"valid.{side}").write_text("")
     return root
 
 
@@ -263,6 +268,10 @@ CASES: dict[str, Case | object] = {
     "vocab size text": Case("prepare_data", ["--vocab-size", "many"], "--vocab-size"),
     "no data dir": Case(
         "prepare_data", ["--corpus", "files", "--data-dir", "{none}", "--out", "{p}"], "none"
+    ),
+    "empty valid split": pytest.param(
+        Case("prepare_data", [*FILES[:-1], "{empty_valid}", "--out", "{p2}"], "valid"),
+        marks=DATA_BRANCH,
     ),
     "vocab too large": pytest.param(
         Case(
