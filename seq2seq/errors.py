@@ -1,4 +1,8 @@
-"""User-facing errors: one line on stderr and a non-zero exit, never a traceback."""
+"""User-facing errors: one line on stderr and a non-zero exit, never a traceback.
+
+`run_cli` runs a script's main; `ArgumentParser`, `number` and `check_output` refuse a bad
+command line, option value or output file before any work is done.
+"""
 
 import argparse
 import os
