@@ -10,45 +10,55 @@ them. The result translates and evaluates like any checkpoint (it holds no train
 """
 
 import argparse
+import re
 from pathlib import Path
 
 from seq2seq.checkpoint import average_checkpoints, save_checkpoint
-from seq2seq.cli import run_cli
+from seq2seq.cli import ArgumentParser, check_output, number, run_cli
+from seq2seq.config import AT_LEAST_1
 from seq2seq.errors import UserError
+
+STEP_CHECKPOINT = re.compile(r"step-(\d+)\.pt")  # the names training gives step checkpoints
 
 
 def step_checkpoints(run_dir: Path, count: int) -> list[Path]:
     """The `count` step-<N>.pt files of `run_dir` with the highest N, oldest first."""
     if not run_dir.is_dir():
         raise UserError(f"--last: {run_dir} is not a folder")
-    found = sorted(run_dir.glob("step-*.pt"), key=lambda p: int(p.stem.partition("-")[2]))
+    steps = {int(m[1]): p for p in run_dir.iterdir() if (m := STEP_CHECKPOINT.fullmatch(p.name))}
+    found = [steps[step] for step in sorted(steps)]
     if len(found) < count:
         raise UserError(
-            f"--last {count}: {run_dir} has {len(found)} step-*.pt checkpoints "
+            f"--last {count}: {run_dir} has {len(found)} step-<N>.pt checkpoints "
             "(train with train.keep_last to keep them)"
         )
     return found[-count:]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", required=True, help="the averaged checkpoint to write")
-    parser.add_argument("--last", type=int, metavar="N", help="average the last N of RUN_DIR")
+    parser.add_argument(
+        "--last", type=number(int, AT_LEAST_1), metavar="N", help="average the last N of RUN_DIR"
+    )
     parser.add_argument(
         "inputs", nargs="+", metavar="CHECKPOINT|RUN_DIR", help="checkpoints, or one run folder"
     )
     args = parser.parse_args()
     if args.last is not None:
-        if len(args.inputs) != 1 or args.last < 1:
-            parser.error("--last N takes one run folder and N >= 1")
+        if len(args.inputs) != 1:
+            parser.error("--last N takes one run folder")
         paths = step_checkpoints(Path(args.inputs[0]), args.last)
     else:
         paths = [Path(p) for p in args.inputs]
-    if Path(args.out).resolve() in {p.resolve() for p in paths}:
-        raise UserError(f"--out {args.out} is one of the inputs; choose another file")
-    save_checkpoint(average_checkpoints(paths), args.out)
+    check_output("--out", args.out, paths, create_folder=True)
+    averaged = average_checkpoints(paths)
+    try:
+        save_checkpoint(averaged, args.out)
+    except OSError as err:
+        raise UserError(f"--out {args.out}: cannot write ({err.strerror or err})") from None
     print(f"averaged {len(paths)} checkpoints into {args.out}: {', '.join(map(str, paths))}")
 
 

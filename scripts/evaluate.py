@@ -27,26 +27,30 @@ import shlex
 import sys
 from pathlib import Path
 
-from seq2seq.checkpoint import Inference
+from seq2seq.checkpoint import Inference, write_atomically
 from seq2seq.cli import (
+    ArgumentParser,
     add_decode_options,
     add_model_options,
     apply_decode_options,
+    check_output,
     load_model,
+    number,
     run_cli,
 )
-from seq2seq.corpora import read_lines
+from seq2seq.config import AT_LEAST_0
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
+from seq2seq.evaluation import EvalResult, evaluate
 from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepare import PreparedData
-from seq2seq.translator import EvalResult, Translator, evaluate
+from seq2seq.translator import Translator, read_input_file
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_model_options(parser)
@@ -62,7 +66,9 @@ def parse_args() -> argparse.Namespace:
     record.add_argument("--record", metavar="FILE", help="write the result as JSON")
     record.add_argument("--name", help="the name of its row in the results table")
     record.add_argument("--trained-on", metavar="DEVICE", help='e.g. "1x NVIDIA H100, bf16"')
-    record.add_argument("--train-hours", type=float, metavar="H", help="training wall time")
+    record.add_argument(
+        "--train-hours", type=number(float, AT_LEAST_0), metavar="H", help="training wall time"
+    )
     record.add_argument(
         "--command",
         action="append",
@@ -86,6 +92,11 @@ def parse_args() -> argparse.Namespace:
         parser.error("give either --split or --src and --ref, not both")
     if bool(args.src) != bool(args.ref):
         parser.error("--src and --ref go together")
+    inputs = (args.checkpoint, args.src, args.ref)
+    if args.output:
+        check_output("--output", args.output, inputs)
+    if args.record:  # results/models/ is created when missing
+        check_output("--record", args.record, inputs, create_folder=True)
     return args
 
 
@@ -139,23 +150,27 @@ def model_result(
 
 def main() -> None:
     args = parse_args()
+    if args.src:
+        sources, references = read_input_file(args.src, "--src"), read_input_file(args.ref, "--ref")
+        if len(sources) != len(references):
+            raise UserError(
+                f"--src {args.src} has {len(sources)} lines but --ref {args.ref} has "
+                f"{len(references)}: they must match one to one"
+            )
     device = pick_device(args.device)
     inference = load_model(args, MODELS_DIR, device)
     apply_decode_options(args, inference.config.decode)
     prepared = None
-    if args.src:
-        sources, references = read_lines(Path(args.src)), read_lines(Path(args.ref))
-    else:
+    if not args.src:
         args.split = args.split or "test"
         prepared = PreparedData.load(inference.config.data.prepared)
         sources, references = prepared.lines(args.split)
     translator = Translator.from_inference(inference, device)
     result = evaluate(translator, sources, references)
     if args.output:
+        text = "".join(f"{line}\n" for line in result.hypotheses).encode()
         try:
-            Path(args.output).write_text(
-                "".join(f"{line}\n" for line in result.hypotheses), encoding="utf-8"
-            )
+            write_atomically(Path(args.output), lambda file: file.write(text))
         except OSError as err:
             raise UserError(f"--output {args.output}: cannot write: {err}") from None
     print(json.dumps(result.summary()) if args.json else report(result))

@@ -9,17 +9,16 @@ configuration: no optimizer state and no pickle. Add its card with
 `scripts/evaluate.py --model models/NAME --record models/NAME/card.json ...`.
 """
 
-import argparse
 from pathlib import Path
 
 from seq2seq.checkpoint import load_for_inference
-from seq2seq.cli import run_cli
+from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
 from seq2seq.export import DTYPES, WEIGHTS, export_model
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
     parser.add_argument("--out", required=True, metavar="DIR", help="the model folder to write")
     parser.add_argument(

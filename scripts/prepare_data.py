@@ -6,10 +6,8 @@ python scripts/prepare_data.py --corpus tatoeba --src en --tgt fr
 python scripts/prepare_data.py --corpus files --src en --tgt de --data-dir my_corpus/
 """
 
-import argparse
-
 from seq2seq.clean import MAX_RATIO, MAX_WORDS
-from seq2seq.cli import run_cli
+from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.download import MIRROR_ENV
 from seq2seq.errors import UserError
@@ -18,7 +16,7 @@ from seq2seq.tokenizer import MODEL_TYPES
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--corpus", default="multi30k", help=f"{', '.join(CORPORA)} or {USER_CORPUS}"
     )

@@ -5,15 +5,13 @@ Starting the same command again resumes the run from its last.pt exactly.
 Several GPUs or nodes: `torchrun --nproc_per_node=N scripts/train.py --config FILE`.
 """
 
-import argparse
-
-from seq2seq.cli import run_cli
+from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.config import load_config
 from seq2seq.train import train
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", help="TOML configuration file (see configs/)")
     parser.add_argument(
         "overrides", nargs="*", metavar="section.key=value", help="e.g. train.lr=1e-3"

@@ -15,23 +15,26 @@ N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbe
 import argparse
 import atexit
 import sys
-from collections.abc import Iterator
-from contextlib import suppress
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext, suppress
 from itertools import islice
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 from seq2seq.cli import (
+    ArgumentParser,
     add_decode_options,
     add_model_options,
     apply_decode_options,
     load_model,
+    number,
     run_cli,
 )
+from seq2seq.config import AT_LEAST_1, RULES
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.plots import attention_figure, attention_text
-from seq2seq.translator import Translation, Translator
+from seq2seq.translator import Translation, Translator, input_lines
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 HISTORY_FILE = Path.home() / ".seq2seq_history"
@@ -40,14 +43,18 @@ CHUNK_LINES = 4096  # batch mode reads, translates and writes this many lines at
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_model_options(parser)
     add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
-    parser.add_argument("--nbest", type=int, default=1, help="show the N best translations")
     parser.add_argument(
-        "--max-len-ratio", type=float, help="maximum output length per source token"
+        "--nbest", type=number(int, AT_LEAST_1), default=1, help="show the N best translations"
+    )
+    parser.add_argument(
+        "--max-len-ratio",
+        type=number(float, RULES["decode.max_len_ratio"]),
+        help="maximum output length per source token",
     )
     parser.add_argument(
         "--show-attention",
@@ -60,7 +67,10 @@ def parse_args() -> argparse.Namespace:
         help="save the attention map as an image; several sentences: FILE-1.png, FILE-2.png, ...",
     )
     parser.add_argument("--input", metavar="FILE", help="translate FILE instead of standard input")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.save_attention and not Path(args.save_attention).resolve().parent.is_dir():
+        parser.error(f"--save-attention {args.save_attention}: its folder does not exist")
+    return args
 
 
 def load_translator(args: argparse.Namespace) -> Translator:
@@ -69,8 +79,6 @@ def load_translator(args: argparse.Namespace) -> Translator:
     inference = load_model(args, MODELS_DIR, device)
     decode_cfg = inference.config.decode
     if args.max_len_ratio is not None:
-        if args.max_len_ratio <= 0:
-            raise UserError(f"--max-len-ratio {args.max_len_ratio}: must be > 0")
         decode_cfg.max_len_ratio = args.max_len_ratio
     apply_decode_options(args, decode_cfg)
     beam = decode_cfg.beam_size
@@ -148,18 +156,21 @@ def interactive(translator: Translator, args: argparse.Namespace) -> None:
             print(f"  attention map saved to {path}")
 
 
-def read_chunks(stream: TextIO) -> Iterator[list[str]]:
-    """The lines of `stream` (without line ends), CHUNK_LINES at a time."""
-    lines = (line.rstrip("\r\n") for line in stream)
+def read_chunks(lines: Iterable[str]) -> Iterator[list[str]]:
+    """`lines`, CHUNK_LINES at a time."""
+    lines = iter(lines)
     while chunk := list(islice(lines, CHUNK_LINES)):
         yield chunk
 
 
-def batch_mode(translator: Translator, args: argparse.Namespace, stream: TextIO) -> None:
-    """One output line per input line (N with --nbest N), translated a chunk at a time."""
+def batch_mode(translator: Translator, args: argparse.Namespace, lines: Iterable[str]) -> None:
+    """One output line per input line (N with --nbest N), translated a chunk at a time.
+
+    The attention map of input line k (from 1) is FILE-k.png; an empty line has none.
+    """
     need_attention = args.show_attention or bool(args.save_attention)
     line_number = 0
-    for chunk in read_chunks(stream):
+    for chunk in read_chunks(lines):
         # Every chunk but the last is full, so a first chunk of one line is the whole input.
         numbered = line_number > 0 or len(chunk) > 1
         for nbest in translator.translate(chunk, nbest=args.nbest, need_attention=need_attention):
@@ -181,22 +192,25 @@ def batch_mode(translator: Translator, args: argparse.Namespace, stream: TextIO)
         sys.stdout.flush()
 
 
-def main() -> None:
-    args = parse_args()
-    translator = load_translator(args)
-    if args.input is None and sys.stdin.isatty():
-        interactive(translator, args)
-        return
+def open_input(args: argparse.Namespace) -> AbstractContextManager[BinaryIO]:
+    """--input FILE, or standard input, as bytes (seq2seq.translator.input_lines decodes them)."""
     if args.input is None:
-        stream = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-        batch_mode(translator, args, stream)
-        return
+        return nullcontext(sys.stdin.buffer)
     try:
-        stream = open(args.input, encoding="utf-8-sig", errors="replace")  # noqa: SIM115
+        return open(args.input, "rb")
     except OSError as err:
         raise UserError(f"--input {args.input}: cannot read: {err}") from None
-    with stream:
-        batch_mode(translator, args, stream)
+
+
+def main() -> None:
+    args = parse_args()
+    with open_input(args) as stream:
+        translator = load_translator(args)
+        if args.input is None and sys.stdin.isatty():
+            interactive(translator, args)
+            return
+        name = "standard input" if args.input is None else f"--input {args.input}"
+        batch_mode(translator, args, input_lines(stream, name))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ set by about 50 MiB.
 
 import os
 import pickle
+import re
 import shutil
 import tempfile
 import zipfile
@@ -79,17 +80,22 @@ def copy_checkpoint(source: str | Path, path: str | Path) -> None:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint safely; any problem is a one-line `UserError` naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not a checkpoint file")
     if not path.is_file():
         raise UserError(f"{path}: checkpoint not found")
+    _check_container(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=True)
     except pickle.UnpicklingError as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else "unsafe content"
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        what = f" ({found[1]})" if found else ""
         raise UserError(
-            f"{path}: refused to load: the file holds objects that could run code ({reason})"
+            f"{path}: refused to load: it holds objects other than tensors{what}, "
+            "and loading them could run code"
         ) from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: unreadable checkpoint, truncated or corrupt ({reason})") from None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise UserError(f"{path}: not a seq2seq checkpoint (format {CHECKPOINT_FORMAT})")
@@ -97,6 +103,24 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         if key not in checkpoint:
             raise UserError(f"{path}: checkpoint has no {key!r} entry")
     return checkpoint
+
+
+def _check_container(path: Path) -> None:
+    """Refuse a file that is not the zip archive `torch.save` writes, saying what it is."""
+    if zipfile.is_zipfile(path):
+        return
+    with open(path, "rb") as file:
+        start = file.read(2)
+    if not start:
+        raise UserError(f"{path}: empty file, not a checkpoint")
+    if start == b"PK":
+        raise UserError(f"{path}: unreadable checkpoint, truncated or corrupt (incomplete zip)")
+    if start[0] == pickle.PROTO[0]:
+        raise UserError(
+            f"{path}: not a seq2seq checkpoint (saved with pickle or PyTorch's legacy format); "
+            "refused because loading it could run code"
+        )
+    raise UserError(f"{path}: not a seq2seq checkpoint (not a file written by torch.save)")
 
 
 def tokenizer_entry(src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer) -> dict[str, Any]:

@@ -4,21 +4,27 @@ The library never calls these on import; each script does, from its `__main__` b
 
     if __name__ == "__main__":
         run_cli(main, tune=True)   # tune=True for the scripts that train or decode
+
+`ArgumentParser`, `number` and `check_output` refuse a bad command line, option value or output
+file with one `error:` line before any work is done.
 """
 
 import argparse
 import ctypes
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
+from typing import NoReturn, TypeVar
 
 import torch
 
 from seq2seq.checkpoint import Inference, load_for_inference
-from seq2seq.config import DECODE_PRECISIONS, DecodeConfig
+from seq2seq.config import DECODE_PRECISIONS, RULES, DecodeConfig
 from seq2seq.errors import UserError
 from seq2seq.export import find_model, load_exported
+
+Number = TypeVar("Number", int, float)
 
 
 def run_cli(main: Callable[[], None], tune: bool = False) -> None:
@@ -39,6 +45,60 @@ def run_cli(main: Callable[[], None], tune: bool = False) -> None:
         # The reader went away (`... | head`): stop quietly, as command-line tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, reporting a bad command line as one `error:` line (exit status 2)
+    instead of the usage text followed by the error; `--help` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[[str], Number]:
+    """An argparse `type`: the option's text as `kind` (int or float), refused unless it is in
+    `valid` (e.g. a `seq2seq.config.Range`, whose text says which values are)."""
+
+    def convert(text: str) -> Number:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if value not in valid:
+            raise argparse.ArgumentTypeError(f"{text}: {valid}")
+        return value
+
+    return convert
+
+
+def check_output(
+    option: str,
+    path: str | Path,
+    inputs: Iterable[str | Path | None],
+    create_folder: bool = False,
+) -> None:
+    """Refuse, before any work is done, an output file that would overwrite one of the `inputs`
+    or that cannot be written: a folder, a file in a read-only folder, or in a missing folder
+    (unless `create_folder`: then the nearest existing folder above it must be writable)."""
+    target = Path(path)
+    for given in filter(None, inputs):
+        source = Path(given)
+        same = source.resolve() == target.resolve()
+        if same or (source.exists() and target.exists() and source.samefile(target)):
+            raise UserError(f"{option} {path}: is also an input ({given}); choose another file")
+    if target.is_dir():
+        raise UserError(f"{option} {path}: is a folder; give a file name")
+    folder = target.resolve().parent
+    while create_folder and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.exists():
+        raise UserError(f"{option} {path}: the folder {folder} does not exist")
+    if not folder.is_dir():
+        raise UserError(f"{option} {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError(f"{option} {path}: not writable")
 
 
 # --- Process tuning ---------------------------------------------------------------------------
@@ -129,10 +189,14 @@ def load_model(args: argparse.Namespace, models_dir: Path, device: str | torch.d
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
     """Add --beam, --length-penalty, --stop-early, --batch-size, --precision and --device to
     `parser`. Each overrides one field of the checkpoint's [decode] configuration for this run."""
-    parser.add_argument("--beam", type=int, help="beam size (default: the checkpoint's decode)")
+    parser.add_argument(
+        "--beam",
+        type=number(int, RULES["decode.beam_size"]),
+        help="beam size (default: the checkpoint's decode)",
+    )
     parser.add_argument(
         "--length-penalty",
-        type=float,
+        type=number(float, RULES["decode.length_penalty"]),
         metavar="ALPHA",
         help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
     )
@@ -142,7 +206,9 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         help="beam search: end a sentence when its most probable candidate ends (OpenNMT-py's "
         "rule; faster), not when the beam has ended (fairseq's)",
     )
-    parser.add_argument("--batch-size", type=int, help=batch_size_help)
+    parser.add_argument(
+        "--batch-size", type=number(int, RULES["decode.batch_size"]), help=batch_size_help
+    )
     parser.add_argument(
         "--precision",
         help="auto, bf16, fp16 (CUDA only), fp32, or int8 (CPU only: int8 linear layers, the rest "
@@ -152,18 +218,12 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
 
 
 def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> None:
-    """Check the options given in `args` and set them in `decode_cfg` (in place)."""
+    """Set the options given in `args` in `decode_cfg` (in place), checking --precision."""
     if args.beam is not None:
-        if args.beam < 1:
-            raise UserError(f"--beam {args.beam}: must be >= 1")
         decode_cfg.beam_size = args.beam
     if args.length_penalty is not None:
-        if args.length_penalty < 0:
-            raise UserError(f"--length-penalty {args.length_penalty}: must be >= 0")
         decode_cfg.length_penalty = args.length_penalty
     if args.batch_size is not None:
-        if args.batch_size < 1:
-            raise UserError(f"--batch-size {args.batch_size}: must be >= 1")
         decode_cfg.batch_size = args.batch_size
     if args.precision is not None:
         if args.precision not in DECODE_PRECISIONS:

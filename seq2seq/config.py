@@ -12,6 +12,7 @@ Every unknown key, wrong type or impossible value is a `UserError` naming the ke
 
 import dataclasses
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -172,7 +173,8 @@ def _coerce(where: str, value: Any, default: Any) -> Any:
     if kind in (bool, str) and isinstance(value, kind):
         return value
     got = type(value).__name__
-    raise UserError(f"{where}: expected {kind.__name__}, got {got} {value!r}")
+    expected = f"a list of {len(default)} numbers" if kind is tuple else kind.__name__
+    raise UserError(f"{where}: expected {expected}, got {got} {value!r}")
 
 
 def _parse_value(text: str) -> Any:
@@ -183,7 +185,10 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def _apply(section_obj: Any, section: str, values: dict[str, Any], source: str) -> None:
+def _apply(
+    section_obj: Any, section: str, values: dict[str, Any], source: str, sources: dict[str, str]
+) -> None:
+    """Set `values` in `section_obj`, recording in `sources` where each key came from."""
     known = {f.name: f for f in fields(section_obj)}
     for key, value in values.items():
         if key not in known:
@@ -192,49 +197,157 @@ def _apply(section_obj: Any, section: str, values: dict[str, Any], source: str) 
             )
         default = getattr(section_obj, key)
         setattr(section_obj, key, _coerce(f"{source}: {section}.{key}", value, default))
+        sources.pop(f"{section}.{key}", None)  # keep the keys in the order they were last set
+        sources[f"{section}.{key}"] = source
 
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision
 DECODE_PRECISIONS = (*PRECISIONS, "int8")  # decode.precision
 
 
-def _validate(cfg: Config) -> None:
-    checks = [
-        (cfg.model.arch in ("transformer", "gru"), "model.arch must be 'transformer' or 'gru'"),
-        (cfg.model.embed_dim > 0 and cfg.model.hidden_size > 0, "model sizes must be positive"),
-        (cfg.model.encoder_layers >= 1 and cfg.model.decoder_layers >= 1, "layers must be >= 1"),
-        (
-            cfg.model.arch != "transformer" or cfg.model.embed_dim % cfg.model.num_heads == 0,
-            "model.embed_dim must be divisible by model.num_heads",
-        ),
-        (
-            cfg.model.arch != "gru" or cfg.model.hidden_size % 2 == 0,
-            "model.hidden_size must be even (the bidirectional encoder uses half per direction)",
-        ),
-        (0.0 <= cfg.model.dropout < 1.0, "model.dropout must be in [0, 1)"),
-        (0.0 <= cfg.model.attention_dropout < 1.0, "model.attention_dropout must be in [0, 1)"),
-        (cfg.train.max_tokens > 0, "train.max_tokens must be > 0"),
-        (cfg.train.accum_steps >= 1, "train.accum_steps must be >= 1"),
-        (cfg.train.lr > 0, "train.lr must be > 0"),
-        (cfg.train.schedule in ("inverse_sqrt", "plateau"), "train.schedule: inverse_sqrt|plateau"),
-        (cfg.train.plateau_threshold >= 0, "train.plateau_threshold must be >= 0"),
-        (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
-        (cfg.train.valid_every > 0, "train.valid_every must be > 0"),
-        (cfg.train.save_every >= 0, "train.save_every must be >= 0"),
-        (cfg.train.precision in PRECISIONS, "train.precision must be auto, bf16, fp16 or fp32"),
-        (cfg.train.max_steps >= 0 and cfg.train.max_epochs >= 1, "train.max_* must be >= 0"),
-        (cfg.decode.beam_size >= 1, "decode.beam_size must be >= 1"),
-        (cfg.decode.valid_beam_size >= 1, "decode.valid_beam_size must be >= 1"),
-        (
-            cfg.decode.precision in DECODE_PRECISIONS,
-            "decode.precision must be auto, bf16, fp16, fp32 or int8",
-        ),
-        (cfg.decode.max_len_ratio > 0, "decode.max_len_ratio must be > 0"),
-        (cfg.data.vocab_size >= 16, "data.vocab_size must be >= 16"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UserError(f"invalid configuration: {message}")
+@dataclass(frozen=True)
+class Range:
+    """The values a number may take: above `low` and below `high` (None: no bound), each
+    bound included unless `low_open` / `high_open`."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if math.isnan(value) or math.isinf(value):
+            return False
+        above = self.low is None or value > self.low or (value == self.low and not self.low_open)
+        below = (
+            self.high is None or value < self.high or (value == self.high and not self.high_open)
+        )
+        return above and below
+
+    def __str__(self) -> str:
+        low, high = _number(self.low), _number(self.high)
+        if self.high is None:
+            return f"must be {'>' if self.low_open else '>='} {low}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"must be in {left}{low}, {high}{right}"
+
+
+def _number(value: float | None) -> str:
+    """1 for 1.0, 4294967295 for 2**32 - 1, 0.5 for 0.5."""
+    return str(int(value)) if value is not None and float(value).is_integer() else f"{value}"
+
+
+AT_LEAST_1 = Range(1)
+AT_LEAST_0 = Range(0)
+POSITIVE = Range(0, low_open=True)
+PROBABILITY = Range(0, 1, high_open=True)
+
+# The valid values of every number and every string with fixed choices; a test checks that each
+# numeric field of the dataclasses above has its entry here.
+RULES: dict[str, Range | tuple[str, ...]] = {
+    "data.vocab_size": Range(16),
+    "model.arch": ("transformer", "gru"),
+    "model.embed_dim": AT_LEAST_1,
+    "model.hidden_size": AT_LEAST_1,
+    "model.ffn_size": AT_LEAST_1,
+    "model.num_heads": AT_LEAST_1,
+    "model.encoder_layers": AT_LEAST_1,
+    "model.decoder_layers": AT_LEAST_1,
+    "model.dropout": PROBABILITY,
+    "model.attention_dropout": PROBABILITY,
+    "model.attention_layer": Range(),  # checked against model.decoder_layers below
+    "train.seed": Range(0, 2**32 - 1),
+    "train.precision": PRECISIONS,
+    "train.max_tokens": AT_LEAST_1,
+    "train.accum_steps": AT_LEAST_1,
+    "train.max_steps": AT_LEAST_0,
+    "train.max_epochs": AT_LEAST_1,
+    "train.optimizer_betas": PROBABILITY,
+    "train.lr": POSITIVE,
+    "train.weight_decay": AT_LEAST_0,
+    "train.schedule": ("inverse_sqrt", "plateau"),
+    "train.warmup_steps": AT_LEAST_0,
+    "train.plateau_factor": Range(0, 1, low_open=True, high_open=True),
+    "train.plateau_patience": AT_LEAST_0,
+    "train.plateau_threshold": AT_LEAST_0,
+    "train.min_lr": AT_LEAST_0,
+    "train.label_smoothing": PROBABILITY,
+    "train.clip_norm": AT_LEAST_0,
+    "train.log_every": AT_LEAST_1,
+    "train.valid_every": AT_LEAST_1,
+    "train.save_every": AT_LEAST_0,
+    "train.valid_max_sentences": AT_LEAST_0,
+    "train.patience": AT_LEAST_0,
+    "train.keep_last": AT_LEAST_0,
+    "train.attention_samples": AT_LEAST_0,
+    "train.max_bad_steps": AT_LEAST_1,
+    "train.num_workers": AT_LEAST_0,
+    "decode.beam_size": AT_LEAST_1,
+    "decode.length_penalty": AT_LEAST_0,
+    "decode.max_len_ratio": POSITIVE,
+    "decode.max_len_const": AT_LEAST_0,
+    "decode.no_repeat_ngram": AT_LEAST_0,
+    "decode.batch_size": AT_LEAST_1,
+    "decode.precision": DECODE_PRECISIONS,
+    "decode.valid_beam_size": AT_LEAST_1,
+}
+
+
+def _check_rule(value: Any, rule: Range | tuple[str, ...]) -> str | None:
+    """Why `value` breaks `rule`, or None when it keeps it."""
+    if isinstance(rule, tuple):
+        return None if value in rule else f"must be one of {', '.join(rule)}"
+    values = value if isinstance(value, tuple) else (value,)
+    return None if all(v in rule for v in values) else str(rule)
+
+
+def _cross_checks(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
+    """Rules between keys: (the keys involved, the problem) for each one broken."""
+    model = cfg.model
+    problems = []
+    if model.arch == "transformer" and model.embed_dim % model.num_heads:
+        problems.append(
+            (("model.embed_dim", "model.num_heads"), "embed_dim must be divisible by num_heads")
+        )
+    if model.arch == "gru" and model.hidden_size % 2:
+        problems.append(
+            (
+                ("model.hidden_size",),
+                "must be even (the bidirectional encoder uses half per direction)",
+            )
+        )
+    if not -model.decoder_layers <= model.attention_layer < model.decoder_layers:
+        problems.append(
+            (
+                ("model.attention_layer", "model.decoder_layers"),
+                "attention_layer must be in [-decoder_layers, decoder_layers)",
+            )
+        )
+    return problems
+
+
+def _validate(cfg: Config, sources: dict[str, str]) -> None:
+    """Check every value against RULES and the rules between keys; the first problem is a
+    UserError naming the key, its value and where it was set (file, override or default)."""
+
+    def where(*names: str) -> str:
+        """The source that set the last of `names` to be set."""
+        last = [name for name in sources if name in names]
+        return sources[last[-1]] if last else "default"
+
+    def shown(name: str) -> str:
+        section, _, key = name.partition(".")
+        return f"{name}={_toml_value(getattr(getattr(cfg, section), key))}"
+
+    for name, rule in RULES.items():
+        section, _, key = name.partition(".")
+        problem = _check_rule(getattr(getattr(cfg, section), key), rule)
+        if problem:
+            raise UserError(f"{where(name)}: {shown(name)}: {problem}")
+    problems = _cross_checks(cfg)
+    if problems:
+        names, problem = problems[0]
+        raise UserError(f"{where(*names)}: {', '.join(map(shown, names))}: {problem}")
 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
@@ -271,10 +384,11 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
 
     preset = override_values.get("model", {}).get("name", file_values.get("model", {}).get("name"))
     cfg = Config(model=model_preset(preset if preset is not None else ModelConfig.name))
+    set_by: dict[str, str] = {}
     for source, values in sources:
         for section, body in values.items():
-            _apply(getattr(cfg, section), section, body, source)
-    _validate(cfg)
+            _apply(getattr(cfg, section), section, body, source, set_by)
+    _validate(cfg, set_by)
     return cfg
 
 
@@ -302,5 +416,5 @@ def config_from_dict(values: dict[str, Any]) -> Config:
     """Rebuild a `Config` saved with `Config.to_dict()` (e.g. inside a checkpoint)."""
     cfg = Config()
     for section, body in values.items():
-        _apply(getattr(cfg, section), section, body, "saved configuration")
+        _apply(getattr(cfg, section), section, body, "saved configuration", {})
     return cfg

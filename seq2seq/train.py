@@ -36,6 +36,7 @@ from seq2seq.checkpoint import (
 from seq2seq.config import Config, config_from_dict, dump_toml
 from seq2seq.device import autocast_dtype, cpu_has_fast_bf16, decode_dtype, pick_device
 from seq2seq.errors import UserError
+from seq2seq.evaluation import evaluate
 from seq2seq.loss import label_smoothed_cross_entropy
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
@@ -44,7 +45,7 @@ from seq2seq.prepare import PreparedData, prepare
 from seq2seq.reproducibility import rng_state, seed_everything, set_rng_state
 from seq2seq.run_log import RunLog
 from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.translator import Translator, evaluate
+from seq2seq.translator import Translator
 
 
 class TrainingDiverged(UserError):

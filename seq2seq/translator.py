@@ -1,13 +1,16 @@
-"""From text to text: tokenize, batch, search, detokenize; and corpus evaluation.
+"""From text to text: read lines, tokenize, batch, search, detokenize.
 
 `Translator` is the one path from raw lines to translations. Training validation,
-`scripts/evaluate.py` and `scripts/translate.py` all go through it, so a BLEU printed during
-training is computed exactly like the one printed at test time.
+`scripts/evaluate.py` (through seq2seq.evaluation) and `scripts/translate.py` all go through it,
+so a BLEU printed during training is computed exactly like the one printed at test time; both
+scripts read their input files with `input_lines`, so they split and decode text alike.
 """
 
-import time
-from collections.abc import Iterator
+import codecs
+import gzip
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -16,7 +19,6 @@ from seq2seq.checkpoint import Inference
 from seq2seq.config import DecodeConfig
 from seq2seq.device import decode_dtype, precision_name
 from seq2seq.errors import UserError
-from seq2seq.metrics import corpus_scores
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.quantize import quantized_copy
 from seq2seq.search import Hypothesis, beam_search, greedy_search, max_output_lengths
@@ -94,15 +96,15 @@ class Translator:
         """Translate `lines`; returns, in input order, the `nbest` best translations of each.
 
         The source tokenizer normalises each line as the training text was (NFC, single spaces,
-        stripped). A line with nothing to translate gets one empty translation (score 0) without
-        running the model. Sentences are decoded longest first, in batches of at most
+        stripped). A line with nothing to translate gets `nbest` empty translations (score 0)
+        without running the model. Sentences are decoded longest first, in batches of at most
         decode_cfg.batch_size sentences and MAX_BATCH_TOKENS padded source tokens times beams.
         """
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
             raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
         sources = self.src_tokenizer.encode(lines)
-        results: list[list[Translation]] = [[Translation("", 0.0, [], [], [])] for _ in sources]
+        results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
         order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
         was_training = self.model.training
         self.model.eval()
@@ -201,60 +203,28 @@ def _pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
     return [tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE]
 
 
-@dataclass
-class EvalResult:
-    """Corpus scores of a test set (see seq2seq.metrics) and the decoding speed, with the
-    output: `hypotheses` (detokenized text) and `hypothesis_ids` (the ids the search produced,
-    without BOS/EOS), one per source line."""
+def input_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """The lines of UTF-8 text read from a binary `stream`, without their line ends.
 
-    bleu: float
-    bleu_lc: float
-    chrf: float
-    bleu_details: str
-    signatures: dict[str, str]
-    sentences: int
-    seconds: float
-    sentences_per_second: float
-    device: str
-    beam_size: int
-    hypotheses: list[str]
-    hypothesis_ids: list[list[int]]
-
-    def summary(self) -> dict[str, object]:
-        """Everything but the output, as plain values (for JSON and logs)."""
-        output = ("hypotheses", "hypothesis_ids")
-        return {k: v for k, v in vars(self).items() if k not in output}
+    Only "\\n" ends a line (a "\\r" before it is dropped, any other "\\r" stays in the line), so
+    each input line gives one output line; a leading byte order mark is dropped. Bytes that are
+    not UTF-8 are a UserError naming `name` and the line, never silently replaced.
+    """
+    for number, raw in enumerate(stream, start=1):
+        if number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{name} line {number}: not valid UTF-8") from None
+        yield text.removesuffix("\n").removesuffix("\r")
 
 
-def evaluate(
-    translator: Translator,
-    src_lines: list[str],
-    ref_lines: list[str],
-    beam_size: int | None = None,
-) -> EvalResult:
-    """Translate `src_lines` and score the detokenized output against `ref_lines`."""
-    if len(src_lines) != len(ref_lines):
-        raise UserError(
-            f"{len(src_lines)} source lines but {len(ref_lines)} reference lines: "
-            "they must match one to one"
-        )
-    beam_size = beam_size or translator.decode_cfg.beam_size
-    start = time.perf_counter()
-    best = [nbest[0] for nbest in translator.translate(src_lines, beam_size)]
-    seconds = time.perf_counter() - start
-    hypotheses = [translation.text for translation in best]
-    scores = corpus_scores(hypotheses, ref_lines)
-    return EvalResult(
-        bleu=scores.bleu,
-        bleu_lc=scores.bleu_lc,
-        chrf=scores.chrf,
-        bleu_details=scores.bleu_details,
-        signatures=scores.signatures,
-        sentences=len(src_lines),
-        seconds=seconds,
-        sentences_per_second=len(src_lines) / max(seconds, 1e-9),
-        device=str(translator.device),
-        beam_size=beam_size,
-        hypotheses=hypotheses,
-        hypothesis_ids=[translation.tokens for translation in best],
-    )
+def read_input_file(path: str | Path, option: str) -> list[str]:
+    """All `input_lines` of a text file, plain or `.gz`; `option` names it in errors."""
+    path = Path(path)
+    try:
+        with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as stream:
+            return list(input_lines(stream, f"{option} {path}"))
+    except (OSError, EOFError) as err:
+        raise UserError(f"{option} {path}: cannot read: {err}") from None

@@ -1,11 +1,20 @@
 """Configuration files, overrides, presets and their one-line errors."""
 
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from seq2seq.config import MODEL_PRESETS, config_from_dict, dump_toml, load_config
+from seq2seq.config import (
+    MODEL_PRESETS,
+    RULES,
+    Config,
+    Range,
+    config_from_dict,
+    dump_toml,
+    load_config,
+)
 from seq2seq.errors import UserError
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
@@ -49,12 +58,24 @@ def test_dump_and_reload_round_trip(tmp_path: Path) -> None:
         ("train.lr=fast", "train.lr: expected float, got str"),
         ("train.max_tokens=10.5", "train.max_tokens: expected int, got float"),
         ("train.compile=1", "train.compile: expected bool, got int"),
-        ("model.dropout=1.5", "model.dropout must be in [0, 1)"),
-        ("model.num_heads=3", "divisible by model.num_heads"),
+        ("model.dropout=1.5", "override: model.dropout=1.5: must be in [0, 1)"),
+        ("model.num_heads=3", "model.embed_dim=128, model.num_heads=3: embed_dim must be divis"),
         ("model.name=huge", "unknown preset 'huge'"),
-        ("train.precision=fp8", "train.precision must be"),
-        ('train.precision="int8"', "train.precision must be auto, bf16, fp16 or fp32"),
-        ('decode.precision="int4"', "decode.precision must be auto, bf16, fp16, fp32 or int8"),
+        ("train.precision=fp8", 'train.precision="fp8": must be one of'),
+        ('train.precision="int8"', 'train.precision="int8": must be one of auto, bf16, fp16, fp32'),
+        ('decode.precision="int4"', "must be one of auto, bf16, fp16, fp32, int8"),
+        ("model.num_heads=0", "override: model.num_heads=0: must be >= 1"),
+        ("train.seed=-1", "override: train.seed=-1: must be in [0, 4294967295]"),
+        ("train.num_workers=-1", "train.num_workers=-1: must be >= 0"),
+        ("train.clip_norm=-1", "train.clip_norm=-1.0: must be >= 0"),
+        ("train.log_every=0", "train.log_every=0: must be >= 1"),
+        ("train.keep_last=-1", "train.keep_last=-1: must be >= 0"),
+        ("decode.batch_size=0", "decode.batch_size=0: must be >= 1"),
+        ("model.ffn_size=0", "model.ffn_size=0: must be >= 1"),
+        ("train.lr=nan", "train.lr=nan: must be > 0"),
+        ("decode.length_penalty=inf", "decode.length_penalty=inf: must be >= 0"),
+        ("train.optimizer_betas=[0.9, 1.0]", "train.optimizer_betas=[0.9, 1.0]: must be in [0, 1)"),
+        ("model.attention_layer=4", "model.attention_layer=4, model.decoder_layers=4"),
         ("lr=1", "expected section.key=value"),
     ],
 )
@@ -74,3 +95,24 @@ def test_bad_file(tmp_path: Path) -> None:
     broken.write_text("[train\nlr = 1\n")
     with pytest.raises(UserError, match=r"broken\.toml: not valid TOML"):
         load_config(broken)
+
+
+def test_every_number_has_a_valid_range() -> None:
+    numeric = {
+        f"{section.name}.{key.name}"
+        for section in fields(Config)
+        for key in fields(section.type)
+        if key.type in (int, float, tuple[float, float])
+    }
+    assert numeric - set(RULES) == set()
+    assert all(isinstance(RULES[name], Range) for name in numeric)
+
+
+def test_the_error_names_the_file_that_set_the_value(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[train]\nwarmup_steps = -5\n")
+    with pytest.raises(UserError, match=re.escape(f"{path}: train.warmup_steps=-5: must be >= 0")):
+        load_config(path)
+    with pytest.raises(UserError, match=re.escape("override: train.warmup_steps=-6")):
+        load_config(path, ["train.warmup_steps=-6"])
+    assert load_config(path, ["train.warmup_steps=0"]).train.warmup_steps == 0

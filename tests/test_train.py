@@ -18,8 +18,9 @@ from seq2seq import train as train_module
 from seq2seq.checkpoint import load_checkpoint, load_for_inference
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
+from seq2seq.evaluation import evaluate
 from seq2seq.prepare import PreparedData
-from seq2seq.translator import Translator, evaluate
+from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
@@ -233,7 +234,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     [
         (["train.bogus=1"], "unknown key train.bogus"),
         (["train.lr=high"], "train.lr: expected float, got str"),
-        (["train.max_tokens=-5"], "train.max_tokens must be > 0"),
+        (["train.max_tokens=-5"], "train.max_tokens=-5: must be >= 1"),
         (['decode.precision="fp16"', 'train.device="cpu"'], "decode.precision=fp16 needs a CUDA"),
         (['data.prepared="/nonexistent/folder"'], "/nonexistent/folder is not a prepared corpus"),
         (["--config", "/nonexistent.toml"], "/nonexistent.toml: configuration file not found"),

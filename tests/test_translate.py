@@ -1,9 +1,12 @@
 """The translator, evaluate.py, translate.py (pipe mode and a real terminal) and checkpoint
 averaging, on a checkpoint trained for a few steps by seq2seq.train on a generated corpus."""
 
+import gzip
+import io
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,11 +29,12 @@ from seq2seq.checkpoint import (
 from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
+from seq2seq.evaluation import evaluate
 from seq2seq.model_result import ModelResult
 from seq2seq.prepare import prepare
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import train
-from seq2seq.translator import Translator, evaluate
+from seq2seq.translator import Translator, input_lines, read_input_file
 
 ROOT = Path(__file__).resolve().parents[1]
 LEXICON = {
@@ -122,7 +126,7 @@ def test_translate_keeps_order_and_handles_awkward_lines(translator):
     assert len(results) == len(AWKWARD)
     for line, nbest in zip(AWKWARD, results, strict=True):
         if not line.strip():
-            assert [(t.text, t.score, t.tokens) for t in nbest] == [("", 0.0, [])]
+            assert [(t.text, t.score, t.tokens) for t in nbest] == [("", 0.0, [])] * 2
             continue
         assert len(nbest) == 2 and nbest[0].score >= nbest[1].score
         (alone,) = translator.translate([line], beam_size=2, nbest=2)
@@ -238,9 +242,10 @@ def test_translate_pipe_mode(run, translator, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     nbest_lines = [line.split(" ||| ") for line in result.stdout.splitlines()]
-    assert [int(number) for number, _, _ in nbest_lines] == [0, 0, 1, 2, 2, 3, 3, 4, 4]
-    assert nbest_lines[2][1:] == ["", "0.0000"]  # the empty line
+    assert [int(number) for number, _, _ in nbest_lines] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert nbest_lines[2][1:] == nbest_lines[3][1:] == ["", "0.0000"]  # the empty line
     assert result.stderr.count("┼") == 4  # one heatmap per non-empty line
+    # map-<input line number>.png: the empty line 2 has none
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"map-{n}.png" for n in (1, 3, 4, 5)]
 
 
@@ -273,7 +278,7 @@ def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator)
     negative = script(
         "translate.py", "--checkpoint", str(run / "best.pt"), "--length-penalty", "-1"
     )
-    assert_one_line_error(negative, "--length-penalty -1.0: must be >= 0")
+    assert_one_line_error(negative, "--length-penalty: -1: must be >= 0")
 
 
 def test_stop_early_option_decodes_as_the_translator_with_stop_early(run, translator):
@@ -386,9 +391,9 @@ def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
 def test_bad_decoding_options_are_one_line_errors(run, name):
     checkpoint = str(run / "best.pt")
     for option, value, message in [
-        ("--beam", "0", "--beam 0: must be >= 1"),
-        ("--length-penalty", "-0.5", "--length-penalty -0.5: must be >= 0"),
-        ("--batch-size", "0", "--batch-size 0: must be >= 1"),
+        ("--beam", "0", "--beam: 0: must be >= 1"),
+        ("--length-penalty", "-0.5", "--length-penalty: -0.5: must be >= 0"),
+        ("--batch-size", "0", "--batch-size: 0: must be >= 1"),
         ("--precision", "int4", "--precision int4: must be one of auto, bf16, fp16, fp32, int8"),
     ]:
         result = script(name, "--checkpoint", checkpoint, option, value, stdin="A dog.")
@@ -412,8 +417,15 @@ def test_average_checkpoints(run, tmp_path):
     with pytest.raises(UserError, match=r"broken\.pt: output\.weight has shape"):
         average_checkpoints([paths[0], tmp_path / "broken.pt"])
 
+    # --last takes the step-<N>.pt files only, ordered by N (step-5 before step-40)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name, source in [("step-5.pt", "step-20.pt"), ("step-40.pt", "step-40.pt")]:
+        shutil.copyfile(run / source, folder / name)
+    for stray in ("step-final.pt", "step-120-copy.pt", "step-3.pt.tmp"):
+        (folder / stray).write_text("not a checkpoint")
     out = tmp_path / "avg.pt"
-    result = script("average_checkpoints.py", "--out", str(out), "--last", "2", str(run))
+    result = script("average_checkpoints.py", "--out", str(out), "--last", "2", str(folder))
     assert result.returncode == 0, result.stderr
     assert torch.equal(
         load_checkpoint(out)["model"]["output.weight"], averaged["model"]["output.weight"]
@@ -460,3 +472,23 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     assert incomplete.returncode == 2
     assert "--record needs --name, --trained-on, --train-hours, --command" in incomplete.stderr
     assert ModelResult.load(record) == recorded  # untouched
+
+
+def test_input_lines_split_on_line_feeds_only(tmp_path):
+    data = b"\xef\xbb\xbfA dog\rruns.\r\nThe cat.\n\nlast"
+    assert list(input_lines(io.BytesIO(data), "x")) == ["A dog\rruns.", "The cat.", "", "last"]
+    path = tmp_path / "in.txt.gz"
+    path.write_bytes(gzip.compress(data))
+    assert read_input_file(path, "--src") == ["A dog\rruns.", "The cat.", "", "last"]
+    with pytest.raises(UserError, match=r"^--src .*in\.txt line 2: not valid UTF-8$"):
+        (tmp_path / "in.txt").write_bytes(b"ok\nnot \xc3(\n")
+        read_input_file(tmp_path / "in.txt", "--src")
+
+
+def test_translate_gives_one_line_per_input_line(run, tmp_path):
+    """A bare CR stays inside its line, so two input lines give two outputs, as in evaluate.py."""
+    path = tmp_path / "two.txt"
+    path.write_bytes(b"A dog\rruns.\nThe cat.\n")
+    result = script("translate.py", "--checkpoint", str(run / "best.pt"), "--input", str(path))
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2

@@ -1,0 +1,71 @@
+"""Corpus evaluation: translate a test set and score the output with sacreBLEU.
+
+Training validation and `scripts/evaluate.py` both call `evaluate`, so a BLEU printed during
+training is computed exactly like the one printed at test time.
+"""
+
+import time
+from dataclasses import dataclass
+
+from seq2seq.errors import UserError
+from seq2seq.metrics import corpus_scores
+from seq2seq.translator import Translator
+
+
+@dataclass
+class EvalResult:
+    """Corpus scores of a test set (see seq2seq.metrics) and the decoding speed, with the
+    output: `hypotheses` (detokenized text) and `hypothesis_ids` (the ids the search produced,
+    without BOS/EOS), one per source line."""
+
+    bleu: float
+    bleu_lc: float
+    chrf: float
+    bleu_details: str
+    signatures: dict[str, str]
+    sentences: int
+    seconds: float
+    sentences_per_second: float
+    device: str
+    beam_size: int
+    hypotheses: list[str]
+    hypothesis_ids: list[list[int]]
+
+    def summary(self) -> dict[str, object]:
+        """Everything but the output, as plain values (for JSON and logs)."""
+        output = ("hypotheses", "hypothesis_ids")
+        return {k: v for k, v in vars(self).items() if k not in output}
+
+
+def evaluate(
+    translator: Translator,
+    src_lines: list[str],
+    ref_lines: list[str],
+    beam_size: int | None = None,
+) -> EvalResult:
+    """Translate `src_lines` and score the detokenized output against `ref_lines`."""
+    if len(src_lines) != len(ref_lines):
+        raise UserError(
+            f"{len(src_lines)} source lines but {len(ref_lines)} reference lines: "
+            "they must match one to one"
+        )
+    beam_size = beam_size or translator.decode_cfg.beam_size
+    start = time.perf_counter()
+    best = [nbest[0] for nbest in translator.translate(src_lines, beam_size)]
+    seconds = time.perf_counter() - start
+    hypotheses = [translation.text for translation in best]
+    scores = corpus_scores(hypotheses, ref_lines)
+    return EvalResult(
+        bleu=scores.bleu,
+        bleu_lc=scores.bleu_lc,
+        chrf=scores.chrf,
+        bleu_details=scores.bleu_details,
+        signatures=scores.signatures,
+        sentences=len(src_lines),
+        seconds=seconds,
+        sentences_per_second=len(src_lines) / max(seconds, 1e-9),
+        device=str(translator.device),
+        beam_size=beam_size,
+        hypotheses=hypotheses,
+        hypothesis_ids=[translation.tokens for translation in best],
+    )
