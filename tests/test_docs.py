@@ -1,0 +1,222 @@
+"""The README and docs/ say only what is true of the repository: every command shown runs.
+
+Checked in README.md and docs/*.md, outside the generated sections (between
+`<!-- NAME:start -->` and `<!-- NAME:end -->`, which record the commands of past runs):
+the README's length; every path under scripts/, benchmarks/, examples/, seq2seq/ and configs/
+exists; every `--option` given to a script is in that script's `--help`; every `make` target
+exists; every relative link and image points to a file (and heading) that exists; every name
+the maths-to-code map gives after a `seq2seq/...py` file is defined in that file.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README_MAX_LINES = 250
+
+GENERATED = re.compile(r"<!-- (\w+):start -->.*?<!-- \1:end -->", re.DOTALL)
+FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+PATH = re.compile(r"(?<![\w./-])((?:scripts|benchmarks|examples|seq2seq|configs)/[\w./*-]*\w)")
+SCRIPT = re.compile(r"(?<![\w./-])((?:scripts|benchmarks|examples)/[\w/-]+\.py)\b")
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+MAKE = re.compile(r"(?<![\w./-])make ([a-z][\w-]*)\b(.*)")
+MAKE_ARGS = re.compile(r"""ARGS=(["'])(.*?)\1""")
+COMMAND_END = re.compile(r"\s(?:\||;|&&|<|>|#)\s?")
+MAP_ENTRY = re.compile(r"`(seq2seq/[\w/]+\.py)`: (.*?)(?=`seq2seq/|\||;|\.\s|\.$|$)")
+NAME = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)`")
+
+
+def prose(path: Path) -> str:
+    """The file's text without its generated sections."""
+    return GENERATED.sub("", path.read_text(encoding="utf-8"))
+
+
+def code_texts(text: str) -> list[str]:
+    """Commands and code: fenced blocks, indented blocks (continuation lines joined) and code
+    spans, one string per line or span."""
+    texts = [line for block in FENCE.findall(text) for line in block.splitlines()[1:-1]]
+    text = FENCE.sub("", text)
+    lines = text.replace("\\\n", " ").splitlines()
+    texts += [line.strip() for line in lines if line.startswith("    ") and line.strip()]
+    texts += CODE_SPAN.findall(text)
+    return texts
+
+
+def without_comment(command: str) -> str:
+    return re.split(r"\s#\s", command, maxsplit=1)[0]
+
+
+def script_options(command: str) -> list[tuple[str, str]]:
+    """(script, --option) for every option given to a script in `command`: the options after
+    the script's path, up to the command's end (|, ;, &&, <, >) or the next script."""
+    pairs = []
+    matches = list(SCRIPT.finditer(command))
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(command)
+        arguments = COMMAND_END.split(command[match.end() : end], maxsplit=1)[0]
+        pairs += [(match.group(1), option) for option in OPTION.findall(arguments)]
+    return pairs
+
+
+def makefile_targets() -> dict[str, str]:
+    """{target: its recipe} from the Makefile."""
+    targets: dict[str, str] = {}
+    current = None
+    for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines():
+        rule = re.match(r"^([\w.-]+)\s*:(?!=)", line)
+        if rule:
+            current = rule.group(1)
+            targets[current] = ""
+        elif line.startswith("\t") and current:
+            targets[current] += line + "\n"
+        elif line.strip() and not line.startswith("#"):
+            current = None
+    return targets
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """GitHub's anchors of the markdown file's headings."""
+    anchors = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^#{1,6} (.*)", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
+            anchors.add(slug.replace(" ", "-"))
+    return anchors
+
+
+def all_code() -> list[tuple[Path, str]]:
+    return [(doc, without_comment(text)) for doc in DOCS for text in code_texts(prose(doc))]
+
+
+@pytest.fixture(scope="module")
+def help_texts() -> dict[str, str]:
+    """Each shown script's `--help` output, all run at once in subprocesses."""
+    scripts = {script for _, text in all_code() for script, _ in script_options(text)}
+    targets = makefile_targets()
+    for _, text in all_code():
+        for target, rest in MAKE.findall(text):
+            if MAKE_ARGS.search(rest) and target in targets:
+                scripts.update(SCRIPT.findall(targets[target]))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    runs = {
+        script: subprocess.Popen(
+            [sys.executable, script, "--help"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for script in sorted(scripts)
+        if (ROOT / script).is_file()
+    }
+    texts = {}
+    for script, run in runs.items():
+        output, _ = run.communicate(timeout=120)
+        assert run.returncode == 0, f"{script} --help failed:\n{output}"
+        texts[script] = output
+    return texts
+
+
+def test_docs_are_found():
+    assert (ROOT / "README.md") in DOCS and len(DOCS) >= 7, DOCS
+
+
+def test_readme_is_short():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES})"
+
+
+def test_shown_paths_exist():
+    missing = set()
+    for doc, text in all_code():
+        for path in PATH.findall(text):
+            found = list(ROOT.glob(path)) if "*" in path else (ROOT / path).exists()
+            if not found:
+                missing.add(f"{doc.relative_to(ROOT)}: {path}")
+    assert not missing, "\n".join(sorted(missing))
+
+
+def test_shown_script_options_exist(help_texts):
+    unknown = set()
+    targets = makefile_targets()
+    for doc, text in all_code():
+        pairs = script_options(text)
+        for target, rest in MAKE.findall(text):
+            arguments = " ".join(value for _, value in MAKE_ARGS.findall(rest))
+            for script in SCRIPT.findall(targets.get(target, "")):
+                pairs += [(script, option) for option in OPTION.findall(arguments)]
+        for script, option in pairs:
+            if script in help_texts and option not in OPTION.findall(help_texts[script]):
+                unknown.add(f"{doc.relative_to(ROOT)}: {script} {option}")
+    assert not unknown, "\n".join(sorted(unknown))
+
+
+def test_shown_make_targets_exist():
+    targets = makefile_targets()
+    missing = {
+        f"{doc.relative_to(ROOT)}: make {target}"
+        for doc, text in all_code()
+        for target, _ in MAKE.findall(text)
+        if target not in targets
+    }
+    assert not missing, "\n".join(sorted(missing))
+
+
+def test_links_and_images_point_to_files():
+    broken = []
+    for doc in DOCS:
+        for link in LINK.findall(prose(doc)):
+            if re.match(r"^[a-z]+:", link):
+                continue
+            file_part, _, anchor = link.partition("#")
+            target = (doc.parent / file_part).resolve() if file_part else doc
+            if not target.is_file():
+                broken.append(f"{doc.relative_to(ROOT)}: {link}")
+            elif anchor and anchor not in heading_anchors(target):
+                broken.append(f"{doc.relative_to(ROOT)}: {link} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_code_map_names_are_defined():
+    """`seq2seq/attention.py`: `masked_softmax`, `MultiHeadAttention.attend` ... must be a
+    function, class or method defined in that file."""
+    undefined = []
+    for doc in DOCS:
+        for paragraph in re.split(r"\n\s*\n", prose(doc)):
+            for path, names in MAP_ENTRY.findall(paragraph.replace("\n", " ")):
+                file = ROOT / path
+                source = file.read_text(encoding="utf-8") if file.is_file() else ""
+                for name in NAME.findall(names):
+                    for part in name.split("."):
+                        if not re.search(rf"^\s*(?:def|class) {part}\b", source, re.MULTILINE):
+                            undefined.append(f"{doc.relative_to(ROOT)}: {path}: {name}")
+    assert not undefined, "\n".join(undefined)
+
+
+def test_script_options_are_parsed():
+    """The parser the checks above rely on."""
+    command = (
+        "echo hi | .venv/bin/python scripts/translate.py --model m --show-attention > out"
+        " --not-this"
+    )
+    assert script_options(command) == [
+        ("scripts/translate.py", "--model"),
+        ("scripts/translate.py", "--show-attention"),
+    ]
+    nested = 'scripts/evaluate.py --record r --command "scripts/average_checkpoints.py --last 5"'
+    assert script_options(nested) == [
+        ("scripts/evaluate.py", "--record"),
+        ("scripts/evaluate.py", "--command"),
+        ("scripts/average_checkpoints.py", "--last"),
+    ]
+    assert code_texts("text\n\n    a \\\n        b\n\n`c --d`\n") == ["a          b", "c --d"]
