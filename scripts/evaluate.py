@@ -110,7 +110,7 @@ def report(result: EvalResult) -> str:
             f"chrF    {result.chrf:6.2f}  {signatures['chrf']}",
             f"{result.sentences} sentences in {result.seconds:.1f} s "
             f"({result.sentences_per_second:.1f} sentences/s) on {result.device}, "
-            f"beam {result.beam_size}",
+            f"{result.precision}, beam {result.beam_size}",
         ]
     )
 
@@ -122,7 +122,7 @@ def model_result(
     revision, dirty = git_state()
     source = ["--checkpoint", args.checkpoint] if args.checkpoint else ["--model", args.model]
     evaluation = ["scripts/evaluate.py", *source, "--split", args.split]
-    evaluation += ["--beam", str(result.beam_size)]
+    evaluation += ["--beam", str(result.beam_size), "--precision", result.precision]
     if args.length_penalty is not None:
         evaluation += ["--length-penalty", str(args.length_penalty)]
     if args.stop_early:
@@ -145,6 +145,7 @@ def model_result(
         device=args.trained_on,
         commands=[*args.command, shlex.join(evaluation)],
         git_revision=(revision or "unknown") + ("-dirty" if dirty else ""),
+        decode_precision=result.precision,
     )
 
 

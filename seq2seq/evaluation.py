@@ -27,6 +27,7 @@ class EvalResult:
     seconds: float
     sentences_per_second: float
     device: str
+    precision: str  # what the model computed in: "fp32", "bf16", "fp16" or "int8"
     beam_size: int
     hypotheses: list[str]
     hypothesis_ids: list[list[int]]
@@ -65,6 +66,7 @@ def evaluate(
         seconds=seconds,
         sentences_per_second=len(src_lines) / max(seconds, 1e-9),
         device=str(translator.device),
+        precision=translator.precision,
         beam_size=beam_size,
         hypotheses=hypotheses,
         hypothesis_ids=[translation.tokens for translation in best],

@@ -11,22 +11,24 @@ A model result, e.g. results/models/transformer-tiny.en-de.json:
       "beam_size": 5, "averaged_checkpoints": 5,
       "train_steps": 30000, "train_hours": 1.5, "device": "1x NVIDIA H100",
       "commands": ["make data", "make train MODEL=transformer", "..."],
-      "git_revision": "0123abc..."
+      "git_revision": "0123abc...", "decode_precision": "fp32"
     }
 
 `scripts/evaluate.py --record FILE` writes one: the scores, signatures, beam, model, corpus,
-parameter count, step and number of averaged checkpoints come from the evaluation and the
-checkpoint; the name, training time, device and commands are given as options.
+parameter count, step, number of averaged checkpoints and decoding precision come from the
+evaluation and the checkpoint; the name, training time, device and commands are given as options.
 """
 
 import json
 import subprocess
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import get_origin
 
 from seq2seq.checkpoint import write_atomically
 from seq2seq.errors import UserError
+
+NOT_RECORDED = "not recorded"  # a field that older records lack
 
 
 @dataclass
@@ -50,6 +52,7 @@ class ModelResult:
     device: str  # what it was trained on
     commands: list[str]  # every command, from preparing the data to evaluating
     git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
+    decode_precision: str = NOT_RECORDED  # what decoding computed in: fp32, bf16, fp16 or int8
 
     @classmethod
     def load(cls, path: Path) -> "ModelResult":
@@ -58,9 +61,10 @@ class ModelResult:
         except (OSError, ValueError) as err:
             raise UserError(f"{path}: not readable JSON ({err})") from None
         known = {f.name: f for f in fields(cls)}
-        if not isinstance(values, dict) or values.keys() != known.keys():
-            got = values.keys() if isinstance(values, dict) else set()
-            wrong = sorted(set(known) - set(got)) + sorted(set(got) - set(known))
+        needed = {f.name for f in fields(cls) if f.default is MISSING}
+        got = values.keys() if isinstance(values, dict) else set()
+        if not needed <= got <= known.keys():
+            wrong = sorted(needed - got) + sorted(set(got) - set(known))
             raise UserError(f"{path}: missing or unknown keys: {', '.join(wrong) or 'all'}")
         for name, value in values.items():
             kind = get_origin(known[name].type) or known[name].type

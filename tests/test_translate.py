@@ -365,7 +365,8 @@ def test_evaluate_script_matches_sacrebleu_on_its_output(run, tmp_path):
         "BLEU-lc",
         "chrF",
     ]
-    assert lines[4].startswith("12 sentences in ") and lines[4].endswith("on cpu, beam 3")
+    ending = f"on cpu, {scores['precision']}, beam 3"
+    assert lines[4].startswith("12 sentences in ") and lines[4].endswith(ending)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -462,8 +463,10 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
         "test",
     )
     assert (recorded.name, recorded.device, recorded.train_hours) == ("Tiny", "CPU", 0.01)
+    precision = scores["precision"]
+    assert recorded.decode_precision == precision and precision in ("fp32", "bf16")
     evaluation = f"scripts/evaluate.py --checkpoint {checkpoint} --split test --beam 2"
-    evaluation += " --length-penalty 0.5 --stop-early"
+    evaluation += f" --precision {precision} --length-penalty 0.5 --stop-early"
     assert recorded.commands == ["make data", "make train", evaluation]
     assert len(recorded.git_revision.removesuffix("-dirty")) == 40
     assert "Tiny" in sections(tmp_path / "results")["results"]
