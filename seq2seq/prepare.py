@@ -54,6 +54,7 @@ FORMAT_VERSION = 2  # 2: token ids as memory-mapped arrays
 MANIFEST = "manifest.json"
 MIN_VOCAB_SIZE = 16
 MAX_VOCAB_SIZE = 1_000_000
+MIN_SPM_SAMPLE = 1000
 HINT = "prepare it with `make data` or scripts/prepare_data.py"
 ID_DTYPES = ("uint16", "int32")  # token ids: the first when the vocabulary fits
 CHUNK_LINES = 10_000  # lines encoded at a time
@@ -90,8 +91,8 @@ def prepare(
         (see `seq2seq.download.mirror_advice`).
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
-    if spm_sample < 1:
-        raise UserError(f"--spm-sample {spm_sample}: must be >= 1")
+    if spm_sample < MIN_SPM_SAMPLE:
+        raise UserError(f"--spm-sample {spm_sample}: must be >= {MIN_SPM_SAMPLE}")
     out = Path(out) if out else default_out(corpus, src, tgt)
     settings: dict[str, Any] = {
         "corpus": corpus,
@@ -421,6 +422,23 @@ class PreparedData:
         src_tokenizer = Tokenizer.load(folder / src_model)
         tgt_tokenizer = src_tokenizer if joint else Tokenizer.load(folder / tgt_model)
         return cls(folder, manifest, src_tokenizer, tgt_tokenizer)
+
+    def check_vocabulary(self, vocab_size: int, joint: bool) -> None:
+        """`UserError` unless the folder was prepared with this vocabulary (a configuration's
+        `data.vocab_size` and `data.joint_vocab`)."""
+        settings = self.manifest["settings"]
+        if settings["vocab_size"] != vocab_size:
+            raise UserError(
+                f"data.vocab_size {vocab_size}: {self.folder} was prepared with "
+                f"--vocab-size {settings['vocab_size']}; set data.vocab_size="
+                f"{settings['vocab_size']} or prepare another folder with --vocab-size {vocab_size}"
+            )
+        if settings["joint_vocab"] != joint:
+            kind = "a joint" if settings["joint_vocab"] else "separate"
+            raise UserError(
+                f"data.joint_vocab {str(joint).lower()}: {self.folder} was prepared with "
+                f"{kind} vocabulary; set data.joint_vocab={str(not joint).lower()}"
+            )
 
     @property
     def src(self) -> str:

@@ -52,6 +52,7 @@ def _user_files(corpus: Path) -> list[str]:
         (["--src", "de", "--tgt", "de"], ["--src and --tgt are both 'de'"]),
         (["--vocab-size", "0"], ["--vocab-size 0: must be between 16 and"]),
         (["--model-type", "word"], ["--model-type word"]),
+        (["--spm-sample", "100"], ["--spm-sample 100: must be >= 1000"]),
         (["--train-tsv", "x.tsv"], ["need --corpus files"]),
         (["--corpus", "files"], ["--corpus files needs its files"]),
         (
