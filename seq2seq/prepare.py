@@ -32,7 +32,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import sentencepiece
 
-from seq2seq.clean import MAX_RATIO, MAX_WORDS, CleanReport, clean_pairs, normalize_lines
-from seq2seq.corpora import SPLITS, USER_CORPUS, Pairs, UserFiles, get_corpus, read_lines
+from seq2seq.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
+from seq2seq.corpora import SPLITS, USER_CORPUS, Pair, Pairs, UserFiles, get_corpus, read_lines
 from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror, sha256_file
 from seq2seq.errors import UserError
 from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
@@ -204,22 +204,19 @@ def _read_corpus(
     mirror: str | None,
     cache_dir: Path,
     mirror_option: str | None,
-) -> tuple[dict[str, Pairs], list[Path], str]:
-    """The raw splits, the source files they were read from, and the corpus's licence line."""
+) -> tuple[Iterator[Pair], list[Path], str]:
+    """The raw line pairs of every split (read as they are consumed), the source files they
+    come from, and the corpus's licence line."""
     src, tgt = settings["src"], settings["tgt"]
     if files is not None:
-        return files.read(), files.paths(), "your own corpus: its own terms apply"
+        return files.pairs(), files.paths(), "your own corpus: its own terms apply"
     corpus = get_corpus(settings["corpus"])
     mirror = resolve_mirror(mirror)
     paths = {
         file.name: fetch(file, corpus.mirror_folder, cache_dir, mirror, mirror_option)
         for file in corpus.remote_files(src, tgt)
     }
-    return corpus.read(src, tgt, paths), list(paths.values()), corpus.licence
-
-
-def _write_lines(path: Path, lines: list[str]) -> None:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return corpus.pairs(src, tgt, paths), list(paths.values()), corpus.licence
 
 
 def _read_text(paths: list[Path]) -> Iterator[str]:
@@ -240,9 +237,8 @@ def _build(
 ) -> dict[str, Any]:
     """Write every file of a prepared folder into `folder`; returns the manifest."""
     src, tgt = settings["src"], settings["tgt"]
-    raw, sources, licence = _read_corpus(settings, files, mirror, cache_dir, mirror_option)
-    lines, report = _write_text(folder, raw, settings)
-    del raw
+    pairs, sources, licence = _read_corpus(settings, files, mirror, cache_dir, mirror_option)
+    lines, report = _write_text(folder, pairs, settings)
     src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings)
     dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]
     for split in SPLITS:
@@ -280,32 +276,35 @@ def _build(
 
 
 def _write_text(
-    folder: Path, raw: dict[str, Pairs], settings: dict[str, Any]
+    folder: Path, pairs: Iterator[Pair], settings: dict[str, Any]
 ) -> tuple[dict[str, int], CleanReport]:
-    """Normalise every split, clean the training pairs, and write `<split>.<lang>` text files.
-
-    Each split's raw lines are dropped from `raw` once written. Returns the pairs per split and
-    the cleaning report.
-    """
-    src, tgt = settings["src"], settings["tgt"]
-    counts = {}
-    for split in SPLITS:
-        src_lines, tgt_lines = (normalize_lines(side) for side in raw.pop(split))
-        if split == "train":
-            src_lines, tgt_lines, report = clean_pairs(
-                src_lines, tgt_lines, settings["max_words"], settings["max_ratio"]
+    """Normalise every pair, clean the training pairs, and write the `<split>.<lang>` text files,
+    one pair at a time. Returns the pairs written per split and the cleaning report."""
+    counts = dict.fromkeys(SPLITS, 0)
+    report = CleanReport(settings["max_words"], settings["max_ratio"])
+    with ExitStack() as stack:
+        outputs = {
+            (split, lang): stack.enter_context(
+                open(folder / f"{split}.{lang}", "w", encoding="utf-8", newline="\n")
             )
-            print(f"cleaning: {report}")
-            if not src_lines:
-                raise UserError("no training pairs are left after cleaning")
-        if split == "valid" and not src_lines:
-            raise UserError(
-                "the valid split is empty: training validates and saves on it; "
-                "give a valid split with at least one pair"
-            )
-        _write_lines(folder / f"{split}.{src}", src_lines)
-        _write_lines(folder / f"{split}.{tgt}", tgt_lines)
-        counts[split] = len(src_lines)
+            for split in SPLITS
+            for lang in (settings["src"], settings["tgt"])
+        }
+        for split, raw_src, raw_tgt in pairs:
+            src_line, tgt_line = normalize(raw_src), normalize(raw_tgt)
+            if split == "train" and not report.keep(src_line, tgt_line):
+                continue
+            outputs[split, settings["src"]].write(src_line + "\n")
+            outputs[split, settings["tgt"]].write(tgt_line + "\n")
+            counts[split] += 1
+    print(f"cleaning: {report}")
+    if not counts["train"]:
+        raise UserError("no training pairs are left after cleaning")
+    if not counts["valid"]:
+        raise UserError(
+            "the valid split is empty: training validates and saves on it; "
+            "give a valid split with at least one pair"
+        )
     return counts, report
 
 
