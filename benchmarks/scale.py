@@ -4,13 +4,16 @@ Corpora of about 160k, 800k and 4M pairs are Tatoeba en-fr's training split repe
 times (repetitions, for size only: nothing is learnt from them), with its valid and test splits
 once. For each size this records:
 
-    prepare     scripts/prepare_data.py --corpus files: wall time and peak RSS
+    prepare     scripts/prepare_data.py --corpus files: wall time and peak RSS (a first
+                prepare: the folder is removed before)
     train       scripts/train.py, the Transformer config on that folder, 10 updates: start-up
                 (process start to the end of the first update) and RSS at step 10
     evaluate    scripts/evaluate.py on that run's checkpoint, 100 test sentences, greedy:
                 wall time and peak RSS
 
-and writes results/bench/scale-<time>.json and a PNG of each figure against corpus size.
+and the same training figures on Multi30k en-de (the reference for RSS: the corpus the
+config was made for). Writes results/bench/scale-<time>.json and a PNG of each figure against
+corpus size.
 
     python benchmarks/scale.py --mirror ../shared/data [--sizes 1 25]
 
@@ -81,10 +84,11 @@ def write_corpus(source: Path, repetitions: int, out: Path) -> int:
 
 
 def train_overrides(prepared: Path, run_dir: Path) -> list[str]:
+    manifest = json.loads((prepared / "manifest.json").read_text())
     return [
         f'data.prepared="{prepared}"',
-        'data.src="en"',
-        'data.tgt="fr"',
+        f'data.src="{manifest["src"]}"',
+        f'data.tgt="{manifest["tgt"]}"',
         f'train.run_dir="{run_dir}"',
         f"train.max_steps={STEPS}",
         f"train.save_every={STEPS}",
@@ -186,7 +190,13 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(args.work).resolve()
-    source = tatoeba_splits(work, str(Path(args.mirror).resolve()))
+    mirror = str(Path(args.mirror).resolve())
+    source = tatoeba_splits(work, mirror)
+    multi30k = work / "multi30k.en-de"
+    run_measured(["scripts/prepare_data.py", "--mirror", mirror, "--out", str(multi30k)])
+    shutil.rmtree(work / "run-multi30k", ignore_errors=True)
+    reference = measure_training(multi30k, work / "run-multi30k")
+    print(json.dumps({"multi30k": reference}), flush=True)
     results = []
     for repetitions in args.sizes:
         name = f"x{repetitions}"
@@ -223,6 +233,7 @@ def main() -> None:
         "for size only), its valid and test splits once",
         "config": str(CONFIG.relative_to(ROOT)),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "multi30k_train": reference,
         "results": results,
     }
     (out / f"scale-{stamp}.json").write_text(json.dumps(record, indent=2) + "\n")
