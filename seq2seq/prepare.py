@@ -42,7 +42,16 @@ import numpy as np
 import sentencepiece
 
 from seq2seq.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
-from seq2seq.corpora import SPLITS, USER_CORPUS, Pair, Pairs, UserFiles, get_corpus, read_lines
+from seq2seq.corpora import (
+    SPLITS,
+    USER_CORPUS,
+    Pair,
+    Pairs,
+    UserFiles,
+    get_corpus,
+    iter_lines,
+    read_lines,
+)
 from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror, sha256_file
 from seq2seq.errors import UserError
 from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
@@ -219,14 +228,6 @@ def _read_corpus(
     return corpus.pairs(src, tgt, paths), list(paths.values()), corpus.licence
 
 
-def _read_text(paths: list[Path]) -> Iterator[str]:
-    """The lines of prepared text files, one at a time (without their "\n")."""
-    for path in paths:
-        with open(path, encoding="utf-8", newline="\n") as lines:
-            for line in lines:
-                yield line[:-1]
-
-
 def _build(
     folder: Path,
     settings: dict[str, Any],
@@ -329,7 +330,7 @@ def _train_tokenizers(
 def _train_from_files(texts: list[Path], path: Path, settings: dict[str, Any]) -> int:
     """Train a tokenizer on the lines of `texts` (run in a child process); its vocabulary size."""
     return Tokenizer.train(
-        _read_text(texts),
+        chain.from_iterable(map(iter_lines, texts)),
         path,
         settings["vocab_size"],
         settings["model_type"],
@@ -365,7 +366,7 @@ def _write_ids(folder: Path, name: str, tokenizer: Tokenizer, dtype: str) -> Non
         open(folder / f"{name}.offsets", "wb") as offsets,
     ):
         offsets.write(np.zeros(1, dtype=np.int64).tobytes())
-        text = _read_text([folder / name])
+        text = iter_lines(folder / name)
         while chunk := list(islice(text, CHUNK_LINES)):
             encoded = tokenizer.encode(chunk, normalized=True, num_threads=threads)
             lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))

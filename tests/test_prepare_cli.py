@@ -122,3 +122,12 @@ def test_prepare_through_an_http_mirror(
         for prefix in ("train", "val", "test_2016_flickr")
         for lang in ("en", "de")
     )
+
+
+def test_bad_utf8_names_its_line(small_corpus: Path, tmp_path: Path) -> None:
+    lines = (small_corpus / "train.de").read_bytes().split(b"\n")
+    lines[6] = b"zw\xc3ei"
+    (small_corpus / "train.de").write_bytes(b"\n".join(lines))
+    result = _run([*_user_files(small_corpus), "--out", "data/out"], cwd=tmp_path)
+    _assert_user_error(result, "train.de:7: not UTF-8 text (bad byte at byte 3 of the line)")
+    assert not (tmp_path / "data").exists()
