@@ -31,12 +31,12 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import sentencepiece
@@ -59,6 +59,7 @@ from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 if TYPE_CHECKING:
     from seq2seq.batching import ParallelDataset
 
+T = TypeVar("T")
 FORMAT_VERSION = 2  # 2: token ids as memory-mapped arrays
 MANIFEST = "manifest.json"
 MIN_VOCAB_SIZE = 16
@@ -242,9 +243,12 @@ def _build(
     lines, report = _write_text(folder, pairs, settings)
     src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings)
     dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]
-    for split in SPLITS:
-        for lang, tokenizer in ((src, src_tok), (tgt, tgt_tok)):
-            _write_ids(folder, f"{split}.{lang}", tokenizer, dtype)
+    jobs = [
+        (folder, f"{split}.{lang}", folder / model, dtype)
+        for split in SPLITS
+        for lang, model in ((src, src_model), (tgt, tgt_model))
+    ]
+    _run_in_children(_write_ids, jobs, processes=len(os.sched_getaffinity(0)))
     vocab_size, model_type = settings["vocab_size"], settings["model_type"]
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -339,14 +343,8 @@ def _train_from_files(texts: list[Path], path: Path, settings: dict[str, Any]) -
 
 
 def _train_in_child(texts: list[Path], path: Path, settings: dict[str, Any]) -> Tokenizer:
-    """`Tokenizer.train` in a child process, so that Ctrl-C stops it at once: sentencepiece's
-    training does not return to Python (which handles the signal) until it is done, and the
-    child is terminated when this process is interrupted or fails."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        result = pool.apply_async(_train_from_files, (texts, path, settings))
-        while not result.ready():
-            result.wait(0.1)
-        pieces = result.get()
+    """`Tokenizer.train` in a child process (see `_run_in_children`)."""
+    [pieces] = _run_in_children(_train_from_files, [(texts, path, settings)], processes=1)
     if pieces < settings["vocab_size"]:
         raise UserError(
             f"--vocab-size {settings['vocab_size']}: the training text yields at most {pieces} "
@@ -355,11 +353,25 @@ def _train_in_child(texts: list[Path], path: Path, settings: dict[str, Any]) -> 
     return Tokenizer.load(path)
 
 
-def _write_ids(folder: Path, name: str, tokenizer: Tokenizer, dtype: str) -> None:
-    """Encode the text file `name` in chunks into `<name>.ids`, the token ids of all its lines
-    end to end (`dtype`), and `<name>.offsets`, where line i's ids start (int64, one more than
-    the lines: the last is the end)."""
-    threads = len(os.sched_getaffinity(0))
+def _run_in_children(function: Callable[..., T], calls: list[tuple], processes: int) -> list[T]:
+    """`function(*args)` for every `args` of `calls`, in up to `processes` child processes.
+
+    The children are terminated as soon as this process is interrupted or fails, so Ctrl-C
+    stops sentencepiece at once (its training and encoding do not return to Python, which
+    handles the signal, until they are done).
+    """
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        result = pool.starmap_async(function, calls, chunksize=1)
+        while not result.ready():
+            result.wait(0.1)
+        return result.get()
+
+
+def _write_ids(folder: Path, name: str, model: Path, dtype: str) -> None:
+    """Encode the text file `name` in chunks with the sentencepiece `model` into `<name>.ids`,
+    the token ids of all its lines end to end (`dtype`), and `<name>.offsets`, where line i's
+    ids start (int64, one more than the lines: the last is the end)."""
+    tokenizer = Tokenizer.load(model)
     end = 0
     with (
         open(folder / f"{name}.ids", "wb") as ids,
@@ -368,7 +380,7 @@ def _write_ids(folder: Path, name: str, tokenizer: Tokenizer, dtype: str) -> Non
         offsets.write(np.zeros(1, dtype=np.int64).tobytes())
         text = iter_lines(folder / name)
         while chunk := list(islice(text, CHUNK_LINES)):
-            encoded = tokenizer.encode(chunk, normalized=True, num_threads=threads)
+            encoded = tokenizer.encode(chunk, normalized=True)
             lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
             flat = np.fromiter(chain.from_iterable(encoded), dtype=dtype, count=int(lens.sum()))
             ids.write(flat.tobytes())

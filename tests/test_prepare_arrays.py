@@ -93,7 +93,7 @@ def test_sentencepiece_sample_is_a_setting(tmp_path: Path) -> None:
         "files", "src", "tgt", tmp_path / "small", vocab_size=24, files=_files(raw), spm_sample=1000
     )
     manifests = [json.loads((p / "manifest.json").read_text()) for p in (full, small)]
-    assert [m["tokenizer"]["sample"] for m in manifests] == [2_000_000, 1000]
+    assert [m["tokenizer"]["sample"] for m in manifests] == [1_000_000, 1000]
     assert manifests[0]["files"]["spm.model"] != manifests[1]["files"]["spm.model"]
 
 
