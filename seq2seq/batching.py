@@ -79,8 +79,9 @@ class ParallelDataset:
             )
         self._src, self._src_offsets = src_flat, np.asarray(src_offsets, dtype=np.int64)
         self._tgt, self._tgt_offsets = tgt_flat, np.asarray(tgt_offsets, dtype=np.int64)
-        self.src_lens = np.diff(self._src_offsets) + 1  # + EOS
-        self.tgt_lens = np.diff(self._tgt_offsets) + 2  # + BOS, EOS
+        # int32: on a corpus of millions of sentences every copy of these counts
+        self.src_lens = (np.diff(self._src_offsets) + 1).astype(np.int32)  # + EOS
+        self.tgt_lens = (np.diff(self._tgt_offsets) + 2).astype(np.int32)  # + BOS, EOS
 
     @classmethod
     def from_ids(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> "ParallelDataset":
@@ -156,8 +157,8 @@ class TokenBatchSampler:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is not in [0, {num_replicas})")
-        self.src_lens = np.asarray(src_lens, dtype=np.int64)
-        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+        self.src_lens = np.asarray(src_lens, dtype=np.int32)  # no copy of a dataset's lengths
+        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int32)
         self.lens = np.maximum(self.src_lens, self.tgt_lens)
         if len(self.lens) and self.lens.min() < 1:
             raise ValueError("every sentence needs a length >= 1")
