@@ -56,6 +56,15 @@ def _row(flat: np.ndarray, start: int, end: int, bos: bool) -> np.ndarray:
     return row
 
 
+def _lengths(offsets: np.ndarray, specials: int) -> np.ndarray:
+    """(N,) int32 row lengths from (N + 1,) offsets, plus `specials` tokens each. Computed in
+    place: on a corpus of millions of sentences, every temporary copy is tens of MB."""
+    lens = np.empty(len(offsets) - 1, dtype=np.int32)
+    np.subtract(offsets[1:], offsets[:-1], out=lens, casting="unsafe")
+    lens += specials
+    return lens
+
+
 class ParallelDataset:
     """The token ids of one split, each side one flat array of ids plus (N + 1,) offsets.
 
@@ -79,9 +88,8 @@ class ParallelDataset:
             )
         self._src, self._src_offsets = src_flat, np.asarray(src_offsets, dtype=np.int64)
         self._tgt, self._tgt_offsets = tgt_flat, np.asarray(tgt_offsets, dtype=np.int64)
-        # int32: on a corpus of millions of sentences every copy of these counts
-        self.src_lens = (np.diff(self._src_offsets) + 1).astype(np.int32)  # + EOS
-        self.tgt_lens = (np.diff(self._tgt_offsets) + 2).astype(np.int32)  # + BOS, EOS
+        self.src_lens = _lengths(self._src_offsets, specials=1)  # + EOS
+        self.tgt_lens = _lengths(self._tgt_offsets, specials=2)  # + BOS, EOS
 
     @classmethod
     def from_ids(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> "ParallelDataset":
