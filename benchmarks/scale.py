@@ -168,6 +168,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for ax, (stage, key, title) in zip(axes.flat, figures, strict=True):
         ax.plot(pairs, [row[stage][key] for row in results], marker="o")
         ax.set_xscale("log")
+        ax.set_xticks(pairs, [f"{count / 1e6:.2f}M" for count in pairs])
+        ax.minorticks_off()
         ax.set_xlabel("training pairs (Tatoeba repeated)")
         ax.set_title(title)
         ax.set_ylim(bottom=0)
