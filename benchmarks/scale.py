@@ -12,8 +12,8 @@ once. For each size this records:
                 wall time and peak RSS
 
 and the same training figures on Multi30k en-de (the reference for RSS: the corpus the
-config was made for). Writes results/bench/scale-<time>.json and a PNG of each figure against
-corpus size.
+config was made for). Writes results/bench/scale/scale-<time>.json and a PNG of each figure
+against corpus size.
 
     python benchmarks/scale.py --mirror ../shared/data [--sizes 1 25]
 
@@ -188,7 +188,12 @@ def main() -> None:
         help="repetitions of Tatoeba's training split (default: 1 5 25)",
     )
     parser.add_argument("--work", default="data/bench-scale", help="corpora and runs go here")
-    parser.add_argument("--out", default="results/bench", help="folder for the JSON and PNG")
+    parser.add_argument(
+        "--out",
+        default="results/bench/scale",
+        help="folder for the JSON and PNG (not results/bench itself: its tables in the README "
+        "know the kinds of scripts/benchmark.py)",
+    )
     args = parser.parse_args()
 
     work = Path(args.work).resolve()
@@ -230,7 +235,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     record = {
-        "benchmark": "scale",
+        "kind": "scale",
         "corpora": "Tatoeba en-fr training split repeated `repetitions` times (repetitions, "
         "for size only), its valid and test splits once",
         "config": str(CONFIG.relative_to(ROOT)),
