@@ -32,14 +32,14 @@ CORPUS ?= multi30k
 SRC ?= en
 TGT ?= de
 data: $(STAMP)
-	$(PY) scripts/prepare_data.py --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
+	SEQ2SEQ_MAKE_TARGET=data $(PY) scripts/prepare_data.py --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
 
 # make train MODEL=transformer|gru [CONFIG=file.toml] [ARGS="train.lr=1e-3 ..."] [MIRROR=dir|url]
 # Prepares the configuration's corpus first when it is missing; run again to resume.
 MODEL ?= transformer
 CONFIG ?= configs/$(MODEL).multi30k.en-de.toml
 train: $(STAMP)
-	$(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
+	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
 
 # make translate [NAME=transformer-tiny.multi30k.en-de] [ARGS="--beam 1 ..."]
 # Interactive translation with a shipped model (models/NAME), its attention map shown.
@@ -54,7 +54,7 @@ bench: $(STAMP) $(BENCH_DATA)/manifest.json
 	$(PY) benchmarks/bench.py $(ARGS)
 
 $(BENCH_DATA)/manifest.json: | $(STAMP)
-	$(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
+	SEQ2SEQ_MAKE_TARGET=bench $(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
 
 PORT ?= 6006
 tensorboard: $(STAMP)

@@ -12,7 +12,7 @@ from seq2seq.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.download import MIRROR_ENV
 from seq2seq.errors import UserError
 from seq2seq.prepare import prepare
-from seq2seq.tokenizer import MODEL_TYPES
+from seq2seq.tokenizer import MODEL_TYPES, SAMPLE
 
 
 def main() -> None:
@@ -29,6 +29,12 @@ def main() -> None:
         f"upstream (default: ${MIRROR_ENV})",
     )
     parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument(
+        "--spm-sample",
+        type=int,
+        default=SAMPLE,
+        help="sentencepiece trains on a random sample of this many training sentences",
+    )
     parser.add_argument(
         "--separate-vocab", action="store_true", help="one sentencepiece model per language"
     )
@@ -77,6 +83,8 @@ def main() -> None:
         max_words=args.max_words,
         max_ratio=args.max_ratio,
         files=user_files,
+        spm_sample=args.spm_sample,
+        mirror_option="--mirror DIR_OR_URL",
     )
 
 

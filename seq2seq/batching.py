@@ -1,6 +1,7 @@
 """Token-id datasets, length-bucketed batches under a token budget, and padding into tensors.
 
-    ParallelDataset     all sentence pairs of a split as two flat int32 arrays plus offsets
+    ParallelDataset     all sentence pairs of a split as two flat id arrays plus offsets
+                        (memory-mapped files written by `seq2seq.prepare`, or packed lists)
     TokenBatchSampler   which sentences go together: similar lengths, at most `max_tokens`
                         tokens per batch counting padding; shuffled per epoch, resumable,
                         split across ranks for distributed training
@@ -23,23 +24,18 @@ from torch.utils.data import DataLoader
 from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
 
 
-def _pack(seqs: list[list[int]], bos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Concatenate `[BOS]? + ids + [EOS]` of every sequence into one flat int32 array.
+def _offsets(lens: np.ndarray) -> np.ndarray:
+    """(N + 1,) int64 offsets of sequences of `lens` laid end to end: row i is [o[i], o[i + 1])."""
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return offsets
 
-    Returns (flat, starts, lens): sequence i is `flat[starts[i] : starts[i] + lens[i]]`.
-    """
-    raw_lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-    lens = raw_lens + 1 + int(bos)
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    flat = np.full(int(ends[-1]) if len(seqs) else 0, EOS_ID, dtype=np.int32)
-    is_token = np.ones_like(flat, dtype=bool)
-    is_token[ends - 1] = False
-    if bos:
-        flat[starts] = BOS_ID
-        is_token[starts] = False
-    flat[is_token] = np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=raw_lens.sum())
-    return flat, starts, lens
+
+def pack(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate id sequences into one flat int32 array; returns (flat, offsets)."""
+    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=int(lens.sum()))
+    return flat, _offsets(lens)
 
 
 class Example(NamedTuple):
@@ -50,28 +46,65 @@ class Example(NamedTuple):
     tgt: np.ndarray  # (T,) [BOS] + ids + [EOS]
 
 
-class ParallelDataset:
-    """The token ids of one split, both sides stored as flat int32 arrays with offsets.
+def _row(flat: np.ndarray, start: int, end: int, bos: bool) -> np.ndarray:
+    """`[BOS]? + flat[start:end] + [EOS]` as a new int32 array."""
+    row = np.empty(end - start + 1 + int(bos), dtype=np.int32)
+    if bos:
+        row[0] = BOS_ID
+    row[int(bos) : -1] = flat[start:end]
+    row[-1] = EOS_ID
+    return row
 
+
+def _lengths(offsets: np.ndarray, specials: int) -> np.ndarray:
+    """(N,) int32 row lengths from (N + 1,) offsets, plus `specials` tokens each. Computed in
+    place: on a corpus of millions of sentences, every temporary copy is tens of MB."""
+    lens = np.empty(len(offsets) - 1, dtype=np.int32)
+    np.subtract(offsets[1:], offsets[:-1], out=lens, casting="unsafe")
+    lens += specials
+    return lens
+
+
+class ParallelDataset:
+    """The token ids of one split, each side one flat array of ids plus (N + 1,) offsets.
+
+    The flat arrays hold the subword ids only (any integer dtype; `seq2seq.prepare` gives
+    memory-mapped uint16 or int32 files); `dataset[i]` adds the special tokens.
     `src_lens[i]` and `tgt_lens[i]` are the lengths of the rows `dataset[i]` returns, special
-    tokens included. Nothing is truncated: a long validation sentence is kept whole.
+    tokens included, computed from the offsets alone. Nothing is truncated: a long validation
+    sentence is kept whole.
     """
 
-    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]]):
-        if len(src_ids) != len(tgt_ids):
-            raise ValueError(f"{len(src_ids)} source but {len(tgt_ids)} target sequences")
-        self._src, self._src_starts, self.src_lens = _pack(src_ids, bos=False)
-        self._tgt, self._tgt_starts, self.tgt_lens = _pack(tgt_ids, bos=True)
+    def __init__(
+        self,
+        src_flat: np.ndarray,
+        src_offsets: np.ndarray,
+        tgt_flat: np.ndarray,
+        tgt_offsets: np.ndarray,
+    ):
+        if len(src_offsets) != len(tgt_offsets):
+            raise ValueError(
+                f"{len(src_offsets) - 1} source but {len(tgt_offsets) - 1} target sequences"
+            )
+        self._src, self._src_offsets = src_flat, np.asarray(src_offsets, dtype=np.int64)
+        self._tgt, self._tgt_offsets = tgt_flat, np.asarray(tgt_offsets, dtype=np.int64)
+        self.src_lens = _lengths(self._src_offsets, specials=1)  # + EOS
+        self.tgt_lens = _lengths(self._tgt_offsets, specials=2)  # + BOS, EOS
+
+    @classmethod
+    def from_ids(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> "ParallelDataset":
+        """A dataset of id lists (e.g. `Tokenizer.encode`'s output), packed in memory."""
+        return cls(*pack(src_ids), *pack(tgt_ids))
 
     def __len__(self) -> int:
         return len(self.src_lens)
 
     def __getitem__(self, index: int) -> Example:
-        src_start, tgt_start = self._src_starts[index], self._tgt_starts[index]
+        src, tgt = self._src_offsets, self._tgt_offsets
         return Example(
             index=int(index),
-            src=self._src[src_start : src_start + self.src_lens[index]],
-            tgt=self._tgt[tgt_start : tgt_start + self.tgt_lens[index]],
+            src=_row(self._src, src[index], src[index + 1], bos=False),
+            tgt=_row(self._tgt, tgt[index], tgt[index + 1], bos=True),
         )
 
 
@@ -132,8 +165,8 @@ class TokenBatchSampler:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is not in [0, {num_replicas})")
-        self.src_lens = np.asarray(src_lens, dtype=np.int64)
-        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+        self.src_lens = np.asarray(src_lens, dtype=np.int32)  # no copy of a dataset's lengths
+        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int32)
         self.lens = np.maximum(self.src_lens, self.tgt_lens)
         if len(self.lens) and self.lens.min() < 1:
             raise ValueError("every sentence needs a length >= 1")

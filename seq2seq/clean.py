@@ -38,15 +38,31 @@ class CleanReport:
     """How many training pairs were read, kept, and dropped for each reason.
 
     A pair is counted once, under the first reason that applies, in this order.
+    `keep(src, tgt)` decides for one pair and counts it.
     """
 
-    pairs: int
-    kept: int
-    empty: int
-    too_long: int
-    length_ratio: int
-    max_words: int
-    max_ratio: float
+    max_words: int = MAX_WORDS
+    max_ratio: float = MAX_RATIO
+    pairs: int = 0
+    kept: int = 0
+    empty: int = 0
+    too_long: int = 0
+    length_ratio: int = 0
+
+    def keep(self, src: str, tgt: str) -> bool:
+        """Whether a normalised training pair is kept; counts it under its reason."""
+        self.pairs += 1
+        src_words, tgt_words = len(src.split()), len(tgt.split())
+        if src_words == 0 or tgt_words == 0:
+            self.empty += 1
+        elif max(src_words, tgt_words) > self.max_words:
+            self.too_long += 1
+        elif max(src_words, tgt_words) > self.max_ratio * min(src_words, tgt_words):
+            self.length_ratio += 1
+        else:
+            self.kept += 1
+            return True
+        return False
 
     def to_dict(self) -> dict[str, int | float]:
         return asdict(self)
@@ -66,26 +82,6 @@ def clean_pairs(
     max_ratio: float = MAX_RATIO,
 ) -> tuple[list[str], list[str], CleanReport]:
     """Filter normalised training pairs. Returns the kept source and target lines and a report."""
-    kept_src, kept_tgt = [], []
-    empty = too_long = length_ratio = 0
-    for src, tgt in zip(src_lines, tgt_lines, strict=True):
-        src_words, tgt_words = len(src.split()), len(tgt.split())
-        if src_words == 0 or tgt_words == 0:
-            empty += 1
-        elif max(src_words, tgt_words) > max_words:
-            too_long += 1
-        elif max(src_words, tgt_words) > max_ratio * min(src_words, tgt_words):
-            length_ratio += 1
-        else:
-            kept_src.append(src)
-            kept_tgt.append(tgt)
-    report = CleanReport(
-        pairs=len(src_lines),
-        kept=len(kept_src),
-        empty=empty,
-        too_long=too_long,
-        length_ratio=length_ratio,
-        max_words=max_words,
-        max_ratio=max_ratio,
-    )
-    return kept_src, kept_tgt, report
+    report = CleanReport(max_words, max_ratio)
+    kept = [pair for pair in zip(src_lines, tgt_lines, strict=True) if report.keep(*pair)]
+    return [src for src, _ in kept], [tgt for _, tgt in kept], report

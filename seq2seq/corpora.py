@@ -15,8 +15,9 @@ import hashlib
 import re
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import ClassVar
 
@@ -26,6 +27,7 @@ SPLITS = ("train", "valid", "test")
 USER_CORPUS = "files"
 
 Pairs = tuple[list[str], list[str]]  # (source lines, target lines), aligned line by line
+Pair = tuple[str, str, str]  # (split, source line, target line)
 
 
 @dataclass(frozen=True)
@@ -45,25 +47,37 @@ class RemoteFile:
     member_sha256: str | None = None
 
 
-def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file, plain or `.gz`, split on "\\n" only (a leading BOM dropped).
+def iter_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file, plain or `.gz`, one at a time, split on "\\n" only (a
+    leading BOM dropped).
 
     Only "\\n" ends a line, so characters such as U+2028 inside a sentence never shift the
     alignment of a parallel corpus.
     """
+    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        text = data.decode("utf-8-sig")
+        with opener(path, "rb") as lines:
+            for number, raw in enumerate(lines, start=1):
+                yield _decode(raw, path, number).removesuffix("\n")
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise UserError(f"{path}: not a valid gzip file: {err}") from None
     except OSError as err:
         raise UserError(f"{path}: cannot read: {err}") from None
-    except (EOFError, zlib.error) as err:
-        raise UserError(f"{path}: not a valid gzip file: {err}") from None
+
+
+def _decode(raw: bytes, path: Path, number: int) -> str:
+    try:
+        line = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text (bad byte at offset {err.start})") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
+        raise UserError(
+            f"{path}:{number}: not UTF-8 text (bad byte at byte {err.start + 1} of the line)"
+        ) from None
+    return line.removeprefix("\ufeff") if number == 1 else line
+
+
+def read_lines(path: Path) -> list[str]:
+    """All the lines of a text file (see `iter_lines`)."""
+    return list(iter_lines(path))
 
 
 def _parse_sha256sums(text: str) -> dict[str, str]:
@@ -96,8 +110,9 @@ class Corpus(ABC):
         """The files needed for the language pair."""
 
     @abstractmethod
-    def read(self, src: str, tgt: str, paths: Mapping[str, Path]) -> dict[str, Pairs]:
-        """The raw line pairs of every split, from local copies (`RemoteFile.name` -> path)."""
+    def pairs(self, src: str, tgt: str, paths: Mapping[str, Path]) -> Iterator[Pair]:
+        """The raw line pairs of every split, one at a time, from local copies
+        (`RemoteFile.name` -> path)."""
 
 
 class Multi30k(Corpus):
@@ -138,12 +153,11 @@ class Multi30k(Corpus):
         names = [self._file_name(split, lang) for split in SPLITS for lang in (src, tgt)]
         return [RemoteFile(name, self.sha256[name], self.base_url + name) for name in names]
 
-    def read(self, src: str, tgt: str, paths: Mapping[str, Path]) -> dict[str, Pairs]:
-        splits = {}
+    def pairs(self, src: str, tgt: str, paths: Mapping[str, Path]) -> Iterator[Pair]:
         for split in SPLITS:
             src_path, tgt_path = (paths[self._file_name(split, lang)] for lang in (src, tgt))
-            splits[split] = _read_aligned(split, src_path, tgt_path)
-        return splits
+            for src_line, tgt_line in _iter_aligned(split, src_path, tgt_path):
+                yield split, src_line, tgt_line
 
 
 class Tatoeba(Corpus):
@@ -184,16 +198,10 @@ class Tatoeba(Corpus):
             return "test"
         return "train"
 
-    def read(self, src: str, tgt: str, paths: Mapping[str, Path]) -> dict[str, Pairs]:
-        path = paths[self.file.name]
-        english, french = _read_tsv(path)
-        splits: dict[str, Pairs] = {split: ([], []) for split in SPLITS}
-        for en, fr in zip(english, french, strict=True):
+    def pairs(self, src: str, tgt: str, paths: Mapping[str, Path]) -> Iterator[Pair]:
+        for en, fr in _iter_tsv(paths[self.file.name]):
             by_lang = {"en": en, "fr": fr}
-            src_lines, tgt_lines = splits[self.split_of(en.strip())]
-            src_lines.append(by_lang[src])
-            tgt_lines.append(by_lang[tgt])
-        return splits
+            yield self.split_of(en.strip()), by_lang[src], by_lang[tgt]
 
 
 CORPORA: dict[str, Corpus] = {corpus.name: corpus for corpus in (Multi30k(), Tatoeba())}
@@ -207,30 +215,30 @@ def get_corpus(name: str) -> Corpus:
     return CORPORA[name]
 
 
-def _read_aligned(split: str, src_path: Path, tgt_path: Path) -> Pairs:
-    """The lines of two files that must be line-aligned (the two sides of `split`)."""
-    src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
-    if len(src_lines) != len(tgt_lines):
-        raise UserError(
-            f"{split}: {src_path} has {len(src_lines)} lines but {tgt_path} has "
-            f"{len(tgt_lines)}; the two sides of a parallel corpus must be line-aligned"
-        )
-    return src_lines, tgt_lines
+def _iter_aligned(split: str, src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    """The line pairs of two files that must be line-aligned (the two sides of `split`)."""
+    src_lines, tgt_lines = iter_lines(src_path), iter_lines(tgt_path)
+    for number, (src_line, tgt_line) in enumerate(zip_longest(src_lines, tgt_lines), start=1):
+        if src_line is None or tgt_line is None:
+            src_count = number - (src_line is None) + sum(1 for _ in src_lines)
+            tgt_count = number - (tgt_line is None) + sum(1 for _ in tgt_lines)
+            raise UserError(
+                f"{split}: {src_path} has {src_count} lines but {tgt_path} has "
+                f"{tgt_count}; the two sides of a parallel corpus must be line-aligned"
+            )
+        yield src_line, tgt_line
 
 
-def _read_tsv(path: Path) -> Pairs:
+def _iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
     """The two columns of a `source<TAB>target` file; any other number of tabs is an error."""
-    left, right = [], []
-    for number, line in enumerate(read_lines(path), start=1):
+    for number, line in enumerate(iter_lines(path), start=1):
         columns = line.split("\t")
         if len(columns) != 2:
             raise UserError(
                 f"{path}:{number}: expected 2 tab-separated columns (source<TAB>target), "
                 f"got {len(columns)}"
             )
-        left.append(columns[0])
-        right.append(columns[1])
-    return left, right
+        yield columns[0], columns[1]
 
 
 _LANGUAGE_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
@@ -288,15 +296,16 @@ class UserFiles:
     def paths(self) -> list[Path]:
         return [path for files in self.splits.values() for path in files.paths()]
 
-    def read(self) -> dict[str, Pairs]:
-        """The raw line pairs of every split; `UserError` when the two sides do not align."""
-        splits = {}
+    def pairs(self) -> Iterator[Pair]:
+        """The raw line pairs of every split, one at a time; `UserError` when the two sides do
+        not align."""
         for split, files in self.splits.items():
             if files.tgt is None:
-                splits[split] = _read_tsv(files.src)
+                lines = _iter_tsv(files.src)
             else:
-                splits[split] = _read_aligned(split, files.src, files.tgt)
-        return splits
+                lines = _iter_aligned(split, files.src, files.tgt)
+            for src_line, tgt_line in lines:
+                yield split, src_line, tgt_line
 
 
 def _find_in_dir(data_dir: Path, split: str, lang: str) -> Path:

@@ -19,6 +19,8 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm import tqdm
@@ -27,6 +29,7 @@ from seq2seq.corpora import RemoteFile
 from seq2seq.errors import UserError
 
 MIRROR_ENV = "SEQ2SEQ_DATA_MIRROR"
+MAKE_ENV = "SEQ2SEQ_MAKE_TARGET"  # set by the Makefile to the target it runs, e.g. "train"
 TIMEOUT_SECONDS = 30
 _CHUNK = 1 << 16
 
@@ -34,6 +37,16 @@ _CHUNK = 1 << 16
 def resolve_mirror(mirror: str | None) -> str | None:
     """The mirror to use: the one given, else `$SEQ2SEQ_DATA_MIRROR`, else None (upstream)."""
     return mirror or os.environ.get(MIRROR_ENV) or None
+
+
+def mirror_advice(option: str | None = None) -> str:
+    """How the user gives a mirror, in the form that fits how they ran us: `make <target>
+    MIRROR=...` under make, else `option` (e.g. the script's "--mirror DIR_OR_URL"), else the
+    environment variable."""
+    target = os.environ.get(MAKE_ENV)
+    if target:
+        return f"make {target} MIRROR=DIR_OR_URL"
+    return option or f"{MIRROR_ENV}=DIR_OR_URL"
 
 
 def is_url(location: str) -> bool:
@@ -48,26 +61,54 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch(file: RemoteFile, folder: str, cache_dir: Path, mirror: str | None = None) -> Path:
+def fetch(
+    file: RemoteFile,
+    folder: str,
+    cache_dir: Path,
+    mirror: str | None = None,
+    mirror_option: str | None = None,
+) -> Path:
     """A local copy of `file` whose SHA256 has been checked: from a local mirror, the cache,
-    a mirror URL or upstream, in that order. `folder` is the corpus's mirror/cache folder.
+    a mirror URL or upstream, in that order. `folder` is the corpus's mirror/cache folder;
+    `mirror_option` how the caller's user gives a mirror (see `mirror_advice`).
     """
     if mirror and not is_url(mirror):
         return _from_local_mirror(file, Path(mirror) / folder)
     cached = _cached_copy(file, cache_dir / folder)
     if cached is not None:
         return cached
+    with removing_new_empty_dirs([cache_dir / folder]):
+        return _fetch_remote(file, folder, cache_dir, mirror, mirror_option)
+
+
+def _fetch_remote(
+    file: RemoteFile, folder: str, cache_dir: Path, mirror: str | None, mirror_option: str | None
+) -> Path:
     target = cache_dir / folder / file.name
     if mirror:
         url = f"{mirror.rstrip('/')}/{folder}/{file.name}"
         hint = f"check the mirror {mirror} (laid out as <mirror>/{folder}/{file.name})"
         _download(url, target, file.sha256, failure_hint=hint)
         return target
-    hint = f"to use a copy of the data, give a mirror: --mirror DIR_OR_URL or {MIRROR_ENV}"
+    hint = f"to use a copy of the data, give a mirror: {mirror_advice(mirror_option)}"
     if file.zip_member is None:
         _download(file.url, target, file.sha256, failure_hint=hint)
         return target
     return _download_zip_member(file, cache_dir / folder, failure_hint=hint)
+
+
+@contextmanager
+def removing_new_empty_dirs(paths: list[Path]) -> Iterator[None]:
+    """On failure, remove the folders of `paths` (and their parents) that the block created and
+    left empty, so that a failed first run leaves nothing behind."""
+    new = {parent for path in paths for parent in (path, *path.parents) if not parent.exists()}
+    try:
+        yield
+    except BaseException:
+        for folder in sorted(new, key=lambda p: len(p.parts), reverse=True):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
 
 
 def _from_local_mirror(file: RemoteFile, folder: Path) -> Path:

@@ -5,6 +5,9 @@ filters the training pairs (`seq2seq.clean`), trains sentencepiece on them
 (`seq2seq.tokenizer`) and writes one folder, by default `data/<corpus>.<src>-<tgt>/`:
 
     train.en train.de valid.en valid.de test.en test.de    normalised text, one sentence a line
+    train.en.ids train.en.offsets ...     the token ids of each of those files end to end
+                                          (uint16, or int32 for vocabularies over 65,536) and
+                                          where each line's ids start (int64, lines + 1)
     spm.model spm.vocab                   the joint sentencepiece model and its pieces
                                           (separate vocabularies: spm.en.model, spm.de.model, ...)
     manifest.json                         corpus, settings, licence, line counts, cleaning
@@ -14,38 +17,57 @@ The folder is built in a temporary folder beside it and renamed into place at th
 failure never leaves a half-written folder and never damages a good one. Preparing again with
 the same settings verifies the folder and reuses it; other settings rebuild it.
 
+Preparing streams: the text is encoded in chunks, and sentencepiece trains on a random sample of
+the training sentences (`spm_sample`), so memory does not grow with the corpus for those steps.
+
 `PreparedData.load(folder)` gives the training script the tokenizers, the text of each split
-and its token ids as a `ParallelDataset`.
+and its token ids as a `ParallelDataset` over the memory-mapped arrays: nothing is tokenised
+again when a run starts or resumes, and the processes of one machine share the pages.
 """
 
 import json
+import multiprocessing
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import sentencepiece
 
-from seq2seq.clean import MAX_RATIO, MAX_WORDS, clean_pairs, normalize_lines
-from seq2seq.corpora import SPLITS, USER_CORPUS, Pairs, UserFiles, get_corpus, read_lines
-from seq2seq.download import fetch, resolve_mirror, sha256_file
+from seq2seq.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
+from seq2seq.corpora import (
+    SPLITS,
+    USER_CORPUS,
+    Pair,
+    Pairs,
+    UserFiles,
+    get_corpus,
+    iter_lines,
+    read_lines,
+)
+from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror, sha256_file
 from seq2seq.errors import UserError
-from seq2seq.tokenizer import MODEL_TYPES, SEED, SETTINGS, Tokenizer
+from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 
 if TYPE_CHECKING:
     from seq2seq.batching import ParallelDataset
 
-FORMAT_VERSION = 1
+T = TypeVar("T")
+FORMAT_VERSION = 2  # 2: token ids as memory-mapped arrays
 MANIFEST = "manifest.json"
 MIN_VOCAB_SIZE = 16
 MAX_VOCAB_SIZE = 1_000_000
+MIN_SPM_SAMPLE = 1000
 HINT = "prepare it with `make data` or scripts/prepare_data.py"
+ID_DTYPES = ("uint16", "int32")  # token ids: the first when the vocabulary fits
+CHUNK_LINES = 10_000  # lines encoded at a time
 
 
 def default_out(corpus: str, src: str, tgt: str) -> Path:
@@ -65,6 +87,8 @@ def prepare(
     max_ratio: float = MAX_RATIO,
     files: UserFiles | None = None,
     cache_dir: str | Path | None = None,
+    spm_sample: int = SAMPLE,
+    mirror_option: str | None = None,
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
 
@@ -72,8 +96,13 @@ def prepare(
     mirror: a folder or URL standing in for upstream (default `$SEQ2SEQ_DATA_MIRROR`).
     joint: one sentencepiece model for both languages (else one per language).
     cache_dir: downloads go here (default: `downloads/` beside the prepared folder).
+    spm_sample: sentencepiece trains on a random sample of this many training sentences.
+    mirror_option: how the caller's user gives a mirror, for the error when a download fails
+        (see `seq2seq.download.mirror_advice`).
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
+    if spm_sample < MIN_SPM_SAMPLE:
+        raise UserError(f"--spm-sample {spm_sample}: must be >= {MIN_SPM_SAMPLE}")
     out = Path(out) if out else default_out(corpus, src, tgt)
     settings: dict[str, Any] = {
         "corpus": corpus,
@@ -84,6 +113,7 @@ def prepare(
         "model_type": model_type,
         "max_words": max_words,
         "max_ratio": float(max_ratio),
+        "spm_sample": spm_sample,
     }
     if files is not None:
         settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
@@ -96,8 +126,9 @@ def prepare(
             "give another --out or remove it"
         )
     started = time.perf_counter()
-    with _staging(out) as tmp:
-        manifest = _build(tmp, settings, files, mirror, cache_dir or out.parent / "downloads")
+    cache_dir = Path(cache_dir) if cache_dir else out.parent / "downloads"
+    with removing_new_empty_dirs([out.parent, cache_dir]), _staging(out) as tmp:
+        manifest = _build(tmp, settings, files, mirror, cache_dir, mirror_option)
     lines = ", ".join(f"{split} {count}" for split, count in manifest["lines"].items())
     print(f"prepared {out} in {time.perf_counter() - started:.1f} s: {lines} pairs")
     return out
@@ -144,7 +175,10 @@ def _up_to_date(out: Path, settings: dict[str, Any]) -> bool:
         return False
     if not isinstance(manifest, dict):
         return False
-    if manifest.get("format_version") != FORMAT_VERSION or manifest.get("settings") != settings:
+    if manifest.get("format_version") != FORMAT_VERSION:
+        print(f"{out}: prepared by an older version; rebuilding it")
+        return False
+    if manifest.get("settings") != settings:
         print(f"{out}: prepared with other settings; rebuilding it")
         return False
     for name, sha256 in manifest.get("files", {}).items():
@@ -175,23 +209,24 @@ def _staging(out: Path) -> Iterator[Path]:
 
 
 def _read_corpus(
-    settings: dict[str, Any], files: UserFiles | None, mirror: str | None, cache_dir: Path
-) -> tuple[dict[str, Pairs], list[Path], str]:
-    """The raw splits, the source files they were read from, and the corpus's licence line."""
+    settings: dict[str, Any],
+    files: UserFiles | None,
+    mirror: str | None,
+    cache_dir: Path,
+    mirror_option: str | None,
+) -> tuple[Iterator[Pair], list[Path], str]:
+    """The raw line pairs of every split (read as they are consumed), the source files they
+    come from, and the corpus's licence line."""
     src, tgt = settings["src"], settings["tgt"]
     if files is not None:
-        return files.read(), files.paths(), "your own corpus: its own terms apply"
+        return files.pairs(), files.paths(), "your own corpus: its own terms apply"
     corpus = get_corpus(settings["corpus"])
     mirror = resolve_mirror(mirror)
     paths = {
-        file.name: fetch(file, corpus.mirror_folder, cache_dir, mirror)
+        file.name: fetch(file, corpus.mirror_folder, cache_dir, mirror, mirror_option)
         for file in corpus.remote_files(src, tgt)
     }
-    return corpus.read(src, tgt, paths), list(paths.values()), corpus.licence
-
-
-def _write_lines(path: Path, lines: list[str]) -> None:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return corpus.pairs(src, tgt, paths), list(paths.values()), corpus.licence
 
 
 def _build(
@@ -200,35 +235,21 @@ def _build(
     files: UserFiles | None,
     mirror: str | None,
     cache_dir: Path,
+    mirror_option: str | None,
 ) -> dict[str, Any]:
     """Write every file of a prepared folder into `folder`; returns the manifest."""
     src, tgt = settings["src"], settings["tgt"]
-    raw, sources, licence = _read_corpus(settings, files, mirror, cache_dir)
-    splits = {split: (normalize_lines(s), normalize_lines(t)) for split, (s, t) in raw.items()}
-    train_src, train_tgt, report = clean_pairs(
-        *splits["train"], max_words=settings["max_words"], max_ratio=settings["max_ratio"]
-    )
-    print(f"cleaning: {report}")
-    if not train_src:
-        raise UserError("no training pairs are left after cleaning")
-    splits["train"] = (train_src, train_tgt)
-    for split, (src_lines, tgt_lines) in splits.items():
-        _write_lines(folder / f"{split}.{src}", src_lines)
-        _write_lines(folder / f"{split}.{tgt}", tgt_lines)
-
+    pairs, sources, licence = _read_corpus(settings, files, mirror, cache_dir, mirror_option)
+    lines, report = _write_text(folder, pairs, settings)
+    src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings)
+    dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]
+    jobs = [
+        (folder, f"{split}.{lang}", folder / model, dtype)
+        for split in SPLITS
+        for lang, model in ((src, src_model), (tgt, tgt_model))
+    ]
+    _run_in_children(_write_ids, jobs, processes=len(os.sched_getaffinity(0)))
     vocab_size, model_type = settings["vocab_size"], settings["model_type"]
-    kind = "joint" if settings["joint_vocab"] else "separate"
-    print(f"training sentencepiece ({model_type}, {kind} vocabulary of {vocab_size})")
-    if settings["joint_vocab"]:
-        src_model = tgt_model = "spm.model"
-        src_tok = tgt_tok = Tokenizer.train(
-            chain(train_src, train_tgt), folder / src_model, vocab_size, model_type
-        )
-    else:
-        src_model, tgt_model = f"spm.{src}.model", f"spm.{tgt}.model"
-        src_tok = Tokenizer.train(train_src, folder / src_model, vocab_size, model_type)
-        tgt_tok = Tokenizer.train(train_tgt, folder / tgt_model, vocab_size, model_type)
-
     manifest = {
         "format_version": FORMAT_VERSION,
         "corpus": settings["corpus"],
@@ -237,7 +258,7 @@ def _build(
         "licence": licence,
         "settings": settings,
         "sources": [{"path": str(path), "sha256": sha256_file(path)} for path in sources],
-        "lines": {split: len(src_lines) for split, (src_lines, _) in splits.items()},
+        "lines": lines,
         "cleaning": report.to_dict(),
         "tokenizer": {
             "joint": settings["joint_vocab"],
@@ -249,12 +270,129 @@ def _build(
             "tgt_vocab_size": tgt_tok.vocab_size,
             "sentencepiece_version": sentencepiece.__version__,
             "seed": SEED,
+            "sample": settings["spm_sample"],
             **SETTINGS,
         },
+        "ids": {"dtype": dtype, "offsets_dtype": "int64"},
         "files": {path.name: sha256_file(path) for path in sorted(folder.iterdir())},
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest
+
+
+def _write_text(
+    folder: Path, pairs: Iterator[Pair], settings: dict[str, Any]
+) -> tuple[dict[str, int], CleanReport]:
+    """Normalise every pair, clean the training pairs, and write the `<split>.<lang>` text files,
+    one pair at a time. Returns the pairs written per split and the cleaning report."""
+    counts = dict.fromkeys(SPLITS, 0)
+    report = CleanReport(settings["max_words"], settings["max_ratio"])
+    with ExitStack() as stack:
+        outputs = {
+            (split, lang): stack.enter_context(
+                open(folder / f"{split}.{lang}", "w", encoding="utf-8", newline="\n")
+            )
+            for split in SPLITS
+            for lang in (settings["src"], settings["tgt"])
+        }
+        for split, raw_src, raw_tgt in pairs:
+            src_line, tgt_line = normalize(raw_src), normalize(raw_tgt)
+            if split == "train" and not report.keep(src_line, tgt_line):
+                continue
+            outputs[split, settings["src"]].write(src_line + "\n")
+            outputs[split, settings["tgt"]].write(tgt_line + "\n")
+            counts[split] += 1
+    print(f"cleaning: {report}")
+    if not counts["train"]:
+        raise UserError("no training pairs are left after cleaning")
+    if not counts["valid"]:
+        raise UserError(
+            "the valid split is empty: training validates and saves on it; "
+            "give a valid split with at least one pair"
+        )
+    return counts, report
+
+
+def _train_tokenizers(
+    folder: Path, settings: dict[str, Any]
+) -> tuple[Tokenizer, Tokenizer, str, str]:
+    """Train sentencepiece on the training text in `folder`: (src, tgt tokenizer, model names)."""
+    src, tgt = settings["src"], settings["tgt"]
+    vocab_size, model_type = settings["vocab_size"], settings["model_type"]
+    kind = "joint" if settings["joint_vocab"] else "separate"
+    print(f"training sentencepiece ({model_type}, {kind} vocabulary of {vocab_size})")
+    texts = {lang: folder / f"train.{lang}" for lang in (src, tgt)}
+    if settings["joint_vocab"]:
+        tokenizer = _train_in_child([texts[src], texts[tgt]], folder / "spm.model", settings)
+        return tokenizer, tokenizer, "spm.model", "spm.model"
+    src_model, tgt_model = f"spm.{src}.model", f"spm.{tgt}.model"
+    src_tok = _train_in_child([texts[src]], folder / src_model, settings)
+    tgt_tok = _train_in_child([texts[tgt]], folder / tgt_model, settings)
+    return src_tok, tgt_tok, src_model, tgt_model
+
+
+def _train_from_files(texts: list[Path], path: Path, settings: dict[str, Any]) -> int:
+    """Train a tokenizer on the lines of `texts` (run in a child process); its vocabulary size."""
+    return Tokenizer.train(
+        chain.from_iterable(map(iter_lines, texts)),
+        path,
+        settings["vocab_size"],
+        settings["model_type"],
+        sample=settings["spm_sample"],
+    ).vocab_size
+
+
+def _train_in_child(texts: list[Path], path: Path, settings: dict[str, Any]) -> Tokenizer:
+    """`Tokenizer.train` in a child process (see `_run_in_children`)."""
+    [pieces] = _run_in_children(_train_from_files, [(texts, path, settings)], processes=1)
+    if pieces < settings["vocab_size"]:
+        raise UserError(
+            f"--vocab-size {settings['vocab_size']}: the training text yields at most {pieces} "
+            f"pieces; give --vocab-size {pieces} or less"
+        )
+    return Tokenizer.load(path)
+
+
+def _run_in_children(function: Callable[..., T], calls: list[tuple], processes: int) -> list[T]:
+    """`function(*args)` for every `args` of `calls`, in up to `processes` child processes.
+
+    The children are terminated as soon as this process is interrupted or fails, so Ctrl-C
+    stops sentencepiece at once (its training and encoding do not return to Python, which
+    handles the signal, until they are done).
+    """
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        result = pool.starmap_async(function, calls, chunksize=1)
+        while not result.ready():
+            result.wait(0.1)
+        return result.get()
+
+
+def _write_ids(folder: Path, name: str, model: Path, dtype: str) -> None:
+    """Encode the text file `name` in chunks with the sentencepiece `model` into `<name>.ids`,
+    the token ids of all its lines end to end (`dtype`), and `<name>.offsets`, where line i's
+    ids start (int64, one more than the lines: the last is the end)."""
+    tokenizer = Tokenizer.load(model)
+    end = 0
+    with (
+        open(folder / f"{name}.ids", "wb") as ids,
+        open(folder / f"{name}.offsets", "wb") as offsets,
+    ):
+        offsets.write(np.zeros(1, dtype=np.int64).tobytes())
+        text = iter_lines(folder / name)
+        while chunk := list(islice(text, CHUNK_LINES)):
+            encoded = tokenizer.encode(chunk, normalized=True)
+            lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            flat = np.fromiter(chain.from_iterable(encoded), dtype=dtype, count=int(lens.sum()))
+            ids.write(flat.tobytes())
+            offsets.write((end + np.cumsum(lens)).tobytes())
+            end += int(lens.sum())
+
+
+def _open_array(path: Path, dtype: str) -> np.ndarray:
+    """The array in the binary file `path`, memory-mapped (read-only)."""
+    if path.stat().st_size == 0:  # mmap refuses empty files
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
 
 
 @dataclass
@@ -283,7 +421,12 @@ class PreparedData:
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"{path}: damaged manifest ({err!r}); {HINT}") from None
         if version != FORMAT_VERSION:
-            raise UserError(f"{folder}: prepared in format {version}, not {FORMAT_VERSION}; {HINT}")
+            raise UserError(
+                f"{folder}: prepared by an older version (format {version}, now "
+                f"{FORMAT_VERSION}: token ids as arrays); rebuild it with the same command as "
+                f"before (`make data`, scripts/prepare_data.py --out {folder}, or "
+                "scripts/train.py --prepare after removing it)"
+            )
         missing = [name for name in names if not (folder / name).is_file()]
         if missing:
             raise UserError(f"{folder}: missing {', '.join(missing)}; {HINT}")
@@ -291,6 +434,23 @@ class PreparedData:
         src_tokenizer = Tokenizer.load(folder / src_model)
         tgt_tokenizer = src_tokenizer if joint else Tokenizer.load(folder / tgt_model)
         return cls(folder, manifest, src_tokenizer, tgt_tokenizer)
+
+    def check_vocabulary(self, vocab_size: int, joint: bool) -> None:
+        """`UserError` unless the folder was prepared with this vocabulary (a configuration's
+        `data.vocab_size` and `data.joint_vocab`)."""
+        settings = self.manifest["settings"]
+        if settings["vocab_size"] != vocab_size:
+            raise UserError(
+                f"data.vocab_size {vocab_size}: {self.folder} was prepared with "
+                f"--vocab-size {settings['vocab_size']}; set data.vocab_size="
+                f"{settings['vocab_size']} or prepare another folder with --vocab-size {vocab_size}"
+            )
+        if settings["joint_vocab"] != joint:
+            kind = "a joint" if settings["joint_vocab"] else "separate"
+            raise UserError(
+                f"data.joint_vocab {str(joint).lower()}: {self.folder} was prepared with "
+                f"{kind} vocabulary; set data.joint_vocab={str(not joint).lower()}"
+            )
 
     @property
     def src(self) -> str:
@@ -311,11 +471,17 @@ class PreparedData:
         return tuple(read_lines(self.folder / f"{split}.{lang}") for lang in (self.src, self.tgt))
 
     def dataset(self, split: str) -> "ParallelDataset":
-        """The token ids of `split`, ready for `seq2seq.batching`."""
+        """The token ids of `split`, memory-mapped from the folder's arrays (nothing is
+        tokenised again), ready for `seq2seq.batching`."""
         # Imported here: batching needs torch, which preparing data does not (a quick start).
         from seq2seq.batching import ParallelDataset
 
-        src_lines, tgt_lines = self.lines(split)
-        return ParallelDataset(
-            self.src_tokenizer.encode(src_lines), self.tgt_tokenizer.encode(tgt_lines)
-        )
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+        dtypes = self.manifest["ids"]
+        arrays = [
+            _open_array(self.folder / f"{split}.{lang}.{kind}", dtypes[key])
+            for lang in (self.src, self.tgt)
+            for kind, key in (("ids", "dtype"), ("offsets", "offsets_dtype"))
+        ]
+        return ParallelDataset(*arrays)

@@ -106,7 +106,9 @@ def load_data(cfg: Config, prepare_missing: bool, env: distributed.Dist) -> Prep
                 joint=cfg.data.joint_vocab,
             )
         distributed.barrier(env)
-    return PreparedData.load(folder)
+    data = PreparedData.load(folder)
+    data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
+    return data
 
 
 def make_scheduler(

@@ -52,6 +52,7 @@ def tiny_overrides(arch: str, prepared: Path, run_dir: Path) -> list[str]:
         *model,
         "model.dropout=0.0",
         f'data.prepared="{prepared}"',
+        "data.vocab_size=32",
         f'train.run_dir="{run_dir}"',
         "train.max_tokens=2048",
         "train.lr=0.005",

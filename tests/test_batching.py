@@ -32,7 +32,7 @@ def _epoch(sampler: TokenBatchSampler, epoch: int) -> list[list[int]]:
 def test_dataset_adds_specials_and_keeps_long_lines() -> None:
     src_ids = [[5, 6, 7], [], [8] * 1000]
     tgt_ids = [[9], [10, 11], []]
-    dataset = ParallelDataset(src_ids, tgt_ids)
+    dataset = ParallelDataset.from_ids(src_ids, tgt_ids)
     assert len(dataset) == 3
     assert dataset.src_lens.tolist() == [4, 1, 1001]
     assert dataset.tgt_lens.tolist() == [3, 4, 2]
@@ -48,7 +48,7 @@ def test_dataset_adds_specials_and_keeps_long_lines() -> None:
 
 
 def test_collate_pads_and_keeps_indices() -> None:
-    dataset = ParallelDataset([[5, 6, 7], [8]], [[9], [10, 11, 12]])
+    dataset = ParallelDataset.from_ids([[5, 6, 7], [8]], [[9], [10, 11, 12]])
     batch = collate([dataset[1], dataset[0]])
     assert batch.src.dtype == batch.tgt.dtype == batch.indices.dtype == torch.long
     assert batch.src.tolist() == [[8, EOS_ID, PAD_ID, PAD_ID], [5, 6, 7, EOS_ID]]
@@ -155,7 +155,7 @@ def test_ranks_partition_the_batches(num_replicas: int) -> None:
 def test_loader_yields_every_example() -> None:
     rng = np.random.default_rng(0)
     ids = [rng.integers(4, 50, size=rng.integers(0, 12)).tolist() for _ in range(300)]
-    dataset = ParallelDataset(ids, ids[::-1])
+    dataset = ParallelDataset.from_ids(ids, ids[::-1])
     sampler = TokenBatchSampler(dataset.src_lens, dataset.tgt_lens, max_tokens=64, seed=0)
     rows = {}
     for batch in make_loader(dataset, sampler):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from seq2seq.corpora import CORPORA, RemoteFile
-from seq2seq.download import MIRROR_ENV, fetch, resolve_mirror, sha256_file
+from seq2seq.download import MAKE_ENV, MIRROR_ENV, fetch, resolve_mirror, sha256_file
 from seq2seq.errors import UserError
 
 MULTI30K = CORPORA["multi30k"]
@@ -79,7 +79,7 @@ def test_http_mirror_download_verify_and_cache(
     message = str(err.value)
     assert "val.en.gz" in message and VAL_EN.sha256 in message
     assert f"got {hashlib.sha256(b'corrupted copy').hexdigest()}" in message
-    assert _files_in(cache) == ["multi30k"]  # refused and deleted, no partial file either
+    assert _files_in(cache) == []  # refused and deleted: no partial file, no empty folder
 
     good_url = http_server(shared_data)
     path = fetch(VAL_EN, "multi30k", cache, mirror=good_url)
@@ -96,17 +96,33 @@ def test_http_mirror_download_verify_and_cache(
     assert sha256_file(fetch(VAL_EN, "multi30k", cache, mirror=good_url)) == VAL_EN.sha256
 
 
+@pytest.mark.parametrize(
+    ("make_target", "option", "advice"),
+    [
+        ("train", None, "give a mirror: make train MIRROR=DIR_OR_URL"),
+        ("data", "--mirror DIR_OR_URL", "give a mirror: make data MIRROR=DIR_OR_URL"),
+        (None, "--mirror DIR_OR_URL", "give a mirror: --mirror DIR_OR_URL"),
+        (None, None, f"give a mirror: {MIRROR_ENV}=DIR_OR_URL"),
+    ],
+)
 def test_failed_download_without_mirror_says_how_to_give_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_target: str | None,
+    option: str | None,
+    advice: str,
 ) -> None:
     monkeypatch.delenv(MIRROR_ENV, raising=False)
+    monkeypatch.delenv(MAKE_ENV, raising=False)
+    if make_target:
+        monkeypatch.setenv(MAKE_ENV, make_target)
     url = f"http://127.0.0.1:{_unused_port()}/val.en.gz"
     unreachable = dataclasses.replace(VAL_EN, url=url)
     with pytest.raises(UserError) as err:
-        fetch(unreachable, "multi30k", tmp_path, mirror=resolve_mirror(None))
+        fetch(unreachable, "multi30k", tmp_path / "downloads", resolve_mirror(None), option)
     message = str(err.value)
-    assert url in message and "--mirror DIR_OR_URL" in message and MIRROR_ENV in message
-    assert _files_in(tmp_path) == ["multi30k"]
+    assert url in message and message.endswith(advice)
+    assert _files_in(tmp_path) == []  # no empty download folder left behind
 
 
 def test_mirror_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,7 +158,7 @@ def test_upstream_zip_member_is_extracted_and_verified(
     truncated = dataclasses.replace(TATOEBA.file, url=f"{url}/other.zip")
     with pytest.raises(UserError, match=f"expected {TATOEBA.file.member_sha256}, got"):
         fetch(truncated, TATOEBA.mirror_folder, cache)
-    assert _files_in(cache) == [TATOEBA.mirror_folder]
+    assert _files_in(cache) == []  # nothing left behind
 
 
 def test_remote_file_without_zip_downloads_as_is(

@@ -50,7 +50,8 @@ def test_multi30k_en_de(multi30k_en_de: Path, shared_data: Path) -> None:
     expected_sources = {f.name: f.sha256 for f in CORPORA["multi30k"].remote_files("en", "de")}
     assert {Path(s["path"]).name: s["sha256"] for s in manifest["sources"]} == expected_sources
     names = {f"{s}.{lang}" for s in ("train", "valid", "test") for lang in ("en", "de")}
-    assert set(manifest["files"]) == names | {"spm.model", "spm.vocab"}
+    arrays = {f"{name}.{kind}" for name in names for kind in ("ids", "offsets")}
+    assert set(manifest["files"]) == names | arrays | {"spm.model", "spm.vocab"}
     assert set(os.listdir(folder)) == set(manifest["files"]) | {"manifest.json"}
     assert all(sha256_file(folder / name) == sha for name, sha in manifest["files"].items())
     tokenizer = manifest["tokenizer"]
@@ -111,7 +112,7 @@ def test_user_corpus_in_three_layouts(small_corpus: Path, tmp_path: Path) -> Non
     manifests = {}
     for name, files in layouts.items():
         out = prepare(
-            "files", "en", "de", tmp_path / name / "files.en-de", vocab_size=60, files=files
+            "files", "en", "de", tmp_path / name / "files.en-de", vocab_size=47, files=files
         )
         manifests[name] = json.loads((out / "manifest.json").read_text())
     texts = [
@@ -162,32 +163,32 @@ def test_rebuilds_when_settings_or_files_change(
     small_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = _data_dir_files(small_corpus)
-    out = prepare("files", "en", "de", tmp_path / "p", vocab_size=60, files=files)
-    prepare("files", "en", "de", out, vocab_size=50, files=files)
+    out = prepare("files", "en", "de", tmp_path / "p", vocab_size=47, files=files)
+    prepare("files", "en", "de", out, vocab_size=40, files=files)
     assert "prepared with other settings" in capsys.readouterr().out
-    assert PreparedData.load(out).manifest["settings"]["vocab_size"] == 50
+    assert PreparedData.load(out).manifest["settings"]["vocab_size"] == 40
 
     with open(out / "train.en", "a") as f:
         f.write("tampered\n")
-    prepare("files", "en", "de", out, vocab_size=50, files=files)
+    prepare("files", "en", "de", out, vocab_size=40, files=files)
     assert "train.en is missing or changed" in capsys.readouterr().out
     assert len(read_lines(out / "train.en")) == 80
 
     (small_corpus / "test.en").write_text("changed input\n" * 10)
-    prepare("files", "en", "de", out, vocab_size=50, files=files)
+    prepare("files", "en", "de", out, vocab_size=40, files=files)
     assert "prepared with other settings" in capsys.readouterr().out
     assert read_lines(out / "test.en")[0] == "changed input"
 
 
 def test_failed_rebuild_keeps_the_good_folder(small_corpus: Path, tmp_path: Path) -> None:
     out = prepare(
-        "files", "en", "de", tmp_path / "p", vocab_size=60, files=_data_dir_files(small_corpus)
+        "files", "en", "de", tmp_path / "p", vocab_size=47, files=_data_dir_files(small_corpus)
     )
     before = _snapshot(out)
     manifest = (out / "manifest.json").read_text()
     (small_corpus / "valid.de").write_text("one line\n")
     with pytest.raises(UserError, match=r"valid: .*valid\.en has 10 lines but .*valid\.de has 1"):
-        prepare("files", "en", "de", out, vocab_size=60, files=_data_dir_files(small_corpus))
+        prepare("files", "en", "de", out, vocab_size=47, files=_data_dir_files(small_corpus))
     assert _snapshot(out) == before and (out / "manifest.json").read_text() == manifest
     assert _leftovers(tmp_path) == []
 
@@ -204,7 +205,7 @@ def test_load_errors_name_the_folder(small_corpus: Path, tmp_path: Path) -> None
     with pytest.raises(UserError, match=r"nowhere: not a prepared corpus .*make data"):
         PreparedData.load(tmp_path / "nowhere")
     out = prepare(
-        "files", "en", "de", tmp_path / "p", vocab_size=60, files=_data_dir_files(small_corpus)
+        "files", "en", "de", tmp_path / "p", vocab_size=47, files=_data_dir_files(small_corpus)
     )
     (out / "valid.de").unlink()
     with pytest.raises(UserError, match=r"p: missing valid\.de; .*make data"):

@@ -52,6 +52,7 @@ def _user_files(corpus: Path) -> list[str]:
         (["--src", "de", "--tgt", "de"], ["--src and --tgt are both 'de'"]),
         (["--vocab-size", "0"], ["--vocab-size 0: must be between 16 and"]),
         (["--model-type", "word"], ["--model-type word"]),
+        (["--spm-sample", "100"], ["--spm-sample 100: must be >= 1000"]),
         (["--train-tsv", "x.tsv"], ["need --corpus files"]),
         (["--corpus", "files"], ["--corpus files needs its files"]),
         (
@@ -70,7 +71,7 @@ def test_mismatched_line_counts(small_corpus: Path, tmp_path: Path) -> None:
     (small_corpus / "test.de").write_text("only one line\n")
     result = _run([*_user_files(small_corpus), "--out", "data/out"], cwd=tmp_path)
     _assert_user_error(result, "test.en has 10 lines but", "test.de has 1")
-    assert os.listdir(tmp_path / "data") == []
+    assert not (tmp_path / "data").exists()  # nothing left behind
 
 
 def test_bad_tsv_line(tmp_path: Path) -> None:
@@ -84,7 +85,7 @@ def test_vocabulary_too_small_leaves_the_existing_folder(
     small_corpus: Path, tmp_path: Path
 ) -> None:
     args = [*_user_files(small_corpus), "--out", "data/out"]
-    assert _run([*args, "--vocab-size", "60"], cwd=tmp_path).returncode == 0
+    assert _run([*args, "--vocab-size", "47"], cwd=tmp_path).returncode == 0
     before = _snapshot(tmp_path / "data" / "out")
     result = _run([*args, "--vocab-size", "20"], cwd=tmp_path)
     _assert_user_error(result, "--vocab-size 20 is too small")
@@ -98,12 +99,12 @@ def test_bad_checksum_in_mirror(shared_data: Path, tmp_path: Path) -> None:
     (mirror / "multi30k" / "val.de.gz").write_bytes(b"damaged")
     result = _run(["--mirror", str(mirror), "--out", "data/out"], cwd=tmp_path)
     _assert_user_error(result, "val.de.gz: SHA256 mismatch: expected f0cba2f9", "got ")
-    assert os.listdir(tmp_path / "data") == []
+    assert not (tmp_path / "data").exists()  # nothing left behind
 
     (mirror / "multi30k" / "val.de.gz").unlink()
     result = _run(["--mirror", str(mirror), "--out", "data/out"], cwd=tmp_path)
     _assert_user_error(result, f"mirror {mirror}: missing multi30k/val.de.gz")
-    assert os.listdir(tmp_path / "data") == []
+    assert not (tmp_path / "data").exists()  # nothing left behind
 
 
 def test_prepare_through_an_http_mirror(
@@ -121,3 +122,12 @@ def test_prepare_through_an_http_mirror(
         for prefix in ("train", "val", "test_2016_flickr")
         for lang in ("en", "de")
     )
+
+
+def test_bad_utf8_names_its_line(small_corpus: Path, tmp_path: Path) -> None:
+    lines = (small_corpus / "train.de").read_bytes().split(b"\n")
+    lines[6] = b"zw\xc3ei"
+    (small_corpus / "train.de").write_bytes(b"\n".join(lines))
+    result = _run([*_user_files(small_corpus), "--out", "data/out"], cwd=tmp_path)
+    _assert_user_error(result, "train.de:7: not UTF-8 text (bad byte at byte 3 of the line)")
+    assert not (tmp_path / "data").exists()

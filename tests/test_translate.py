@@ -81,6 +81,7 @@ def run(tmp_path_factory) -> Path:
     prepared = prepare("files", "en", "de", root / "prepared", vocab_size=48, files=files)
     overrides = {
         "data.prepared": str(prepared),
+        "data.vocab_size": 48,
         "model.embed_dim": 32,
         "model.ffn_size": 64,
         "model.encoder_layers": 1,

@@ -1,0 +1,175 @@
+"""The prepared token arrays: same batches as tokenising the text, memory-mapped, versioned;
+and the data errors of prepare (vocabulary, empty valid split, Ctrl-C, configuration)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from seq2seq.batching import ParallelDataset, TokenBatchSampler, collate
+from seq2seq.corpora import UserFiles
+from seq2seq.errors import UserError
+from seq2seq.prepare import PreparedData, prepare
+from tests.reversal import write_reversal_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _files(folder: Path) -> UserFiles:
+    return UserFiles.from_options("src", "tgt", str(folder), {})
+
+
+@pytest.fixture(scope="module")
+def reversal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("arrays")
+    raw = write_reversal_corpus(root / "raw", {"train": 2000, "valid": 50, "test": 60})
+    return prepare("files", "src", "tgt", root / "prepared", vocab_size=32, files=_files(raw))
+
+
+def _text_dataset(data: PreparedData, split: str) -> ParallelDataset:
+    """The dataset as it was built before the arrays: the split's text through the tokenizers."""
+    src_lines, tgt_lines = data.lines(split)
+    return ParallelDataset.from_ids(
+        data.src_tokenizer.encode(src_lines), data.tgt_tokenizer.encode(tgt_lines)
+    )
+
+
+@pytest.mark.parametrize(
+    ("split", "shuffle", "replicas"), [("train", True, 2), ("valid", False, 1)]
+)
+def test_batches_from_the_arrays_equal_those_from_the_text(
+    reversal: Path, split: str, shuffle: bool, replicas: int
+) -> None:
+    data = PreparedData.load(reversal)
+    arrays, text = data.dataset(split), _text_dataset(data, split)
+    assert isinstance(arrays._src, np.memmap) and arrays._src.dtype == np.uint16
+    assert np.array_equal(arrays.src_lens, text.src_lens)
+    assert np.array_equal(arrays.tgt_lens, text.tgt_lens)
+    for rank in range(replicas):
+        samplers = [
+            TokenBatchSampler(d.src_lens, d.tgt_lens, 100, shuffle, seed=3, num_replicas=replicas)
+            for d in (arrays, text)
+        ]
+        for sampler in samplers:
+            sampler.rank = rank
+            sampler.set_epoch(1)
+        pairs = list(zip(*samplers, strict=True))
+        assert len(pairs) > 3
+        for from_arrays, from_text in pairs:
+            assert from_arrays == from_text
+            left = collate([arrays[i] for i in from_arrays])
+            right = collate([text[i] for i in from_text])
+            for name in ("src", "src_lens", "tgt", "tgt_lens", "indices"):
+                assert torch.equal(getattr(left, name), getattr(right, name))
+
+
+def test_older_folders_are_refused_then_rebuilt(
+    reversal: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
+    out = prepare("files", "src", "tgt", tmp_path / "p", vocab_size=24, files=_files(raw))
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["format_version"] = 1
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match=r"p: prepared by an older version .*rebuild it"):
+        PreparedData.load(out)
+    capsys.readouterr()
+    prepare("files", "src", "tgt", out, vocab_size=24, files=_files(raw))
+    assert "prepared by an older version; rebuilding it" in capsys.readouterr().out
+    assert len(PreparedData.load(out).dataset("valid")) == 5
+
+
+def test_sentencepiece_sample_is_a_setting(tmp_path: Path) -> None:
+    raw = write_reversal_corpus(tmp_path / "raw", {"train": 1500, "valid": 5, "test": 5})
+    full = prepare("files", "src", "tgt", tmp_path / "full", vocab_size=24, files=_files(raw))
+    small = prepare(
+        "files", "src", "tgt", tmp_path / "small", vocab_size=24, files=_files(raw), spm_sample=1000
+    )
+    manifests = [json.loads((p / "manifest.json").read_text()) for p in (full, small)]
+    assert [m["tokenizer"]["sample"] for m in manifests] == [1_000_000, 1000]
+    assert manifests[0]["files"]["spm.model"] != manifests[1]["files"]["spm.model"]
+
+
+def test_check_vocabulary_names_the_setting(reversal: Path) -> None:
+    data = PreparedData.load(reversal)
+    data.check_vocabulary(32, True)
+    with pytest.raises(UserError, match=r"data.vocab_size 5000: .* --vocab-size 32; set data"):
+        data.check_vocabulary(5000, True)
+    with pytest.raises(UserError, match=r"data.joint_vocab false: .* a joint vocabulary"):
+        data.check_vocabulary(32, False)
+
+
+def _script(name: str, args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _one_error_line(process: subprocess.Popen[str]) -> str:
+    _, stderr = process.communicate(timeout=120)
+    lines = stderr.strip().splitlines()
+    assert process.returncode == 2, stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+def test_config_vocabulary_other_than_the_folders(reversal: Path, tmp_path: Path) -> None:
+    overrides = [f'data.prepared="{reversal}"', "data.vocab_size=5000"]
+    overrides.append(f'train.run_dir="{tmp_path / "run"}"')
+    line = _one_error_line(_script("train.py", overrides, tmp_path))
+    assert "data.vocab_size 5000" in line and "--vocab-size 32" in line
+    assert os.listdir(tmp_path) == []
+
+
+def _corpus_args(folder: Path) -> list[str]:
+    return ["--corpus", "files", "--src", "src", "--tgt", "tgt", "--data-dir", str(folder)]
+
+
+def test_vocabulary_larger_than_the_corpus_gives_says_the_maximum(tmp_path: Path) -> None:
+    raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
+    args = [*_corpus_args(raw), "--vocab-size", "5000", "--out", "data/out"]
+    line = _one_error_line(_script("prepare_data.py", args, tmp_path))
+    assert "--vocab-size 5000: the training text yields at most" in line
+    maximum = int(line.split("at most ")[1].split()[0])
+    assert 20 < maximum < 40 and f"give --vocab-size {maximum} or less" in line
+    assert sorted(os.listdir(tmp_path)) == ["raw"]  # no data/ left behind
+
+
+def test_empty_valid_split_is_refused_at_prepare(tmp_path: Path) -> None:
+    raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
+    for side in ("src", "tgt"):
+        (raw / f"valid.{side}").write_text("")
+    args = [*_corpus_args(raw), "--vocab-size", "24", "--out", "data/out"]
+    line = _one_error_line(_script("prepare_data.py", args, tmp_path))
+    assert "the valid split is empty" in line
+    assert sorted(os.listdir(tmp_path)) == ["raw"]
+
+
+def test_ctrl_c_while_sentencepiece_trains_stops_at_once(shared_data: Path, tmp_path: Path) -> None:
+    args = ["--corpus", "tatoeba", "--src", "en", "--tgt", "fr", "--mirror", str(shared_data)]
+    process = _script("prepare_data.py", [*args, "--out", "data/out"], tmp_path)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("training sentencepiece"):
+            break
+    time.sleep(1)  # sentencepiece is busy in its child process now
+    assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    started = time.perf_counter()
+    process.wait(timeout=30)
+    assert time.perf_counter() - started < 2
+    assert process.returncode == 130
+    assert os.listdir(tmp_path) == []  # no partial folder, no empty data/
