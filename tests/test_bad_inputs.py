@@ -32,7 +32,6 @@ from seq2seq.prepare import PreparedData
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_BRANCH = pytest.mark.xfail(reason="fixed on branch train", strict=False)
-DATA_BRANCH = pytest.mark.xfail(reason="fixed on branch data", strict=False)
 
 
 class Payload:
@@ -162,7 +161,7 @@ CASES: dict[str, Case | object] = {
         Case("train", [*CONFIG, 'train.run_dir="{file}/run"'], "file"), marks=TRAIN_BRANCH
     ),
     "vocab_size != prepared": pytest.param(
-        Case("train", [*CONFIG, "data.vocab_size=5000"], "vocab_size"), marks=DATA_BRANCH
+        Case("train", [*CONFIG, "data.vocab_size=5000"], "vocab_size")
     ),
     # Checkpoints (scripts/translate.py).
     "missing checkpoint": Case("translate", ["--checkpoint", "{none.pt}"], "checkpoint not found"),
@@ -270,16 +269,14 @@ CASES: dict[str, Case | object] = {
         "prepare_data", ["--corpus", "files", "--data-dir", "{none}", "--out", "{p}"], "none"
     ),
     "empty valid split": pytest.param(
-        Case("prepare_data", [*FILES[:-1], "{empty_valid}", "--out", "{p2}"], "valid"),
-        marks=DATA_BRANCH,
+        Case("prepare_data", [*FILES[:-1], "{empty_valid}", "--out", "{p2}"], "valid")
     ),
     "vocab too large": pytest.param(
         Case(
             "prepare_data",
             [*FILES, "--out", "{p}", "--vocab-size", "5000"],
             "--vocab-size 5000",
-        ),
-        marks=DATA_BRANCH,
+        )
     ),
 }
 

@@ -1,0 +1,72 @@
+"""The model in the box (models/transformer-tiny.multi30k.en-de): small, free of pickle, usable
+by name with no training, and its card's test2016 scores reproduced from the shipped files."""
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seq2seq.export import CARD, JOINT_TOKENIZER, WEIGHTS
+from seq2seq.model_result import ModelResult
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "transformer-tiny.multi30k.en-de"
+SHIPPED = ROOT / "models" / NAME
+MAX_BYTES = 6_000_000
+
+
+def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_folder_is_small_and_holds_no_pickle():
+    files = {path.name: path.read_bytes() for path in SHIPPED.iterdir()}
+    assert sorted(files) == sorted([WEIGHTS, "model.json", JOINT_TOKENIZER, CARD])
+    assert sum(len(data) for data in files.values()) <= MAX_BYTES
+    header_size = int.from_bytes(files[WEIGHTS][:8], "little")  # safetensors: JSON, then bytes
+    header = json.loads(files[WEIGHTS][8 : 8 + header_size])
+    dtypes = {entry["dtype"] for key, entry in header.items() if key != "__metadata__"}
+    assert dtypes == {"BF16"}
+    for data in files.values():  # a pickle starts with its protocol byte, torch.save with a zip
+        assert data[:1] != b"\x80" and data[:2] != b"PK"
+
+
+def test_translates_by_name_with_its_attention_map():
+    result = run_script(
+        "translate.py", "--model", NAME, "--show-attention", stdin="A dog runs in the snow.\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1 and "Hund" in result.stdout
+    rows = [line.split(" │")[0].strip() for line in result.stderr.splitlines()]
+    assert "▁Hund" in rows and rows[-1] == "</s>"  # one heatmap row per target piece
+
+
+def test_the_card_scores_are_reproduced_from_the_shipped_files(shared_data, tmp_path):
+    card = ModelResult.load(SHIPPED / CARD)
+    assert (card.corpus, card.direction, card.split) == ("multi30k", "en-de", "test")
+    sides = []
+    for lang in ("en", "de"):
+        path = tmp_path / f"test2016.{lang}"
+        with gzip.open(shared_data / "multi30k" / f"test_2016_flickr.{lang}.gz") as file:
+            path.write_bytes(file.read())
+        sides.append(str(path))
+    result = run_script(
+        "evaluate.py",
+        *("--model", NAME, "--src", sides[0], "--ref", sides[1], "--json"),
+        *("--beam", str(card.beam_size), "--precision", card.decode_precision, "--device", "cpu"),
+    )
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout)
+    assert scores["sentences"] == 1000 and scores["signatures"] == card.signatures
+    assert scores["bleu"] == pytest.approx(card.bleu, abs=0.1)
+    assert scores["bleu_lc"] == pytest.approx(card.bleu_lc, abs=0.1)
+    assert scores["chrf"] == pytest.approx(card.chrf, abs=0.1)
