@@ -76,13 +76,13 @@ from seq2seq.config import (
 )
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
+from seq2seq.loss import token_losses
 from seq2seq.metrics import corpus_scores
 from seq2seq.model_result import git_state
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.prepare import PreparedData
 from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.train import token_losses
 from seq2seq.translator import Translator
 
 MIB = 2**20

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """How preparing, training start-up and evaluation scale with the corpus size.
 
 Corpora of about 160k, 800k and 4M pairs are Tatoeba en-fr's training split repeated 1, 5 and 25

@@ -10,23 +10,19 @@ them. The result translates and evaluates like any checkpoint (it holds no train
 """
 
 import argparse
-import re
 from pathlib import Path
 
-from seq2seq.checkpoint import average_checkpoints, save_checkpoint
+from seq2seq.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
 from seq2seq.cli import ArgumentParser, check_output, number, run_cli
 from seq2seq.config import AT_LEAST_1
 from seq2seq.errors import UserError
 
-STEP_CHECKPOINT = re.compile(r"step-(\d+)\.pt")  # the names training gives step checkpoints
 
-
-def step_checkpoints(run_dir: Path, count: int) -> list[Path]:
+def last_step_checkpoints(run_dir: Path, count: int) -> list[Path]:
     """The `count` step-<N>.pt files of `run_dir` with the highest N, oldest first."""
     if not run_dir.is_dir():
         raise UserError(f"--last: {run_dir} is not a folder")
-    steps = {int(m[1]): p for p in run_dir.iterdir() if (m := STEP_CHECKPOINT.fullmatch(p.name))}
-    found = [steps[step] for step in sorted(steps)]
+    found = step_checkpoints(run_dir)
     if len(found) < count:
         raise UserError(
             f"--last {count}: {run_dir} has {len(found)} step-<N>.pt checkpoints "
@@ -50,7 +46,7 @@ def main() -> None:
     if args.last is not None:
         if len(args.inputs) != 1:
             parser.error("--last N takes one run folder")
-        paths = step_checkpoints(Path(args.inputs[0]), args.last)
+        paths = last_step_checkpoints(Path(args.inputs[0]), args.last)
     else:
         paths = [Path(p) for p in args.inputs]
     check_output("--out", args.out, paths, create_folder=True)

@@ -27,7 +27,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from seq2seq.checkpoint import Inference, write_atomically
+from seq2seq.checkpoint import Inference
 from seq2seq.cli import (
     ArgumentParser,
     add_decode_options,
@@ -42,6 +42,7 @@ from seq2seq.config import AT_LEAST_0
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.evaluation import EvalResult, evaluate
+from seq2seq.files import write_atomically
 from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepare import PreparedData
 from seq2seq.translator import Translator, read_input_file

@@ -18,63 +18,77 @@ checkpoint, not its optimizer state, which lowered the peak RSS of a beam-5 deco
 set by about 50 MiB.
 """
 
-import os
 import pickle
 import re
 import shutil
-import tempfile
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import torch
 
 from seq2seq.config import Config, config_from_dict
 from seq2seq.errors import UserError
+from seq2seq.files import write_atomically
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.tokenizer import Tokenizer
 
 CHECKPOINT_FORMAT = 1
-
-
-def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Call `write` on a temporary file beside `path`, fsync it, then rename it over `path`.
-
-    A crash or a failed write at any moment leaves the previous file at `path` intact.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_name, 0o666 & ~umask)  # mkstemp's 0600 would make checkpoints private
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            write(tmp)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+STEP_CHECKPOINT = re.compile(r"step-(\d+)\.pt")  # the names training gives step checkpoints
 
 
 def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Write `checkpoint` to `path` atomically (see `write_atomically`)."""
-    write_atomically(Path(path), lambda tmp: torch.save(checkpoint, tmp))
+    """Write `checkpoint` to `path` atomically (see `write_atomically`); a failed write (a full
+    disk) is a UserError that says the previous file is intact."""
+    try:
+        write_atomically(Path(path), lambda tmp: torch.save(checkpoint, tmp))
+    except OSError as err:
+        raise _write_error(path, err) from None
 
 
 def copy_checkpoint(source: str | Path, path: str | Path) -> None:
     """Copy a checkpoint file to `path` atomically, e.g. last.pt to best.pt."""
-    with open(source, "rb") as src:
-        write_atomically(Path(path), lambda tmp: shutil.copyfileobj(src, tmp))
+    try:
+        with open(source, "rb") as src:
+            write_atomically(Path(path), lambda tmp: shutil.copyfileobj(src, tmp))
+    except OSError as err:
+        raise _write_error(path, err) from None
+
+
+def _write_error(path: str | Path, err: OSError) -> UserError:
+    reason = err.strerror or str(err)
+    return UserError(f"{path}: cannot write the checkpoint ({reason}); the previous one is intact")
+
+
+def step_checkpoints(run_dir: Path) -> list[Path]:
+    """The step checkpoints training wrote in `run_dir` (`step-<N>.pt` exactly), oldest first.
+    Other files, e.g. a user's step-120-copy.pt, are never counted or deleted."""
+    steps = {
+        int(m[1]): p for p in run_dir.glob("step-*.pt") if (m := STEP_CHECKPOINT.fullmatch(p.name))
+    }
+    return [steps[number] for number in sorted(steps)]
+
+
+def save_validated(checkpoint: dict[str, Any], run_dir: Path, is_best: bool, keep: int) -> None:
+    """Write a validated training checkpoint: step-<N>.pt (when `keep` > 0), best.pt (when
+    `is_best`), then last.pt, and delete all but the newest `keep` step checkpoints.
+
+    last.pt holds the progress record, so it is written last: a crash at any point leaves it at
+    the previous save, the run resumes from there and redoes this validation, rewriting the
+    same files with the same contents. No record ever names a step whose files are missing.
+    """
+    step = checkpoint["step"]
+    targets = [run_dir / f"step-{step}.pt"] if keep else []
+    targets += [run_dir / "best.pt"] if is_best else []
+    targets.append(run_dir / "last.pt")
+    save_checkpoint(checkpoint, targets[0])
+    for path in targets[1:]:
+        copy_checkpoint(targets[0], path)
+    if keep:
+        for path in step_checkpoints(run_dir)[:-keep]:
+            path.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

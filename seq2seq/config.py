@@ -116,9 +116,11 @@ class TrainConfig:
     min_lr: float = 1e-6
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0: no clipping
-    log_every: int = 100
+    log_every: int = 100  # steps between log lines (and TensorBoard points)
+    log_every_seconds: float = 30.0  # output not a terminal: a log line at least this often
     valid_every: int = 1000  # steps between validations (each writes last.pt)
     save_every: int = 0  # steps between extra writes of last.pt; 0: only at validations
+    save_every_minutes: float = 10.0  # also write last.pt when this long since the last save
     valid_max_sentences: int = 0  # 0: the whole valid split
     patience: int = 0  # validations without BLEU improvement before stopping; 0: never stop
     keep_last: int = 0  # also keep the last K validation checkpoints (for averaging)
@@ -274,8 +276,10 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.label_smoothing": PROBABILITY,
     "train.clip_norm": AT_LEAST_0,
     "train.log_every": AT_LEAST_1,
+    "train.log_every_seconds": AT_LEAST_0,
     "train.valid_every": AT_LEAST_1,
     "train.save_every": AT_LEAST_0,
+    "train.save_every_minutes": AT_LEAST_0,
     "train.valid_max_sentences": AT_LEAST_0,
     "train.patience": AT_LEAST_0,
     "train.keep_last": AT_LEAST_0,

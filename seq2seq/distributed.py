@@ -5,11 +5,13 @@ trains on its own share of the batches; rank 0 alone validates and writes logs a
 """
 
 import os
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 
 @dataclass
@@ -34,6 +36,43 @@ def init_distributed(device_kind: str) -> Dist:
     backend = "nccl" if device_kind == "cuda" else "gloo"
     dist.init_process_group(backend=backend)
     return Dist(dist.get_rank(), int(os.environ.get("LOCAL_RANK", 0)), dist.get_world_size())
+
+
+def local_device(device: torch.device, env: Dist) -> torch.device:
+    """This rank's device: its own GPU (LOCAL_RANK) when several share a node."""
+    if env.enabled and device.type == "cuda":
+        device = torch.device("cuda", env.local_rank)
+        torch.cuda.set_device(device)
+    return device
+
+
+def wrap_model(model: torch.nn.Module, device: torch.device, env: Dist) -> torch.nn.Module:
+    """`model` in DistributedDataParallel, which averages the gradients of all ranks in
+    backward; the model itself without distribution."""
+    if not env.enabled:
+        return model
+    return DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None
+    )
+
+
+def sync_gradients(
+    model: torch.nn.Module, env: Dist, last_micro_batch: bool
+) -> AbstractContextManager:
+    """With gradient accumulation, ranks exchange gradients in the last micro-batch's backward
+    only; the others run under DDP's no_sync."""
+    if env.enabled and not last_micro_batch:
+        return model.no_sync()
+    return nullcontext()
+
+
+def any_rank(flags: list[bool], env: Dist, device: torch.device) -> list[bool]:
+    """Each flag, true when it is true on any rank (so that all ranks stop or save together)."""
+    if not env.enabled:
+        return flags
+    values = torch.tensor([float(flag) for flag in flags], device=device)
+    dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return [bool(value) for value in values.tolist()]
 
 
 def all_reduce_sum(value: torch.Tensor, env: Dist) -> torch.Tensor:

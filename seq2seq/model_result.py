@@ -25,8 +25,8 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import get_origin
 
-from seq2seq.checkpoint import write_atomically
 from seq2seq.errors import UserError
+from seq2seq.files import write_atomically
 
 NOT_RECORDED = "not recorded"  # a field that older records lack
 

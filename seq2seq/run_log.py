@@ -23,12 +23,14 @@ class RunLog:
         self.writer = SummaryWriter(str(run_dir), purge_step=purge_step) if enabled else None
         self.log_file = open(run_dir / "train.log", "a", encoding="utf-8") if enabled else None  # noqa: SIM115
 
-    def line(self, message: str) -> None:
-        """A timestamped line in train.log, also printed (through tqdm, so bars stay intact)."""
+    def line(self, message: str, echo: bool = True) -> None:
+        """A timestamped line in train.log, also printed unless not `echo` (through tqdm, so
+        bars stay intact)."""
         if not self.enabled:
             return
         stamped = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
-        tqdm.write(stamped)
+        if echo:
+            tqdm.write(stamped)
         self.log_file.write(stamped + "\n")
         self.log_file.flush()
 

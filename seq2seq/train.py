@@ -5,47 +5,48 @@
         loss = label-smoothed cross-entropy of the teacher-forced logits, per target token
         backward, clip the gradient norm, AdamW step, learning-rate schedule
         every `valid_every` steps: valid loss and perplexity, BLEU and chrF of real decoding,
-            attention maps and sample translations to TensorBoard, best.pt / last.pt
+            attention maps and sample translations to TensorBoard, step-N.pt / best.pt / last.pt
+        every `save_every_minutes`: last.pt
 
 A run folder holds everything: config.toml, train.log, TensorBoard events, checkpoints. Starting
 the same command again resumes from last.pt exactly: weights, optimizer, schedule, step, epoch,
 the position inside the epoch and every random generator come back as they were saved.
+Ctrl-C or SIGTERM ends the current update, saves last.pt and exits with 130 or 143.
 """
 
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from seq2seq import distributed
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import (
     CHECKPOINT_FORMAT,
-    copy_checkpoint,
     load_checkpoint,
     save_checkpoint,
+    save_validated,
     tokenizer_entry,
 )
 from seq2seq.config import Config, config_from_dict, dump_toml
 from seq2seq.device import autocast_dtype, cpu_has_fast_bf16, decode_dtype, pick_device
 from seq2seq.errors import UserError
-from seq2seq.evaluation import evaluate
-from seq2seq.loss import label_smoothed_cross_entropy
+from seq2seq.files import remove_temporary_files
+from seq2seq.loss import token_losses
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.plots import attention_figure
 from seq2seq.prepare import PreparedData, prepare
 from seq2seq.reproducibility import rng_state, seed_everything, set_rng_state
 from seq2seq.run_log import RunLog
-from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.translator import Translator
+from seq2seq.signals import StopSignals
+from seq2seq.validation import validate
+
+CPU_ESTIMATE_AFTER = 20  # updates timed before a CPU run says when its first validation comes
 
 
 class TrainingDiverged(UserError):
@@ -62,6 +63,7 @@ class Progress:
     best_bleu: float = -1.0
     best_step: int = 0
     validations_without_improvement: int = 0
+    stopped_early: bool = False  # by train.patience
     skipped_steps: int = 0  # non-finite losses skipped so far
     history: list[dict[str, float]] = field(default_factory=list)  # one entry per validation
 
@@ -76,11 +78,48 @@ class Window:
     tgt: int = 0  # target tokens
     src: int = 0  # source tokens
 
-    def add(self, loss: float, nll: float, tgt: int, src: int) -> None:
-        self.loss += loss * tgt
-        self.nll += nll * tgt
-        self.tgt += tgt
-        self.src += src
+    def add(self, update: "Update") -> None:
+        self.loss += update.loss * update.tgt_tokens
+        self.nll += update.nll * update.tgt_tokens
+        self.tgt += update.tgt_tokens
+        self.src += update.src_tokens
+
+    def seconds(self) -> float:
+        return max(time.perf_counter() - self.start, 1e-9)
+
+
+class Update(NamedTuple):
+    """One optimizer update: mean loss and NLL per target token, over all ranks."""
+
+    loss: float
+    nll: float
+    grad_norm: float
+    tgt_tokens: int
+    src_tokens: int
+
+
+@dataclass
+class Run:
+    """Everything the loop works with, set up once by `set_up`."""
+
+    cfg: Config
+    env: distributed.Dist
+    device: torch.device
+    dtype: torch.dtype | None  # autocast dtype; None: fp32
+    run_dir: Path
+    data: PreparedData
+    train_set: ParallelDataset
+    valid_set: ParallelDataset
+    valid_lines: tuple[list[str], list[str]]
+    raw_model: Seq2SeqModel
+    model: torch.nn.Module  # raw_model, compiled and/or wrapped in DistributedDataParallel
+    optimizer: torch.optim.Optimizer
+    scheduler: Any  # LambdaLR or ReduceLROnPlateau
+    scaler: torch.amp.GradScaler
+
+    @property
+    def last_path(self) -> Path:
+        return self.run_dir / "last.pt"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,159 +174,66 @@ def make_scheduler(
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# The loss
-# ---------------------------------------------------------------------------------------------
-
-
-def token_losses(
-    model: torch.nn.Module, batch: Batch, label_smoothing: float, dtype: torch.dtype | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed label-smoothed loss and summed plain NLL over the batch's target tokens
-    (seq2seq.loss). Padding positions are ignored. Both are float32 scalars; divide by the token
-    count."""
-    with torch.autocast(batch.src.device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
-        logits = model(batch.src, batch.src_lens, batch.tgt_in)
-    return label_smoothed_cross_entropy(
-        logits.float().flatten(0, 1), batch.tgt_out.flatten(), label_smoothing
+def set_up(cfg: Config, prepare_missing: bool, device: torch.device, env: distributed.Dist) -> Run:
+    """Data, model (seeded), optimizer and schedule of a new run; `resume` restores a saved one."""
+    dtype = autocast_dtype(cfg.train.precision, device)
+    decode_dtype(cfg.decode.precision, device)  # a bad one fails now, not at the first validation
+    data = load_data(cfg, prepare_missing, env)
+    valid_lines = data.lines("valid")
+    if cfg.train.valid_max_sentences:
+        valid_lines = tuple(side[: cfg.train.valid_max_sentences] for side in valid_lines)
+    seed_everything(cfg.train.seed)
+    vocab_sizes = (data.src_tokenizer.vocab_size, data.tgt_tokenizer.vocab_size)
+    raw_model = build_model(cfg.model, *vocab_sizes, data.joint, verbose=env.is_main).to(device)
+    optimizer = torch.optim.AdamW(
+        raw_model.parameters(),
+        lr=cfg.train.lr,
+        betas=cfg.train.optimizer_betas,
+        weight_decay=cfg.train.weight_decay,
+    )
+    model = torch.compile(raw_model) if cfg.train.compile else raw_model
+    return Run(
+        cfg=cfg,
+        env=env,
+        device=device,
+        dtype=dtype,
+        run_dir=run_dir_of(cfg),
+        data=data,
+        train_set=data.dataset("train"),
+        valid_set=data.dataset("valid"),
+        valid_lines=valid_lines,
+        raw_model=raw_model,
+        model=distributed.wrap_model(model, device, env),
+        optimizer=optimizer,
+        scheduler=make_scheduler(cfg, optimizer),
+        scaler=torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# Validation
-# ---------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def valid_loss(
-    model: Seq2SeqModel, dataset: ParallelDataset, max_tokens: int, device: torch.device, dtype
-) -> tuple[float, float]:
-    """Mean NLL per target token on `dataset` and its perplexity."""
-    sampler = TokenBatchSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, shuffle=False)
-    total_nll, total_tokens = 0.0, 0
-    for batch in make_loader(dataset, sampler):
-        batch = batch.to(device)
-        _, nll = token_losses(model, batch, 0.0, dtype)
-        total_nll += nll.item()
-        total_tokens += batch.num_tgt_tokens
-    mean = total_nll / max(total_tokens, 1)
-    return mean, math.exp(min(mean, 100.0))
-
-
-def log_attention_maps(
-    log: RunLog,
-    step: int,
-    model: Seq2SeqModel,
-    data: PreparedData,
-    sources: list[str],
-    hypotheses: list[list[int]],
-    device: torch.device,
-) -> None:
-    """Cross-attention of the model's own translations of a few fixed valid sentences.
-
-    The weights come from teacher-forcing each hypothesis, so every target piece (and the final
-    </s>) has its row. Images: the average over heads, and each head on its own.
-    """
-    for n, (source, hyp) in enumerate(zip(sources, hypotheses, strict=True)):
-        src_ids = data.src_tokenizer.encode([source])[0] + [EOS_ID]
-        src = torch.tensor([src_ids], device=device)
-        tgt_in = torch.tensor([[BOS_ID, *hyp]], device=device)
-        weights = model.cross_attention(src, torch.tensor([len(src_ids)], device=device), tgt_in)
-        weights = weights[0].float().cpu()  # (H, T, S)
-        src_pieces = [data.src_tokenizer.id_to_piece(i) for i in src_ids]
-        tgt_pieces = [data.tgt_tokenizer.id_to_piece(i) for i in [*hyp, EOS_ID]]
-        title = f"valid sentence {n}, step {step}"
-        log.figure(
-            step,
-            f"attention/sentence{n}/mean",
-            attention_figure(weights.mean(0), src_pieces, tgt_pieces, f"{title}, mean of heads"),
-        )
-        if weights.shape[0] > 1:
-            for head, head_weights in enumerate(weights):
-                log.figure(
-                    step,
-                    f"attention/sentence{n}/head{head}",
-                    attention_figure(head_weights, src_pieces, tgt_pieces, f"{title}, head {head}"),
-                )
-
-
-@torch.no_grad()
-def validate(
-    cfg: Config,
-    model: Seq2SeqModel,
-    data: PreparedData,
-    valid_set: ParallelDataset,
-    valid_lines: tuple[list[str], list[str]],
-    device: torch.device,
-    dtype,
-    log: RunLog,
-    step: int,
-) -> dict[str, float]:
-    """Valid loss and perplexity, BLEU and chrF of decoded output, maps and samples."""
-    model.eval()
-    nll, ppl = valid_loss(model, valid_set, cfg.train.max_tokens, device, dtype)
-    sources, references = valid_lines
-    translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, cfg.decode, device)
-    with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
-        result = evaluate(translator, sources, references, beam_size=cfg.decode.valid_beam_size)
-    metrics = {
-        "valid/nll": nll,
-        "valid/ppl": ppl,
-        "valid/bleu": result.bleu,
-        "valid/chrf": result.chrf,
-    }
-    log.scalars(step, {**metrics, "valid/sentences_per_second": result.sentences_per_second})
-    shown = min(cfg.train.attention_samples, len(sources))
-    samples = "\n\n".join(
-        f"**source:** {sources[i]}  \n**reference:** {references[i]}  \n"
-        f"**model:** {result.hypotheses[i]}"
-        for i in range(shown)
-    )
-    log.text(step, "samples", samples)
-    if shown:
-        hypothesis_ids = result.hypothesis_ids[:shown]
-        log_attention_maps(log, step, model, data, sources[:shown], hypothesis_ids, device)
-    log.line(
-        f"validation step {step}: nll {nll:.4f} ppl {ppl:.2f} BLEU {result.bleu:.2f} "
-        f"chrF {result.chrf:.2f} ({result.sentences} sentences, {result.seconds:.1f}s)"
-    )
-    model.train()
-    return metrics
+def run_dir_of(cfg: Config) -> Path:
+    return Path(cfg.train.run_dir or f"checkpoints/{cfg.train.run_name}")
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints
+# Checkpoints: what a training checkpoint holds, resuming from one
 # ---------------------------------------------------------------------------------------------
 
 
-def training_checkpoint(
-    cfg: Config,
-    raw_model: Seq2SeqModel,
-    data: PreparedData,
-    optimizer,
-    scheduler,
-    scaler,
-    progress: Progress,
-    rng_states: list[dict[str, Any]],
-) -> dict[str, Any]:
+def training_checkpoint(run: Run, progress: Progress, rng_states: list[dict]) -> dict[str, Any]:
     return {
         "format": CHECKPOINT_FORMAT,
-        "config": cfg.to_dict(),
-        "model": raw_model.state_dict(),
-        "tokenizers": tokenizer_entry(data.src_tokenizer, data.tgt_tokenizer),
+        "config": run.cfg.to_dict(),
+        "model": run.raw_model.state_dict(),
+        "tokenizers": tokenizer_entry(run.data.src_tokenizer, run.data.tgt_tokenizer),
         "step": progress.step,
         "training": {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(),
+            "scaler": run.scaler.state_dict(),
             "progress": asdict(progress),
             "rng": rng_states,  # one entry per rank
         },
     }
-
-
-def weights_are_finite(model: torch.nn.Module) -> bool:
-    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 def check_resumable(saved: Config, cfg: Config, path: Path) -> None:
@@ -300,209 +246,285 @@ def check_resumable(saved: Config, cfg: Config, path: Path) -> None:
             )
 
 
+def resume(run: Run) -> Progress | None:
+    """Restore the run from last.pt when there is one: weights, optimizer, schedule, progress
+    and this rank's random generators. None: no checkpoint, a new run."""
+    if not run.last_path.is_file():
+        return None
+    checkpoint = load_checkpoint(run.last_path, map_location=run.device)
+    check_resumable(config_from_dict(checkpoint["config"]), run.cfg, run.last_path)
+    state = checkpoint["training"]
+    saved_world_size = len(state["rng"])
+    if saved_world_size != run.env.world_size:
+        raise UserError(
+            f"{run.last_path}: saved by {saved_world_size} process(es), resumed by "
+            f"{run.env.world_size}: each process's place in the epoch would be lost; resume "
+            f"with {saved_world_size} (torchrun --nproc_per_node) or start a new train.run_name"
+        )
+    run.raw_model.load_state_dict(checkpoint["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    run.scaler.load_state_dict(state["scaler"])
+    set_rng_state(state["rng"][run.env.rank])
+    return Progress(**state["progress"])
+
+
+def finished_reason(cfg: Config, progress: Progress) -> str | None:
+    """Why a run whose progress is `progress` has nothing left to do; None: it has."""
+    if progress.stopped_early:
+        return f"stopped early, no BLEU improvement in {cfg.train.patience} validations"
+    if cfg.train.max_steps and progress.step >= cfg.train.max_steps:
+        return f"train.max_steps={cfg.train.max_steps} reached"
+    if progress.epoch >= cfg.train.max_epochs:
+        return f"train.max_epochs={cfg.train.max_epochs} reached"
+    return None
+
+
+def save_last(run: Run, progress: Progress) -> None:
+    """Write last.pt (rank 0), with every rank's random generators."""
+    states = distributed.gather_objects(rng_state(), run.env)
+    if run.env.is_main:
+        check_weights_finite(run.raw_model, progress.step)
+        save_checkpoint(training_checkpoint(run, progress, states), run.last_path)
+
+
+def check_weights_finite(model: torch.nn.Module, step: int) -> None:
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise TrainingDiverged(f"step {step}: weights are not finite; not saving")
+
+
+# ---------------------------------------------------------------------------------------------
+# One update, and validating with its checkpoints
+# ---------------------------------------------------------------------------------------------
+
+
+def train_update(run: Run, group: list[Batch]) -> Update | None:
+    """One optimizer update on a group of `accum_steps` batches: gradients of sum(loss) /
+    (target tokens in the group, all ranks). None when the loss or gradient is not finite
+    (the update is skipped)."""
+    env, model = run.env, run.model
+    num_tokens = distributed.all_reduce_sum(
+        torch.tensor(float(sum(b.num_tgt_tokens for b in group)), device=run.device), env
+    )
+    sums = torch.zeros(2, device=run.device)  # loss, nll
+    run.optimizer.zero_grad(set_to_none=True)
+    for i, batch in enumerate(group):
+        with distributed.sync_gradients(model, env, i == len(group) - 1):
+            loss, nll = token_losses(model, batch, run.cfg.train.label_smoothing, run.dtype)
+            run.scaler.scale(loss * env.world_size / num_tokens).backward()
+        sums += torch.stack([loss.detach(), nll])
+    loss_value, nll_value = (distributed.all_reduce_sum(sums, env) / num_tokens).tolist()
+    run.scaler.unscale_(run.optimizer)
+    max_norm = run.cfg.train.clip_norm or float("inf")
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.raw_model.parameters(), max_norm)
+    finite = math.isfinite(loss_value) and (run.scaler.is_enabled() or bool(grad_norm.isfinite()))
+    if not finite:
+        run.optimizer.zero_grad(set_to_none=True)
+        run.scaler.update()
+        return None
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    if not isinstance(run.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        run.scheduler.step()
+    src_tokens = sum(b.num_src_tokens for b in group) * env.world_size
+    return Update(loss_value, nll_value, float(grad_norm), int(num_tokens.item()), src_tokens)
+
+
+def validate_and_save(run: Run, progress: Progress, log: RunLog) -> None:
+    """Validate on rank 0, update the best score, the plateau schedule and early stopping,
+    share the outcome with every rank, then write step-N.pt / best.pt / last.pt."""
+    cfg, env = run.cfg, run.env
+    if env.is_main:
+        metrics = validate(
+            cfg,
+            run.raw_model,
+            run.data,
+            run.valid_set,
+            run.valid_lines,
+            run.device,
+            run.dtype,
+            log,
+            progress.step,
+        )
+        record_validation(cfg, progress, metrics)
+        if isinstance(run.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            run.scheduler.step(metrics["valid/bleu"])
+        if progress.stopped_early:
+            log.line(f"early stop: no BLEU improvement in {cfg.train.patience} validations")
+    shared = distributed.broadcast_object((asdict(progress), run.scheduler.state_dict()), env)
+    progress_fields, scheduler_state = shared
+    for name, value in progress_fields.items():
+        setattr(progress, name, value)
+    run.scheduler.load_state_dict(scheduler_state)
+    states = distributed.gather_objects(rng_state(), env)
+    if env.is_main:
+        check_weights_finite(run.raw_model, progress.step)
+        checkpoint = training_checkpoint(run, progress, states)
+        is_best = progress.best_step == progress.step
+        save_validated(checkpoint, run.run_dir, is_best, cfg.train.keep_last)
+        log.flush()
+
+
+def record_validation(cfg: Config, progress: Progress, metrics: dict[str, float]) -> None:
+    """Add a validation's metrics to `progress`: history, best score, early stopping."""
+    progress.history.append({"step": progress.step, **metrics})
+    if metrics["valid/bleu"] > progress.best_bleu:
+        progress.best_bleu, progress.best_step = metrics["valid/bleu"], progress.step
+        progress.validations_without_improvement = 0
+    else:
+        progress.validations_without_improvement += 1
+    patience = cfg.train.patience
+    progress.stopped_early = bool(patience and progress.validations_without_improvement >= patience)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the run prints and logs
+# ---------------------------------------------------------------------------------------------
+
+
+def log_start(run: Run, progress: Progress, log: RunLog, resumed: bool) -> None:
+    if resumed:
+        log.line(f"resumed from {run.last_path} at step {progress.step}, epoch {progress.epoch}")
+    else:
+        log.line(
+            f"run {run.run_dir}: {run.raw_model.num_parameters():,} parameters on {run.device}"
+            f" ({'fp32' if run.dtype is None else run.dtype}), world size {run.env.world_size}"
+        )
+    if run.dtype == torch.bfloat16 and run.device.type == "cpu" and not cpu_has_fast_bf16():
+        log.line(
+            "warning: this CPU has no AVX-512, so bf16 matrix products run on slow fallback "
+            "kernels (9-19x slower than fp32 on such a machine); train.precision=fp32 is faster"
+        )
+
+
+def log_update(
+    run: Run, progress: Progress, update: Update, window: Window, log: RunLog, bar: tqdm
+) -> Window:
+    """Advance the bar; every `log_every` steps (and, when the output is not a terminal, at
+    least every `log_every_seconds`) a log line and TensorBoard points. Returns the window of
+    the next log line."""
+    train = run.cfg.train
+    lr = run.optimizer.param_groups[0]["lr"]
+    tgt_per_s = window.tgt / window.seconds()
+    next_validation = train.valid_every - progress.step % train.valid_every
+    bar.update(1)
+    bar.set_postfix_str(
+        f"loss {update.loss:.3f}, lr {lr:.2e}, {tgt_per_s:,.0f} tgt tok/s, "
+        f"validation in {next_validation} steps",
+        refresh=False,
+    )
+    plain_output = bar.disable and train.log_every_seconds > 0
+    if progress.step % train.log_every and not (
+        plain_output and window.seconds() >= train.log_every_seconds
+    ):
+        return window
+    loss, nll = window.loss / window.tgt, window.nll / window.tgt
+    scalars = {"train/loss": loss, "train/nll": nll, "train/ppl": math.exp(min(nll, 100.0))}
+    scalars |= {"train/lr": lr, "train/grad_norm": update.grad_norm, "train/epoch": progress.epoch}
+    scalars["train/tgt_tokens_per_second"] = tgt_per_s
+    scalars["train/tokens_per_second"] = (window.tgt + window.src) / window.seconds()
+    log.scalars(progress.step, scalars)
+    log.line(
+        f"step {progress.step} epoch {progress.epoch} loss {loss:.4f} nll {nll:.4f} "
+        f"lr {lr:.3g} |g| {update.grad_norm:.3g} {tgt_per_s:,.0f} tgt tok/s"
+    )
+    return Window()
+
+
+def log_first_validation(run: Run, progress: Progress, log: RunLog, seconds: float) -> None:
+    """On a CPU, say early when the first validation (and its checkpoint) will come."""
+    valid_every, done = run.cfg.train.valid_every, progress.step
+    if done >= valid_every:
+        return
+    steps_per_second = CPU_ESTIMATE_AFTER / seconds
+    minutes = (valid_every - done) / steps_per_second / 60
+    log.line(
+        f"first validation at step {valid_every}, in about {minutes:.0f} min at "
+        f"{steps_per_second:.2f} steps/s; last.pt is saved every "
+        f"{run.cfg.train.save_every_minutes:g} min. On a CPU, docs/training.md "
+        "(Training on a CPU) has a recipe that validates sooner"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The loop
 # ---------------------------------------------------------------------------------------------
-
-
-def run_dir_of(cfg: Config) -> Path:
-    return Path(cfg.train.run_dir or f"checkpoints/{cfg.train.run_name}")
 
 
 def train(cfg: Config, prepare_missing: bool = False) -> Progress:
     """Train (or resume) the run described by `cfg`; returns where training ended."""
     device = pick_device(cfg.train.device, "train.device")
     env = distributed.init_distributed(device.type)
+    device = distributed.local_device(device, env)
     try:
-        progress = _train(cfg, prepare_missing, device, env)
+        run = set_up(cfg, prepare_missing, device, env)
+        progress = start(run)
+        if finished_reason(cfg, progress) is None:
+            with StopSignals() as signals:
+                train_loop(run, progress, signals)
         # Rank 0 may still be validating and saving: tear the group down only when all are done.
         distributed.barrier(env)
         return progress
+    except OSError as err:  # a full disk, a run folder under a file, ...
+        where = err.filename or run_dir_of(cfg)
+        raise UserError(f"{where}: {err.strerror or err}") from None
     finally:
         distributed.shutdown(env)
 
 
-def _train(
-    cfg: Config, prepare_missing: bool, device: torch.device, env: distributed.Dist
-) -> Progress:
-    if env.enabled and device.type == "cuda":
-        device = torch.device("cuda", env.local_rank)
-        torch.cuda.set_device(device)
-    dtype = autocast_dtype(cfg.train.precision, device)
-    decode_dtype(cfg.decode.precision, device)  # a bad one fails now, not at the first validation
-    run_dir = run_dir_of(cfg)
-    last_path, best_path = run_dir / "last.pt", run_dir / "best.pt"
-
-    data = load_data(cfg, prepare_missing, env)
-    train_set, valid_set = data.dataset("train"), data.dataset("valid")
-    valid_lines = data.lines("valid")
-    if cfg.train.valid_max_sentences:
-        valid_lines = tuple(side[: cfg.train.valid_max_sentences] for side in valid_lines)
-
-    seed_everything(cfg.train.seed)
-    raw_model = build_model(
-        cfg.model,
-        data.src_tokenizer.vocab_size,
-        data.tgt_tokenizer.vocab_size,
-        data.joint,
-        verbose=env.is_main,
-    ).to(device)
-    optimizer = torch.optim.AdamW(
-        raw_model.parameters(),
-        lr=cfg.train.lr,
-        betas=cfg.train.optimizer_betas,
-        weight_decay=cfg.train.weight_decay,
-    )
-    scheduler = make_scheduler(cfg, optimizer)
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    progress = Progress()
-
-    resumed = last_path.is_file()
-    if resumed:
-        checkpoint = load_checkpoint(last_path, map_location=device)
-        check_resumable(config_from_dict(checkpoint["config"]), cfg, last_path)
-        raw_model.load_state_dict(checkpoint["model"])
-        state = checkpoint["training"]
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        progress = Progress(**state["progress"])
-        rng_states = state["rng"]
-        set_rng_state(rng_states[env.rank] if env.rank < len(rng_states) else rng_states[0])
-    elif env.is_main:
+def start(run: Run) -> Progress:
+    """Resume from last.pt or start a new run, saying which; a finished run only says so."""
+    run_dir, env = run.run_dir, run.env
+    if env.is_main and run_dir.is_dir():
+        remove_temporary_files(run_dir)  # left by a save that was killed
+    progress = resume(run)
+    if progress is not None and (reason := finished_reason(run.cfg, progress)):
+        if env.is_main:
+            print(
+                f"run {run_dir} already finished at step {progress.step} ({reason}); best valid "
+                f"BLEU {progress.best_bleu:.2f} at step {progress.best_step}: nothing to do"
+            )
+        return progress
+    if progress is None and env.is_main:
+        print(f"no checkpoint in {run_dir}: starting a new run")
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.toml").write_text(dump_toml(cfg.to_dict()), encoding="utf-8")
+        (run_dir / "config.toml").write_text(dump_toml(run.cfg.to_dict()), encoding="utf-8")
     distributed.barrier(env)
+    return progress or Progress()
 
-    model: torch.nn.Module = raw_model
-    if cfg.train.compile:
-        model = torch.compile(model)
-    if env.enabled:
-        model = DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
-        )
 
-    log = RunLog(run_dir, env.is_main, purge_step=progress.step + 1 if resumed else None)
-    log.line(
-        ("resumed from " + str(last_path) + f" at step {progress.step}, epoch {progress.epoch}")
-        if resumed
-        else f"run {run_dir}: {raw_model.num_parameters():,} parameters on {device}"
-        f" ({'fp32' if dtype is None else dtype}), world size {env.world_size}"
-    )
-    if dtype == torch.bfloat16 and device.type == "cpu" and not cpu_has_fast_bf16():
-        log.line(
-            "warning: this CPU has no AVX-512, so bf16 matrix products run on slow fallback "
-            "kernels (9-19x slower than fp32 on such a machine); train.precision=fp32 is faster"
-        )
-
+def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
+    """Update after update until max_steps, max_epochs, early stopping or a stop signal."""
+    cfg, env = run.cfg, run.env
+    resumed = progress.step > 0
+    log = RunLog(run.run_dir, env.is_main, purge_step=progress.step + 1 if resumed else None)
+    log_start(run, progress, log, resumed)
     sampler = TokenBatchSampler(
-        train_set.src_lens,
-        train_set.tgt_lens,
+        run.train_set.src_lens,
+        run.train_set.tgt_lens,
         cfg.train.max_tokens,
         shuffle=True,
         seed=cfg.train.seed,
         num_replicas=env.world_size,
         rank=env.rank,
     )
-
-    def save(path: Path) -> None:
-        states = distributed.gather_objects(rng_state(), env)
-        if not env.is_main:
-            return
-        if not weights_are_finite(raw_model):
-            raise TrainingDiverged(f"step {progress.step}: weights are not finite; not saving")
-        save_checkpoint(
-            training_checkpoint(
-                cfg, raw_model, data, optimizer, scheduler, scaler, progress, states
-            ),
-            path,
-        )
-
-    def run_validation() -> bool:
-        """Validate on rank 0, save checkpoints; returns True when training should stop."""
-        stop = False
-        if env.is_main:
-            metrics = validate(
-                cfg, raw_model, data, valid_set, valid_lines, device, dtype, log, progress.step
-            )
-            bleu = metrics["valid/bleu"]
-            progress.history.append({"step": progress.step, **metrics})
-            if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-                scheduler.step(bleu)
-            improved = bleu > progress.best_bleu
-            if improved:
-                progress.best_bleu, progress.best_step = bleu, progress.step
-                progress.validations_without_improvement = 0
-            else:
-                progress.validations_without_improvement += 1
-            patience = cfg.train.patience
-            stop = bool(patience and progress.validations_without_improvement >= patience)
-            if stop:
-                log.line(f"early stop: no BLEU improvement in {patience} validations")
-        progress_state = distributed.broadcast_object(asdict(progress), env)
-        progress.__dict__.update(progress_state)
-        stop = distributed.broadcast_object(stop, env)
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            scheduler.load_state_dict(distributed.broadcast_object(scheduler.state_dict(), env))
-        save(last_path)
-        if env.is_main:
-            if progress.best_step == progress.step:
-                copy_checkpoint(last_path, best_path)
-            if cfg.train.keep_last:
-                keep_step_checkpoint(run_dir, last_path, progress.step, cfg.train.keep_last)
-            log.flush()
-        return stop
-
-    model.train()
-    max_steps = cfg.train.max_steps
     bar = tqdm(
-        total=max_steps or None,
+        total=cfg.train.max_steps or None,
         initial=progress.step,
         disable=None if env.is_main else True,
         unit="step",
         dynamic_ncols=True,
     )
-    window = Window()
-    consecutive_bad = 0
-    last_validated = progress.step if resumed else -1
-    stop = False
-    while not stop and progress.epoch < cfg.train.max_epochs:
+    run.model.train()
+    window, consecutive_bad, last_save, started = Window(), 0, time.monotonic(), time.perf_counter()
+    first_step, last_validated = progress.step, progress.step if resumed else -1
+    while finished_reason(cfg, progress) is None:
         sampler.load_state_dict({"epoch": progress.epoch, "position": progress.position})
-        batches = iter(make_loader(train_set, sampler, cfg.train.num_workers))
-        while not stop:
-            group = [b.to(device) for b in islice(batches, cfg.train.accum_steps)]
-            if not group:
-                break
+        batches = iter(make_loader(run.train_set, sampler, cfg.train.num_workers))
+        while group := [b.to(run.device) for b in islice(batches, cfg.train.accum_steps)]:
             progress.position += len(group)
-
-            # One update: gradients of sum(loss) / (target tokens in the group, all ranks).
-            num_tokens = distributed.all_reduce_sum(
-                torch.tensor(float(sum(b.num_tgt_tokens for b in group)), device=device), env
-            )
-            loss_sum = torch.zeros((), device=device)
-            nll_sum = torch.zeros((), device=device)
-            optimizer.zero_grad(set_to_none=True)
-            for i, batch in enumerate(group):
-                last_micro = i == len(group) - 1
-                sync = model.no_sync() if env.enabled and not last_micro else nullcontext()
-                with sync:
-                    loss, nll = token_losses(model, batch, cfg.train.label_smoothing, dtype)
-                    scaler.scale(loss * env.world_size / num_tokens).backward()
-                loss_sum += loss.detach()
-                nll_sum += nll
-            totals = distributed.all_reduce_sum(torch.stack([loss_sum, nll_sum]), env)
-            loss_value, nll_value = (totals / num_tokens).tolist()
-
-            scaler.unscale_(optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                raw_model.parameters(), cfg.train.clip_norm or float("inf")
-            )
-            finite = math.isfinite(loss_value) and (
-                scaler.is_enabled() or bool(torch.isfinite(grad_norm))
-            )
-            if not finite:
-                optimizer.zero_grad(set_to_none=True)
-                scaler.update()
+            update = train_update(run, group)
+            if update is None:
                 progress.skipped_steps += 1
                 consecutive_bad += 1
                 log.line(f"step {progress.step}: non-finite loss or gradient, update skipped")
@@ -513,67 +535,43 @@ def _train(
                     )
                 continue
             consecutive_bad = 0
-            scaler.step(optimizer)
-            scaler.update()
-            if not isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-                scheduler.step()
             progress.step += 1
-            bar.update(1)
+            window.add(update)
+            window = log_update(run, progress, update, window, log, bar)
+            if progress.step == first_step + CPU_ESTIMATE_AFTER and run.device.type == "cpu":
+                log_first_validation(run, progress, log, time.perf_counter() - started)
 
-            step_tgt = int(num_tokens.item())
-            step_src = sum(b.num_src_tokens for b in group) * env.world_size
-            window.add(loss_value, nll_value, step_tgt, step_src)
-            lr = optimizer.param_groups[0]["lr"]
-            if progress.step % cfg.train.log_every == 0:
-                loss_mean, nll_mean = window.loss / window.tgt, window.nll / window.tgt
-                seconds = time.perf_counter() - window.start
-                tgt_per_s = window.tgt / seconds
-                log.scalars(
-                    progress.step,
-                    {
-                        "train/loss": loss_mean,
-                        "train/nll": nll_mean,
-                        "train/ppl": math.exp(min(nll_mean, 100.0)),
-                        "train/lr": lr,
-                        "train/grad_norm": float(grad_norm),
-                        "train/tgt_tokens_per_second": tgt_per_s,
-                        "train/tokens_per_second": (window.tgt + window.src) / seconds,
-                        "train/epoch": progress.epoch,
-                    },
-                )
-                log.line(
-                    f"step {progress.step} epoch {progress.epoch} loss {loss_mean:.4f} "
-                    f"nll {nll_mean:.4f} lr {lr:.3g} |g| {float(grad_norm):.3g} "
-                    f"{tgt_per_s:,.0f} tgt tok/s"
-                )
-                window = Window()
-            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", refresh=False)
-
-            reached_max = bool(max_steps and progress.step >= max_steps)
             paused = time.perf_counter()  # validation and saving do not count towards tokens/s
+            reached_max = bool(cfg.train.max_steps and progress.step >= cfg.train.max_steps)
+            save_due = cfg.train.save_every and progress.step % cfg.train.save_every == 0
+            minutes = cfg.train.save_every_minutes
+            save_due = save_due or bool(minutes and time.monotonic() - last_save >= minutes * 60)
+            stop_signal, save_due = distributed.any_rank(
+                [signals.received, save_due], env, run.device
+            )
             if progress.step % cfg.train.valid_every == 0 or reached_max:
-                stop = run_validation() or reached_max
-                last_validated = progress.step
-            elif cfg.train.save_every and progress.step % cfg.train.save_every == 0:
-                save(last_path)
+                validate_and_save(run, progress, log)
+                last_validated, last_save = progress.step, time.monotonic()
+            elif save_due or stop_signal:
+                save_last(run, progress)
+                last_save = time.monotonic()
             window.start += time.perf_counter() - paused
-        if not stop:
+            if stop_signal:
+                bar.close()
+                message = f"interrupted at step {progress.step}: saved {run.last_path}"
+                log.line(message, echo=False)
+                log.close()
+                signals.exit(message, announce=env.is_main)
+            if reached_max or progress.stopped_early:
+                break
+        else:
             progress.epoch += 1
             progress.position = 0
     bar.close()
     if last_validated != progress.step:
-        run_validation()
+        validate_and_save(run, progress, log)
     log.line(
         f"done at step {progress.step}, epoch {progress.epoch}: best valid BLEU "
-        f"{progress.best_bleu:.2f} at step {progress.best_step} ({best_path})"
+        f"{progress.best_bleu:.2f} at step {progress.best_step} ({run.run_dir / 'best.pt'})"
     )
     log.close()
-    return progress
-
-
-def keep_step_checkpoint(run_dir: Path, last_path: Path, step: int, keep: int) -> None:
-    """Copy last.pt to step-<N>.pt and delete all but the newest `keep` of those."""
-    copy_checkpoint(last_path, run_dir / f"step-{step}.pt")
-    old = sorted(run_dir.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
-    for path in old[:-keep]:
-        path.unlink()

@@ -40,8 +40,10 @@ def run_train(args: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
     window = train_module.Window()
-    window.add(loss=2.0, nll=1.0, tgt=100, src=90)
-    window.add(loss=5.0, nll=4.0, tgt=300, src=310)
+    window.add(train_module.Update(loss=2.0, nll=1.0, grad_norm=0.5, tgt_tokens=100, src_tokens=90))
+    window.add(
+        train_module.Update(loss=5.0, nll=4.0, grad_norm=0.5, tgt_tokens=300, src_tokens=310)
+    )
     assert (window.loss / window.tgt, window.nll / window.tgt) == (4.25, 3.25)
     assert (window.tgt, window.src) == (400, 400)
 
@@ -171,11 +173,10 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
     ):
         assert tag in tags["scalars"], tag
     assert [e.step for e in events.Scalars("valid/bleu")] == [10, 20]
-    heads = load_config(run_dir / "config.toml").model.num_heads
-    expected = {"attention/sentence0/mean"} | {f"attention/sentence0/head{h}" for h in range(heads)}
-    assert expected <= set(tags["images"])
-    image = events.Images("attention/sentence0/mean")[-1]
-    assert image.encoded_image_string.startswith(b"\x89PNG") and image.width > 100
+    samples = load_config(run_dir / "config.toml").train.attention_samples
+    assert set(tags["images"]) == {f"valid/attention_sentence{n}" for n in range(samples)}
+    image = events.Images("valid/attention_sentence0")[-1]  # the mean and 4 heads in a grid
+    assert image.encoded_image_string.startswith(b"\x89PNG") and image.width > 400
     assert "samples/text_summary" in tags["tensors"]
     sample = events.Tensors("samples/text_summary")[-1].tensor_proto.string_val[0].decode()
     assert "**source:**" in sample and "**reference:**" in sample and "**model:**" in sample

@@ -1,0 +1,107 @@
+"""Validation during training: loss and perplexity, BLEU and chrF of real decoding, sample
+translations and their attention maps for TensorBoard."""
+
+import math
+
+import torch
+
+from seq2seq.batching import ParallelDataset, TokenBatchSampler, make_loader
+from seq2seq.config import Config
+from seq2seq.evaluation import evaluate
+from seq2seq.loss import token_losses
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.plots import attention_grid_figure
+from seq2seq.prepare import PreparedData
+from seq2seq.run_log import RunLog
+from seq2seq.specials import BOS_ID, EOS_ID
+from seq2seq.translator import Translator
+
+
+@torch.no_grad()
+def valid_loss(
+    model: Seq2SeqModel,
+    dataset: ParallelDataset,
+    max_tokens: int,
+    device: torch.device,
+    dtype: torch.dtype | None,
+) -> tuple[float, float]:
+    """Mean NLL per target token on `dataset` and its perplexity."""
+    sampler = TokenBatchSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, shuffle=False)
+    total_nll, total_tokens = 0.0, 0
+    for batch in make_loader(dataset, sampler):
+        batch = batch.to(device)
+        _, nll = token_losses(model, batch, 0.0, dtype)
+        total_nll += nll.item()
+        total_tokens += batch.num_tgt_tokens
+    mean = total_nll / max(total_tokens, 1)
+    return mean, math.exp(min(mean, 100.0))
+
+
+@torch.no_grad()
+def log_attention_maps(
+    log: RunLog,
+    step: int,
+    model: Seq2SeqModel,
+    data: PreparedData,
+    sources: list[str],
+    hypotheses: list[list[int]],
+    device: torch.device,
+) -> None:
+    """Cross-attention of the model's own translations of a few fixed valid sentences: one
+    image per sentence, the mean over heads beside each head.
+
+    The weights come from teacher-forcing each hypothesis, so every target piece (and the final
+    </s>) has its row.
+    """
+    for n, (source, hyp) in enumerate(zip(sources, hypotheses, strict=True)):
+        src_ids = data.src_tokenizer.encode([source])[0] + [EOS_ID]
+        src = torch.tensor([src_ids], device=device)
+        tgt_in = torch.tensor([[BOS_ID, *hyp]], device=device)
+        weights = model.cross_attention(src, torch.tensor([len(src_ids)], device=device), tgt_in)
+        weights = weights[0].float().cpu()  # (H, T, S)
+        src_pieces = [data.src_tokenizer.id_to_piece(i) for i in src_ids]
+        tgt_pieces = [data.tgt_tokenizer.id_to_piece(i) for i in [*hyp, EOS_ID]]
+        title = f"valid sentence {n}, step {step}"
+        figure = attention_grid_figure(weights, src_pieces, tgt_pieces, title)
+        log.figure(step, f"valid/attention_sentence{n}", figure)
+
+
+@torch.no_grad()
+def validate(
+    cfg: Config,
+    model: Seq2SeqModel,
+    data: PreparedData,
+    valid_set: ParallelDataset,
+    valid_lines: tuple[list[str], list[str]],
+    device: torch.device,
+    dtype: torch.dtype | None,
+    log: RunLog,
+    step: int,
+) -> dict[str, float]:
+    """Valid loss and perplexity, BLEU and chrF of decoded output, maps and samples."""
+    model.eval()
+    sources, references = valid_lines
+    log.line(f"validating at step {step}: {len(sources)} sentences")
+    nll, ppl = valid_loss(model, valid_set, cfg.train.max_tokens, device, dtype)
+    translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, cfg.decode, device)
+    with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
+        result = evaluate(translator, sources, references, beam_size=cfg.decode.valid_beam_size)
+    metrics = {"valid/nll": nll, "valid/ppl": ppl, "valid/bleu": result.bleu}
+    metrics["valid/chrf"] = result.chrf
+    log.scalars(step, {**metrics, "valid/sentences_per_second": result.sentences_per_second})
+    shown = min(cfg.train.attention_samples, len(sources))
+    samples = "\n\n".join(
+        f"**source:** {sources[i]}  \n**reference:** {references[i]}  \n"
+        f"**model:** {result.hypotheses[i]}"
+        for i in range(shown)
+    )
+    log.text(step, "samples", samples)
+    if shown:
+        hypothesis_ids = result.hypothesis_ids[:shown]
+        log_attention_maps(log, step, model, data, sources[:shown], hypothesis_ids, device)
+    log.line(
+        f"validation step {step}: nll {nll:.4f} ppl {ppl:.2f} BLEU {result.bleu:.2f} "
+        f"chrF {result.chrf:.2f} ({result.sentences} sentences, {result.seconds:.1f}s)"
+    )
+    model.train()
+    return metrics
