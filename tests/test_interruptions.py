@@ -1,0 +1,238 @@
+"""Never losing work: Ctrl-C and SIGTERM save and resume exactly, a crash at any file operation
+of a save resumes to the same files, finished runs do nothing, and bad states are one line."""
+
+import errno
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from reversal import prepare_reversal, tiny_overrides
+
+from seq2seq import checkpoint as checkpoint_module
+from seq2seq import files as files_module
+from seq2seq import train as train_module
+from seq2seq.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.config import load_config
+from seq2seq.errors import UserError
+from seq2seq.signals import StopSignals
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def reversal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_reversal(tmp_path_factory.mktemp("reversal"))
+
+
+def signal_args(reversal: Path, run_dir: Path) -> list[str]:
+    """60 steps with no save but the validation at step 60 and the one a signal makes."""
+    return [
+        *tiny_overrides("transformer", reversal, run_dir),
+        "model.dropout=0.1",  # dropout draws random numbers: resume must restore the generator
+        "train.max_tokens=512",
+        "train.max_steps=60",
+        "train.valid_every=60",
+        "train.save_every=0",
+        "train.save_every_minutes=0",
+        "train.log_every=1000",
+        "train.log_every_seconds=0.2",
+        "train.valid_max_sentences=20",
+    ]
+
+
+def logged_steps(text: str) -> list[int]:
+    """The steps of the log lines "<date> <time> step N epoch E loss ..." in `text`."""
+    return [int(line.split()[3]) for line in text.splitlines() if " epoch " in line]
+
+
+def checksums(folder: Path) -> dict[str, tuple[str, int]]:
+    return {
+        path.name: (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
+        for path in sorted(folder.iterdir())
+    }
+
+
+@pytest.fixture(scope="module")
+def whole(reversal: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted 60-step run."""
+    run_dir = tmp_path_factory.mktemp("whole") / "run"
+    result = subprocess.run(
+        TRAIN + signal_args(reversal, run_dir), env=ENV, cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"no checkpoint in {run_dir}: starting a new run" in result.stdout
+    return run_dir
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_saves_last_pt_and_the_run_resumes_exactly(
+    signum: int, reversal: Path, whole: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    args = signal_args(reversal, run_dir)
+    process = subprocess.Popen(
+        TRAIN + args, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    log = run_dir / "train.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.is_file() and max(logged_steps(log.read_text()), default=0) >= 10:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signum, stderr[-2000:]
+    last = run_dir / "last.pt"
+    step = load_checkpoint(last)["step"]
+    assert 10 <= step < 60
+    assert stderr.splitlines()[-1] == (
+        f"interrupted at step {step}: saved {last}; run the same command to resume"
+    )
+    assert "Traceback" not in stderr
+    steps = logged_steps(stdout)  # by time (every 0.2 s), not every 1000 steps: not a terminal
+    assert len(steps) >= 2 and all(s % 1000 for s in steps)
+
+    result = subprocess.run(TRAIN + args, env=ENV, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"resumed from {last} at step {step}" in result.stdout
+    a, b = load_checkpoint(whole / "last.pt"), load_checkpoint(last)
+    assert a["step"] == b["step"] == 60
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert a["training"]["progress"] == b["training"]["progress"]
+
+
+def test_a_finished_run_started_again_does_nothing(reversal: Path, whole: Path) -> None:
+    before = checksums(whole)
+    result = subprocess.run(
+        TRAIN + signal_args(reversal, whole), env=ENV, cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1].startswith(
+        f"run {whole} already finished at step 60 (train.max_steps=60 reached); best valid BLEU"
+    )
+    assert checksums(whole) == before
+
+
+def test_a_second_signal_during_a_save_leaves_the_previous_file(tmp_path: Path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint({"step": 1}, path)
+    before = path.read_bytes()
+
+    def save_then_signalled_twice(obj, file) -> None:
+        file.write(b"partial")
+        os.kill(os.getpid(), signal.SIGTERM)  # the first asks for a stop
+        os.kill(os.getpid(), signal.SIGTERM)  # the second gives up at once
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", save_then_signalled_twice)
+    with pytest.raises(SystemExit) as stopped, StopSignals():
+        save_checkpoint({"step": 2}, path)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]  # no temporary file
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+
+def crash_cfg(reversal: Path, run_dir: Path):
+    """10 steps, validated at 5 and 10, the last step checkpoint kept."""
+    overrides = tiny_overrides("transformer", reversal, run_dir)
+    overrides += ["train.max_tokens=512", "train.max_steps=10", "train.valid_every=5"]
+    overrides += ["train.keep_last=1", "train.save_every_minutes=0", "train.attention_samples=0"]
+    overrides += ["train.valid_max_sentences=5"]
+    return load_config(None, overrides)
+
+
+def saved_weights(path: Path) -> dict[str, torch.Tensor]:
+    checkpoint = load_checkpoint(path)
+    return {"step": torch.tensor(checkpoint["step"]), **checkpoint["model"]}
+
+
+def same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_crash_at_any_file_operation_of_a_save_resumes_to_the_same_files(
+    reversal: Path, tmp_path: Path, monkeypatch
+) -> None:
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    users = {"step-120-copy.pt": b"mine", "step-final.pt": b"also mine"}
+    for name, data in users.items():
+        (reference / name).write_bytes(data)
+    (reference / ".last.pt.x1y2.tmp").write_bytes(b"left by a killed save")
+    real_replace, renames = os.replace, []
+
+    def counting_replace(source, target) -> None:
+        renames.append(Path(target).name)
+        real_replace(source, target)
+
+    monkeypatch.setattr(files_module.os, "replace", counting_replace)
+    train_module.train(crash_cfg(reversal, reference))
+    monkeypatch.setattr(files_module.os, "replace", real_replace)
+    assert renames[:3] == ["step-5.pt", "best.pt", "last.pt"]  # then step-10 [best] last
+    assert renames[3] == "step-10.pt" and renames[-1] == "last.pt" and len(renames) in (5, 6)
+    expected = {p.name: saved_weights(p) for p in reference.glob("*.pt") if p.name not in users}
+    assert sorted(expected) == ["best.pt", "last.pt", "step-10.pt"]  # step-5.pt pruned
+    assert all((reference / name).read_bytes() == data for name, data in users.items())
+
+    for crash_at in range(len(renames)):
+        run_dir = tmp_path / f"crash{crash_at}"
+        calls = []
+
+        def failing_replace(source, target, calls=calls, crash_at=crash_at) -> None:
+            calls.append(target)
+            if len(calls) == crash_at + 1:
+                raise OSError(errno.EIO, "injected failure")
+            real_replace(source, target)
+
+        monkeypatch.setattr(files_module.os, "replace", failing_replace)
+        failed = r"cannot write the checkpoint .* previous one is intact"
+        with pytest.raises(UserError, match=failed):
+            train_module.train(crash_cfg(reversal, run_dir))
+        monkeypatch.setattr(files_module.os, "replace", real_replace)
+        if (run_dir / "last.pt").is_file():  # what its record names exists, at that step or later
+            progress = load_checkpoint(run_dir / "last.pt")["training"]["progress"]
+            assert load_checkpoint(run_dir / "best.pt")["step"] >= progress["best_step"]
+            assert (run_dir / f"step-{progress['step']}.pt").is_file()
+        train_module.train(crash_cfg(reversal, run_dir))
+        found = {p.name: saved_weights(p) for p in run_dir.glob("*.pt")}
+        assert found.keys() == expected.keys(), crash_at
+        assert all(same_weights(found[name], expected[name]) for name in expected), crash_at
+
+
+def test_resuming_with_another_number_of_processes_is_one_line(
+    reversal: Path, tmp_path: Path
+) -> None:
+    cfg = crash_cfg(reversal, tmp_path / "run")
+    cfg.train.max_steps = 5
+    train_module.train(cfg)
+    checkpoint = load_checkpoint(tmp_path / "run" / "last.pt")
+    checkpoint["training"]["rng"] *= 2  # as if saved by two processes
+    save_checkpoint(checkpoint, tmp_path / "run" / "last.pt")
+    cfg.train.max_steps = 10
+    with pytest.raises(UserError, match=r"last.pt: saved by 2 process\(es\), resumed by 1"):
+        train_module.train(cfg)
+
+
+def test_a_full_disk_is_one_line_naming_the_file(reversal: Path, tmp_path: Path, monkeypatch):
+    def disk_full(obj, file) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", disk_full)
+    run_dir = tmp_path / "run"
+    with pytest.raises(UserError) as full:
+        train_module.train(crash_cfg(reversal, run_dir))
+    assert str(full.value) == (
+        f"{run_dir / 'step-5.pt'}: cannot write the checkpoint (No space left on device); "
+        "the previous one is intact"
+    )
+    assert not list(run_dir.glob("*.pt")) and not list(run_dir.glob(".*.tmp"))
