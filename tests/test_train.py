@@ -15,6 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from seq2seq import device as device_module
 from seq2seq import train as train_module
+from seq2seq import training_run
 from seq2seq.checkpoint import load_checkpoint, load_for_inference
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
@@ -57,7 +58,7 @@ def test_plateau_schedule_halves_the_lr_when_gains_stay_under_the_threshold(
     overrides = ['train.schedule="plateau"', "train.lr=1.0", "train.plateau_patience=1"]
     cfg = load_config(None, [*overrides, f"train.plateau_threshold={threshold}"])
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg.train.lr)
-    scheduler = train_module.make_scheduler(cfg, optimizer)
+    scheduler = training_run.make_scheduler(cfg, optimizer)
     seen = []
     for valid_bleu in (30.0, 30.1, 30.2, 30.5):  # each gain is 0.1, then 0.3 over the best
         scheduler.step(valid_bleu)

@@ -1,0 +1,234 @@
+"""A training run: its folder, its setup (data, model, optimizer, schedule), what its
+checkpoints hold, and resuming it from last.pt. The loop itself is in seq2seq/train.py."""
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seq2seq import distributed
+from seq2seq.batching import ParallelDataset
+from seq2seq.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, tokenizer_entry
+from seq2seq.config import Config, config_from_dict
+from seq2seq.device import autocast_dtype, decode_dtype
+from seq2seq.errors import UserError
+from seq2seq.models import build_model
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.prepare import PreparedData, prepare
+from seq2seq.reproducibility import rng_state, seed_everything, set_rng_state
+
+
+class TrainingDiverged(UserError):
+    """Too many consecutive steps had a non-finite loss or gradient."""
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint and restored on resume."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0
+    position: int = 0  # batches of `epoch` already consumed (by this rank)
+    best_bleu: float = -1.0
+    best_step: int = 0
+    validations_without_improvement: int = 0
+    stopped_early: bool = False  # by train.patience
+    skipped_steps: int = 0  # non-finite losses skipped so far
+    history: list[dict[str, float]] = field(default_factory=list)  # one entry per validation
+
+
+@dataclass
+class Run:
+    """Everything the loop works with, set up once by `set_up`."""
+
+    cfg: Config
+    env: distributed.Dist
+    device: torch.device
+    dtype: torch.dtype | None  # autocast dtype; None: fp32
+    run_dir: Path
+    data: PreparedData
+    train_set: ParallelDataset
+    valid_set: ParallelDataset
+    valid_lines: tuple[list[str], list[str]]
+    raw_model: Seq2SeqModel
+    model: torch.nn.Module  # raw_model, compiled and/or wrapped in DistributedDataParallel
+    optimizer: torch.optim.Optimizer
+    scheduler: Any  # LambdaLR or ReduceLROnPlateau
+    scaler: torch.amp.GradScaler
+
+    @property
+    def last_path(self) -> Path:
+        return self.run_dir / "last.pt"
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup: device, precision, data, model, optimizer, schedule
+# ---------------------------------------------------------------------------------------------
+
+
+def load_data(cfg: Config, prepare_missing: bool, env: distributed.Dist) -> PreparedData:
+    folder = Path(cfg.data.prepared)
+    if not (folder / "manifest.json").is_file():
+        if not prepare_missing:
+            raise UserError(
+                f"data.prepared: {folder} is not a prepared corpus; run `make data` or "
+                "scripts/prepare_data.py, or pass --prepare"
+            )
+        if env.is_main:
+            prepare(
+                cfg.data.corpus,
+                cfg.data.src,
+                cfg.data.tgt,
+                folder,
+                vocab_size=cfg.data.vocab_size,
+                joint=cfg.data.joint_vocab,
+            )
+        distributed.barrier(env)
+    data = PreparedData.load(folder)
+    data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
+    return data
+
+
+def make_scheduler(
+    cfg: Config, optimizer: torch.optim.Optimizer
+) -> torch.optim.lr_scheduler.LRScheduler | torch.optim.lr_scheduler.ReduceLROnPlateau:
+    """inverse_sqrt: linear warmup to `lr`, then lr * sqrt(warmup / step) (Vaswani et al.).
+    plateau: constant `lr`, multiplied by `plateau_factor` when valid BLEU has not risen by more
+    than `plateau_threshold` (BLEU points) over the best so far for `plateau_patience`
+    validations."""
+    train = cfg.train
+    if train.schedule == "plateau":
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer,
+            mode="max",
+            factor=train.plateau_factor,
+            patience=train.plateau_patience,
+            threshold=train.plateau_threshold,
+            threshold_mode="abs",
+            min_lr=train.min_lr,
+        )
+    warmup = max(train.warmup_steps, 1)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
+    )
+
+
+def set_up(cfg: Config, prepare_missing: bool, device: torch.device, env: distributed.Dist) -> Run:
+    """Data, model (seeded), optimizer and schedule of a new run; `resume` restores a saved one."""
+    dtype = autocast_dtype(cfg.train.precision, device)
+    decode_dtype(cfg.decode.precision, device)  # a bad one fails now, not at the first validation
+    data = load_data(cfg, prepare_missing, env)
+    valid_lines = data.lines("valid")
+    if cfg.train.valid_max_sentences:
+        valid_lines = tuple(side[: cfg.train.valid_max_sentences] for side in valid_lines)
+    seed_everything(cfg.train.seed)
+    vocab_sizes = (data.src_tokenizer.vocab_size, data.tgt_tokenizer.vocab_size)
+    raw_model = build_model(cfg.model, *vocab_sizes, data.joint, verbose=env.is_main).to(device)
+    optimizer = torch.optim.AdamW(
+        raw_model.parameters(),
+        lr=cfg.train.lr,
+        betas=cfg.train.optimizer_betas,
+        weight_decay=cfg.train.weight_decay,
+    )
+    model = torch.compile(raw_model) if cfg.train.compile else raw_model
+    return Run(
+        cfg=cfg,
+        env=env,
+        device=device,
+        dtype=dtype,
+        run_dir=run_dir_of(cfg),
+        data=data,
+        train_set=data.dataset("train"),
+        valid_set=data.dataset("valid"),
+        valid_lines=valid_lines,
+        raw_model=raw_model,
+        model=distributed.wrap_model(model, device, env),
+        optimizer=optimizer,
+        scheduler=make_scheduler(cfg, optimizer),
+        scaler=torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
+    )
+
+
+def run_dir_of(cfg: Config) -> Path:
+    return Path(cfg.train.run_dir or f"checkpoints/{cfg.train.run_name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints: what a training checkpoint holds, resuming from one
+# ---------------------------------------------------------------------------------------------
+
+
+def training_checkpoint(run: Run, progress: Progress, rng_states: list[dict]) -> dict[str, Any]:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "config": run.cfg.to_dict(),
+        "model": run.raw_model.state_dict(),
+        "tokenizers": tokenizer_entry(run.data.src_tokenizer, run.data.tgt_tokenizer),
+        "step": progress.step,
+        "training": {
+            "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(),
+            "scaler": run.scaler.state_dict(),
+            "progress": asdict(progress),
+            "rng": rng_states,  # one entry per rank
+        },
+    }
+
+
+def check_resumable(saved: Config, cfg: Config, path: Path) -> None:
+    """A run folder can only be resumed with the same model and data."""
+    for section in ("model", "data"):
+        if asdict(getattr(saved, section)) != asdict(getattr(cfg, section)):
+            raise UserError(
+                f"{path}: this run folder holds a run with a different [{section}] configuration;"
+                " choose another train.run_name (or train.run_dir)"
+            )
+
+
+def resume(run: Run) -> Progress | None:
+    """Restore the run from last.pt when there is one: weights, optimizer, schedule, progress
+    and this rank's random generators. None: no checkpoint, a new run."""
+    if not run.last_path.is_file():
+        return None
+    checkpoint = load_checkpoint(run.last_path, map_location=run.device)
+    check_resumable(config_from_dict(checkpoint["config"]), run.cfg, run.last_path)
+    state = checkpoint["training"]
+    saved_world_size = len(state["rng"])
+    if saved_world_size != run.env.world_size:
+        raise UserError(
+            f"{run.last_path}: saved by {saved_world_size} process(es), resumed by "
+            f"{run.env.world_size}: each process's place in the epoch would be lost; resume "
+            f"with {saved_world_size} (torchrun --nproc_per_node) or start a new train.run_name"
+        )
+    run.raw_model.load_state_dict(checkpoint["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    run.scaler.load_state_dict(state["scaler"])
+    set_rng_state(state["rng"][run.env.rank])
+    return Progress(**state["progress"])
+
+
+def finished_reason(cfg: Config, progress: Progress) -> str | None:
+    """Why a run whose progress is `progress` has nothing left to do; None: it has."""
+    if progress.stopped_early:
+        return f"stopped early, no BLEU improvement in {cfg.train.patience} validations"
+    if cfg.train.max_steps and progress.step >= cfg.train.max_steps:
+        return f"train.max_steps={cfg.train.max_steps} reached"
+    if progress.epoch >= cfg.train.max_epochs:
+        return f"train.max_epochs={cfg.train.max_epochs} reached"
+    return None
+
+
+def save_last(run: Run, progress: Progress) -> None:
+    """Write last.pt (rank 0), with every rank's random generators."""
+    states = distributed.gather_objects(rng_state(), run.env)
+    if run.env.is_main:
+        check_weights_finite(run.raw_model, progress.step)
+        save_checkpoint(training_checkpoint(run, progress, states), run.last_path)
+
+
+def check_weights_finite(model: torch.nn.Module, step: int) -> None:
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise TrainingDiverged(f"step {step}: weights are not finite; not saving")
