@@ -210,36 +210,26 @@ def beam_search(
 
     At each step every beam of a sentence proposes its continuations; the 2K best of the K * V
     (beam, token) pairs are kept. Those of the first K that end with EOS are set aside as
-    finished hypotheses; the K best that do not end become the next beams. A sentence is done
-    once it has K finished hypotheses (fairseq's rule), or with `stop_early` as soon as its most
-    probable candidate ends and it has `nbest` finished ones (OpenNMT-py's and Joey NMT's
-    rule), or at its maximum length; then it leaves the batch. All candidates of a step have
-    the same length, so the most probable is also the best by length-penalised score, but a
-    longer hypothesis found later could still score higher: `stop_early` trades that chance
-    for fewer steps.
+    finished hypotheses; the K best that do not end become the next beams. A sentence leaves
+    the batch when it is done (`_running`).
 
     Returns per sentence its `nbest` (<= K) best finished hypotheses, best first, all distinct.
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest must be in [1, beam_size={beam_size}], got {nbest}")
-    batch_size, device = src.shape[0], src.device
-    k = beam_size
+    batch_size, device, k = src.shape[0], src.device, beam_size
 
     # The encoder state has one row per sentence, the cache one per beam: K rows per sentence.
-    # Only the first beam is live (the others score -inf), so the first step expands one beam
-    # into K distinct ones.
     state = model.encode(src, src_lens)
     cache = select_rows(
         model.init_cache(state), torch.arange(batch_size, device=device).repeat_interleave(k)
     )
     sentences = torch.arange(batch_size, device=device)  # (A,) the A sentences still running
-    beam_scores = torch.full((batch_size, k), float("-inf"), device=device)  # (A, K) log-probs
-    beam_scores[:, 0] = 0.0
-    beam_tokens = torch.zeros(batch_size, k, 0, dtype=torch.long, device=device)  # (A, K, t)
-    beam_attention = torch.zeros(batch_size, k, 0, src.shape[1], device=device)  # (A, K, t, S)
+    beam_scores, beam_tokens, beam_attention = _first_beams(batch_size, k, src.shape[1], device)
     prev = torch.full((batch_size * k,), BOS_ID, dtype=torch.long, device=device)
     finished_count = torch.zeros(batch_size, dtype=torch.long, device=device)
     finished: list[_Finished] = []
+    history_attention = None
 
     for step in range(int(max_lens.max()) + 1):
         num_active = len(sentences)
@@ -248,58 +238,102 @@ def beam_search(
         log_probs = _banned_log_probs(
             out.log_probs, beam_tokens.reshape(num_active * k, step), at_max_len, no_repeat_ngram
         )
-        vocab_size = log_probs.shape[1]
-        top_scores, top_index = _best_candidates(
-            beam_scores, log_probs, min(2 * k, k * vocab_size)
-        )  # (A, 2K)
-        top_beams, top_tokens = top_index // vocab_size, top_index % vocab_size
+        top_scores, top_beams, top_tokens = _top_candidates(beam_scores, log_probs)  # (A, 2K)
         ends = (top_tokens == EOS_ID) & top_scores.isfinite()
         if need_attention:  # (A, K, t + 1, S): every beam's attention rows, this step's included
             step_attention = _mean_heads(out.attention).view(num_active, k, 1, -1)
             history_attention = torch.cat([beam_attention, step_attention], dim=2)
 
         # Set aside the hypotheses that end among the K best candidates.
-        ends_in_top_k = ends[:, :k]
-        rows, ranks = ends_in_top_k.nonzero(as_tuple=True)
-        if len(rows) > 0:
-            ended_beams = top_beams[rows, ranks]
-            finished.append(
-                _Finished(
-                    sentences=sentences[rows],
-                    scores=top_scores[rows, ranks] / gnmt_penalty(step + 1, length_penalty),
-                    tokens=beam_tokens[rows, ended_beams],
-                    attention=history_attention[rows, ended_beams] if need_attention else None,
-                )
-            )
-            finished_count[sentences] += ends_in_top_k.sum(dim=1)
+        top_k = (ends[:, :k], top_beams, top_scores / gnmt_penalty(step + 1, length_penalty))
+        if (ended := _ended(*top_k, sentences, beam_tokens, history_attention)) is not None:
+            finished.append(ended)
+            finished_count[sentences] += ends[:, :k].sum(dim=1)
 
         # The K best candidates that do not end become the next beams.
         beam_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=1)  # (A, K)
         new_beams, new_tokens = top_beams.gather(1, keep), top_tokens.gather(1, keep)
 
-        ended_count = finished_count[sentences]  # (A,)
-        done = ended_count >= k
-        if stop_early:
-            done |= ends[:, 0] & (ended_count >= nbest)
-        running = (~done & (step < max_lens[sentences])).nonzero().squeeze(1)
+        below_max = step < max_lens[sentences]
+        running = _running(finished_count[sentences], ends[:, 0], below_max, k, nbest, stop_early)
         if len(running) == 0:
             break
         new_beams, new_tokens = new_beams[running], new_tokens[running]
         beam_scores = beam_scores[running]
-        sentence_rows = running.view(-1, 1)
-        beam_tokens = torch.cat(
-            [beam_tokens[sentence_rows, new_beams], new_tokens.unsqueeze(2)], dim=2
-        )
+        sentence_rows = running.view(-1, 1)  # each running sentence's K beams, as (A', K) indices
+        beam_tokens = torch.cat([beam_tokens[sentence_rows, new_beams], new_tokens[..., None]], 2)
         if need_attention:
             beam_attention = history_attention[sentence_rows, new_beams]
-        cache_rows = (sentence_rows * k + new_beams).view(-1)  # (A' * K,) rows of this step
-        cache = select_rows(out.cache, cache_rows)
+        cache = select_rows(out.cache, (sentence_rows * k + new_beams).view(-1))  # (A' * K,)
         if len(running) < num_active:
             state = select_rows(state, running)
             sentences = sentences[running]
         prev = new_tokens.view(-1)
 
     return _nbest_lists(finished, batch_size, nbest, src_lens)
+
+
+def _top_candidates(beam_scores: Tensor, log_probs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2K best (beam, token) continuations of each sentence's K beams: their scores, beams
+    and tokens, each (A, 2K), best first (see `_best_candidates`)."""
+    k, vocab_size = beam_scores.shape[1], log_probs.shape[1]
+    scores, index = _best_candidates(beam_scores, log_probs, min(2 * k, k * vocab_size))
+    return scores, index // vocab_size, index % vocab_size
+
+
+def _running(
+    ended_count: Tensor, best_ends: Tensor, below_max: Tensor, k: int, nbest: int, stop_early: bool
+) -> Tensor:
+    """The indices of the sentences still running after a step: (A,) -> (A',).
+
+    A sentence is done once it has K finished hypotheses (fairseq's rule), or with `stop_early`
+    as soon as its most probable candidate ends (`best_ends`) and it has `nbest` finished ones
+    (OpenNMT-py's and Joey NMT's rule), or at its maximum length. All candidates of a step have
+    the same length, so the most probable is also the best by length-penalised score, but a
+    longer hypothesis found later could still score higher: `stop_early` trades that chance
+    for fewer steps.
+    """
+    done = ended_count >= k
+    if stop_early:
+        done |= best_ends & (ended_count >= nbest)
+    return (~done & below_max).nonzero().squeeze(1)
+
+
+def _first_beams(
+    batch_size: int, k: int, src_len: int, device: torch.device
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The beams before the first step: scores (B, K), tokens (B, K, 0), attention (B, K, 0, S).
+    Only the first beam is live (the others score -inf), so the first step expands one beam
+    into K distinct ones."""
+    scores = torch.full((batch_size, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0
+    tokens = torch.zeros(batch_size, k, 0, dtype=torch.long, device=device)
+    return scores, tokens, torch.zeros(batch_size, k, 0, src_len, device=device)
+
+
+def _ended(
+    ends: Tensor,
+    top_beams: Tensor,
+    top_scores: Tensor,
+    sentences: Tensor,
+    beam_tokens: Tensor,
+    history_attention: Tensor | None,
+) -> _Finished | None:
+    """The candidates among the K best that end with EOS, as finished hypotheses (None: none).
+
+    ends: (A, K) which of the K best candidates end; top_beams, top_scores: (A, >=K) their beams
+    and length-penalised scores; beam_tokens: (A, K, t); history_attention: (A, K, t + 1, S).
+    """
+    rows, ranks = ends.nonzero(as_tuple=True)
+    if len(rows) == 0:
+        return None
+    ended_beams = top_beams[rows, ranks]
+    return _Finished(
+        sentences=sentences[rows],
+        scores=top_scores[rows, ranks],
+        tokens=beam_tokens[rows, ended_beams],
+        attention=None if history_attention is None else history_attention[rows, ended_beams],
+    )
 
 
 def _nbest_lists(
