@@ -44,10 +44,14 @@ def _millions(count: int) -> str:
 
 
 def models_section(results: list[ModelResult]) -> str:
-    """The table of trained models, best BLEU first per direction, with signatures and commands."""
+    """The table of the best model (by BLEU) of each family (GRU, Transformer) and direction,
+    with the sacreBLEU signatures; each record's commands stay in its JSON file."""
     if not results:
         return NO_MODELS
-    results = sorted(results, key=lambda r: (r.direction, -r.bleu))
+    best: dict[tuple[str, str], ModelResult] = {}
+    for r in sorted(results, key=lambda r: -r.bleu):
+        best.setdefault((r.model.split("-")[0], r.direction), r)
+    results = sorted(best.values(), key=lambda r: (r.direction, -r.bleu))
     header = ["Model", "Direction", "Parameters", "BLEU", "BLEU (lc)", "chrF", "Beam"]
     header += ["Checkpoints averaged", "Steps", "Training", "Device"]
     rows = [
@@ -69,14 +73,14 @@ def models_section(results: list[ModelResult]) -> str:
     scored = ", ".join(sorted({f"{r.corpus} {r.split}" for r in results}))
     signatures = sorted({(key, value) for r in results for key, value in r.signatures.items()})
     listed = ", ".join(f"{key} `{value}`" for key, value in signatures)
-    lines = [_markdown_table(header, rows), "", f"Scored on {scored}; sacreBLEU {listed}."]
-    for r in results:
-        revision = r.git_revision[:10] + (
-            " (modified)" if r.git_revision.endswith("-dirty") else ""
-        )
-        lines += ["", f"{r.name} ({r.direction}, revision `{revision}`):", ""]
-        lines += ["```sh", *r.commands, "```"]
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            _markdown_table(header, rows),
+            "",
+            f"Scored on {scored}; sacreBLEU {listed}. The commands that made each model, and the "
+            "revision that scored it, are in its record under `results/models/`.",
+        ]
+    )
 
 
 def _run_line(record: dict[str, Any], source: Path) -> str:

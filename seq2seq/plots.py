@@ -40,25 +40,21 @@ def attention_figure(
 def attention_grid_figure(
     weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str = ""
 ) -> Figure:
-    """All heads of one sentence in one image: weights (H, T, S) drawn as a grid of heatmaps,
-    the mean over heads first, then head 0, 1, ... (one image stays readable at the size
-    TensorBoard shows it, where one thumbnail per head does not)."""
-    maps = [("mean of heads", weights.mean(0))]
-    if weights.shape[0] > 1:
-        maps += [(f"head {head}", head_weights) for head, head_weights in enumerate(weights)]
-    columns = math.ceil(math.sqrt(len(maps)))
-    rows = math.ceil(len(maps) / columns)
+    """Every head of one sentence in one image: weights (H, T, S) as a grid of heatmaps,
+    head 0, 1, ... (TensorBoard shows one image per sentence instead of one per head)."""
+    columns = math.ceil(math.sqrt(len(weights)))
+    rows = math.ceil(len(weights) / columns)
     num_tgt, num_src = weights.shape[1:]
     size = (columns * (1.5 + 0.3 * num_src), rows * (1.2 + 0.25 * num_tgt))
     figure = Figure(figsize=size, layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False)
-    for axes, (name, head_weights) in zip(grid.flat, maps, strict=False):
+    for head, (axes, head_weights) in enumerate(zip(grid.flat, weights, strict=False)):
         axes.imshow(head_weights.float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-        axes.set_xticks(range(num_src), src_pieces, rotation=90, fontsize=7)
-        axes.set_yticks(range(num_tgt), tgt_pieces, fontsize=7)
+        axes.set_xticks(range(num_src), src_pieces, rotation=90, fontsize=8)
+        axes.set_yticks(range(num_tgt), tgt_pieces, fontsize=8)
         axes.xaxis.tick_top()
-        axes.set_title(name, fontsize=9)
-    for axes in grid.flat[len(maps) :]:
+        axes.set_title(f"head {head}", fontsize=10)
+    for axes in grid.flat[len(weights) :]:
         axes.set_axis_off()
     if title:
         figure.suptitle(title)

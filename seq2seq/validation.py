@@ -10,7 +10,7 @@ from seq2seq.config import Config
 from seq2seq.evaluation import evaluate
 from seq2seq.loss import token_losses
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.plots import attention_grid_figure
+from seq2seq.plots import attention_figure, attention_grid_figure
 from seq2seq.prepare import PreparedData
 from seq2seq.run_log import RunLog
 from seq2seq.specials import BOS_ID, EOS_ID
@@ -47,8 +47,8 @@ def log_attention_maps(
     hypotheses: list[list[int]],
     device: torch.device,
 ) -> None:
-    """Cross-attention of the model's own translations of a few fixed valid sentences: one
-    image per sentence, the mean over heads beside each head.
+    """Cross-attention of the model's own translations of a few fixed valid sentences: per
+    sentence, one image of the mean over heads and one of every head in a grid.
 
     The weights come from teacher-forcing each hypothesis, so every target piece (and the final
     </s>) has its row.
@@ -62,8 +62,11 @@ def log_attention_maps(
         src_pieces = [data.src_tokenizer.id_to_piece(i) for i in src_ids]
         tgt_pieces = [data.tgt_tokenizer.id_to_piece(i) for i in [*hyp, EOS_ID]]
         title = f"valid sentence {n}, step {step}"
-        figure = attention_grid_figure(weights, src_pieces, tgt_pieces, title)
-        log.figure(step, f"valid/attention_sentence{n}", figure)
+        mean = attention_figure(weights.mean(0), src_pieces, tgt_pieces, f"{title}, mean of heads")
+        log.figure(step, f"valid/attention_sentence{n}", mean)
+        if weights.shape[0] > 1:
+            heads = attention_grid_figure(weights, src_pieces, tgt_pieces, f"{title}, each head")
+            log.figure(step, f"valid/attention_sentence{n}_heads", heads)
 
 
 @torch.no_grad()

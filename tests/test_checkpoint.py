@@ -76,7 +76,7 @@ def test_failing_save_keeps_the_previous_checkpoint(tmp_path: Path, monkeypatch)
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", broken_save)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(UserError, match=r"last.pt: cannot write the checkpoint \(disk full\); the"):
         save_checkpoint(minimal_checkpoint(9.0), path)
     monkeypatch.undo()
     assert torch.equal(load_checkpoint(path)["model"]["weight"], torch.full((3,), 1.0))

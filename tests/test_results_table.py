@@ -50,21 +50,9 @@ MODELS_TABLE = """\
 | Transformer tiny | en-de | 2.35M | 38.1 | 39.0 | 64.2 | 5 | 5 | 30,000 | 1.5 h | 1x NVIDIA H100 |
 | GRU | en-de | 2.35M | 30.0 | 39.0 | 64.2 | 5 | 5 | 30,000 | 1.5 h | 1x NVIDIA H100 |
 
-Scored on multi30k test; sacreBLEU bleu `case:mixed|tok:13a`, bleu_lc `case:lc|tok:13a`, chrf `c6`.
-
-Transformer tiny (en-de, revision `0123456789`):
-
-```sh
-make data
-make train
-```
-
-GRU (en-de, revision `0123456789`):
-
-```sh
-make data
-make train
-```"""  # noqa: E501
+Scored on multi30k test; sacreBLEU bleu `case:mixed|tok:13a`, bleu_lc `case:lc|tok:13a`, chrf `c6`. \
+The commands that made each model, and the revision that scored it, are in its record under \
+`results/models/`."""  # noqa: E501
 
 
 def write_json(path: Path, values: dict) -> Path:
@@ -75,8 +63,13 @@ def write_json(path: Path, values: dict) -> Path:
 
 def test_models_table(tmp_path: Path) -> None:
     assert sections(tmp_path) == {"results": NO_MODELS, "bench": NO_BENCHMARKS}
-    write_json(tmp_path / "models" / "a.json", {**MODEL_RESULT, "name": "GRU", "bleu": 30.0})
+    write_json(
+        tmp_path / "models" / "a.json",
+        {**MODEL_RESULT, "name": "GRU", "model": "gru", "bleu": 30.0},
+    )
     write_json(tmp_path / "models" / "b.json", MODEL_RESULT)
+    worse = {**MODEL_RESULT, "name": "Transformer small", "model": "transformer-small", "bleu": 37}
+    write_json(tmp_path / "models" / "c.json", worse)  # the same family and direction: left out
     assert sections(tmp_path)["results"] == MODELS_TABLE
 
 
@@ -141,7 +134,7 @@ def test_results_table_script_updates_the_readme_and_the_benchmarks_page(tmp_pat
     assert result.stdout.splitlines() == ["updated README.md", "updated docs/benchmarks.md"]
     readme = (tmp_path / "README.md").read_text()
     assert readme.startswith("# Title\n<!-- results:start -->\n| Model | Direction |")
-    assert readme.endswith("```\n<!-- results:end -->\n")
+    assert readme.endswith("under `results/models/`.\n<!-- results:end -->\n")
     bench_page = (tmp_path / "docs" / "benchmarks.md").read_text()
     assert bench_page == f"<!-- bench:start -->\n{NO_BENCHMARKS}\n<!-- bench:end -->\n"
 

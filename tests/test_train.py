@@ -175,9 +175,12 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
         assert tag in tags["scalars"], tag
     assert [e.step for e in events.Scalars("valid/bleu")] == [10, 20]
     samples = load_config(run_dir / "config.toml").train.attention_samples
-    assert set(tags["images"]) == {f"valid/attention_sentence{n}" for n in range(samples)}
-    image = events.Images("valid/attention_sentence0")[-1]  # the mean and 4 heads in a grid
-    assert image.encoded_image_string.startswith(b"\x89PNG") and image.width > 400
+    kinds = ("", "_heads")
+    images = {f"valid/attention_sentence{n}{kind}" for n in range(samples) for kind in kinds}
+    assert set(tags["images"]) == images
+    mean, heads = (events.Images(f"valid/attention_sentence0{k}")[-1] for k in ("", "_heads"))
+    assert mean.encoded_image_string.startswith(b"\x89PNG") and mean.width > 100
+    assert heads.width > 1.5 * mean.width  # 4 heads in a 2 x 2 grid
     assert "samples/text_summary" in tags["tensors"]
     sample = events.Tensors("samples/text_summary")[-1].tensor_proto.string_val[0].decode()
     assert "**source:**" in sample and "**reference:**" in sample and "**model:**" in sample
