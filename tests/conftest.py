@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from reversal import prepare_reversal
 
 from seq2seq.prepare import prepare
 
@@ -34,6 +35,12 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "multi30k").is_dir():
         pytest.skip(f"the shared corpora are not at {SHARED_DATA} (clone next to ../shared)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def reversal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A prepared corpus of the reversal task (tests/reversal.py), once per test module."""
+    return prepare_reversal(tmp_path_factory.mktemp("reversal"))
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,17 @@
 near-perfect BLEU from real training and decoding.
 """
 
+import os
 import random
+import sys
 from pathlib import Path
 
 from seq2seq.corpora import UserFiles
 from seq2seq.prepare import prepare
 
 LETTERS = "abcdefghijklmnop"
+TRAIN = [sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "train.py")]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}  # for TRAIN: its lines as they come
 
 
 def write_reversal_corpus(folder: Path, sizes: dict[str, int], seed: int = 0) -> Path:

@@ -6,13 +6,12 @@ import hashlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from reversal import prepare_reversal, tiny_overrides
+from reversal import ENV, TRAIN, tiny_overrides
 
 from seq2seq import checkpoint as checkpoint_module
 from seq2seq import files as files_module
@@ -23,13 +22,6 @@ from seq2seq.errors import UserError
 from seq2seq.signals import StopSignals
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-@pytest.fixture(scope="module")
-def reversal(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_reversal(tmp_path_factory.mktemp("reversal"))
 
 
 def signal_args(reversal: Path, run_dir: Path) -> list[str]:

@@ -1,7 +1,6 @@
 """Training through the real entry point: learning, exact resume after kill -9, TensorBoard,
 non-finite losses, bad configurations, and 2-process torchrun on CPU."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reversal import prepare_reversal, tiny_overrides
+from reversal import ENV, TRAIN, tiny_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq import device as device_module
@@ -24,13 +23,6 @@ from seq2seq.prepare import PreparedData
 from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-@pytest.fixture(scope="module")
-def reversal(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_reversal(tmp_path_factory.mktemp("reversal"))
 
 
 def run_train(args: list[str], **kwargs) -> subprocess.CompletedProcess:
