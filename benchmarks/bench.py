@@ -81,7 +81,7 @@ from seq2seq.metrics import corpus_scores
 from seq2seq.model_result import git_state
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.prepare import PreparedData
+from seq2seq.prepared import PreparedData
 from seq2seq.specials import BOS_ID, EOS_ID
 from seq2seq.translator import Translator
 

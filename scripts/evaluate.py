@@ -44,7 +44,7 @@ from seq2seq.errors import UserError
 from seq2seq.evaluation import EvalResult, evaluate
 from seq2seq.files import write_atomically
 from seq2seq.model_result import ModelResult, git_state
-from seq2seq.prepare import PreparedData
+from seq2seq.prepared import PreparedData
 from seq2seq.translator import Translator, read_input_file
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models

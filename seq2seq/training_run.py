@@ -16,7 +16,8 @@ from seq2seq.device import autocast_dtype, decode_dtype
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.prepare import PreparedData, prepare
+from seq2seq.prepare import prepare
+from seq2seq.prepared import PreparedData
 from seq2seq.reproducibility import rng_state, seed_everything, set_rng_state
 
 

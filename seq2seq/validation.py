@@ -11,7 +11,7 @@ from seq2seq.evaluation import evaluate
 from seq2seq.loss import token_losses
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.plots import attention_figure, attention_grid_figure
-from seq2seq.prepare import PreparedData
+from seq2seq.prepared import PreparedData
 from seq2seq.run_log import RunLog
 from seq2seq.specials import BOS_ID, EOS_ID
 from seq2seq.translator import Translator

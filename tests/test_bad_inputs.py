@@ -28,7 +28,7 @@ from reversal import prepare_reversal
 from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 from seq2seq.config import dump_toml, load_config
 from seq2seq.models import build_model
-from seq2seq.prepare import PreparedData
+from seq2seq.prepared import PreparedData
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ from seq2seq.config import dump_toml, load_config
 from seq2seq.device import autocast_dtype, precision_name
 from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
-from seq2seq.prepare import PreparedData
+from seq2seq.prepared import PreparedData
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PRECISION = precision_name(autocast_dtype("auto", torch.device("cpu")))  # this CPU's default

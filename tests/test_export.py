@@ -16,7 +16,8 @@ from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
 from seq2seq.export import WEIGHTS, export_model, find_model, load_exported
 from seq2seq.models import build_model
-from seq2seq.prepare import PreparedData, prepare
+from seq2seq.prepare import prepare
+from seq2seq.prepared import PreparedData
 from tests.test_translate import run, script, write_word_corpus  # noqa: F401 (run: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,8 @@ import torch
 from seq2seq.batching import ParallelDataset, TokenBatchSampler, collate
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
-from seq2seq.prepare import PreparedData, prepare
+from seq2seq.prepare import prepare
+from seq2seq.prepared import PreparedData
 from tests.reversal import write_reversal_corpus
 
 ROOT = Path(__file__).resolve().parents[1]

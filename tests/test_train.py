@@ -19,7 +19,7 @@ from seq2seq.checkpoint import load_checkpoint, load_for_inference
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
 from seq2seq.evaluation import evaluate
-from seq2seq.prepare import PreparedData
+from seq2seq.prepared import PreparedData
 from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ import sentencepiece as spm
 from common import default_out, peer_versions, record_header
 
 from seq2seq.metrics import corpus_scores
-from seq2seq.prepare import PreparedData
+from seq2seq.prepared import PreparedData
 
 PREPARED = Path("data/multi30k.en-de")
 RUNS = (1, 2)
