@@ -67,13 +67,8 @@ from results_table import growth_section, throughput_section
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.cli import run_cli, tune_process
-from seq2seq.config import (
-    DECODE_PRECISIONS,
-    MODEL_PRESETS,
-    PRECISIONS,
-    TrainConfig,
-    load_config,
-)
+from seq2seq.config import MODEL_PRESETS, TrainConfig, load_config
+from seq2seq.config_rules import DECODE_PRECISIONS, PRECISIONS
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.loss import token_losses

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from seq2seq.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
 from seq2seq.cli import ArgumentParser, check_output, number, run_cli
-from seq2seq.config import AT_LEAST_1
+from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.errors import UserError
 
 

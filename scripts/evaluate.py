@@ -38,7 +38,7 @@ from seq2seq.cli import (
     number,
     run_cli,
 )
-from seq2seq.config import AT_LEAST_0
+from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.evaluation import EvalResult, evaluate

@@ -30,7 +30,7 @@ from seq2seq.cli import (
     number,
     run_cli,
 )
-from seq2seq.config import AT_LEAST_1, RULES
+from seq2seq.config_rules import AT_LEAST_1, RULES
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.plots import attention_figure, attention_text

@@ -20,7 +20,8 @@ from typing import NoReturn, TypeVar
 import torch
 
 from seq2seq.checkpoint import Inference, load_for_inference
-from seq2seq.config import DECODE_PRECISIONS, RULES, DecodeConfig
+from seq2seq.config import DecodeConfig
+from seq2seq.config_rules import DECODE_PRECISIONS, RULES
 from seq2seq.errors import UserError
 from seq2seq.export import find_model, load_exported
 
@@ -58,7 +59,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[[str], Number]:
     """An argparse `type`: the option's text as `kind` (int or float), refused unless it is in
-    `valid` (e.g. a `seq2seq.config.Range`, whose text says which values are)."""
+    `valid` (e.g. a `seq2seq.config_rules.Range`, whose text says which values are)."""
 
     def convert(text: str) -> Number:
         try:

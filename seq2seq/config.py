@@ -7,17 +7,18 @@ A configuration file has up to four sections, each mapping onto one dataclass be
     [train]   optimisation, batching, validation and checkpointing
     [decode]  beam search settings used for validation and evaluation
 
-Every unknown key, wrong type or impossible value is a `UserError` naming the key.
+Every unknown key, wrong type or impossible value is a `UserError` naming the key; the valid
+values are in `seq2seq.config_rules`.
 """
 
 import dataclasses
 import json
-import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from seq2seq.config_rules import RULES, check_rule, cross_checks
 from seq2seq.errors import UserError
 
 
@@ -203,133 +204,6 @@ def _apply(
         sources[f"{section}.{key}"] = source
 
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision
-DECODE_PRECISIONS = (*PRECISIONS, "int8")  # decode.precision
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a number may take: above `low` and below `high` (None: no bound), each
-    bound included unless `low_open` / `high_open`."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def __contains__(self, value: float) -> bool:
-        if math.isnan(value) or math.isinf(value):
-            return False
-        above = self.low is None or value > self.low or (value == self.low and not self.low_open)
-        below = (
-            self.high is None or value < self.high or (value == self.high and not self.high_open)
-        )
-        return above and below
-
-    def __str__(self) -> str:
-        low, high = _number(self.low), _number(self.high)
-        if self.high is None:
-            return f"must be {'>' if self.low_open else '>='} {low}"
-        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"must be in {left}{low}, {high}{right}"
-
-
-def _number(value: float | None) -> str:
-    """1 for 1.0, 4294967295 for 2**32 - 1, 0.5 for 0.5."""
-    return str(int(value)) if value is not None and float(value).is_integer() else f"{value}"
-
-
-AT_LEAST_1 = Range(1)
-AT_LEAST_0 = Range(0)
-POSITIVE = Range(0, low_open=True)
-PROBABILITY = Range(0, 1, high_open=True)
-
-# The valid values of every number and every string with fixed choices; a test checks that each
-# numeric field of the dataclasses above has its entry here.
-RULES: dict[str, Range | tuple[str, ...]] = {
-    "data.vocab_size": Range(16),
-    "model.arch": ("transformer", "gru"),
-    "model.embed_dim": AT_LEAST_1,
-    "model.hidden_size": AT_LEAST_1,
-    "model.ffn_size": AT_LEAST_1,
-    "model.num_heads": AT_LEAST_1,
-    "model.encoder_layers": AT_LEAST_1,
-    "model.decoder_layers": AT_LEAST_1,
-    "model.dropout": PROBABILITY,
-    "model.attention_dropout": PROBABILITY,
-    "model.attention_layer": Range(),  # checked against model.decoder_layers below
-    "train.seed": Range(0, 2**32 - 1),
-    "train.precision": PRECISIONS,
-    "train.max_tokens": AT_LEAST_1,
-    "train.accum_steps": AT_LEAST_1,
-    "train.max_steps": AT_LEAST_0,
-    "train.max_epochs": AT_LEAST_1,
-    "train.optimizer_betas": PROBABILITY,
-    "train.lr": POSITIVE,
-    "train.weight_decay": AT_LEAST_0,
-    "train.schedule": ("inverse_sqrt", "plateau"),
-    "train.warmup_steps": AT_LEAST_0,
-    "train.plateau_factor": Range(0, 1, low_open=True, high_open=True),
-    "train.plateau_patience": AT_LEAST_0,
-    "train.plateau_threshold": AT_LEAST_0,
-    "train.min_lr": AT_LEAST_0,
-    "train.label_smoothing": PROBABILITY,
-    "train.clip_norm": AT_LEAST_0,
-    "train.log_every": AT_LEAST_1,
-    "train.log_every_seconds": AT_LEAST_0,
-    "train.valid_every": AT_LEAST_1,
-    "train.save_every": AT_LEAST_0,
-    "train.save_every_minutes": AT_LEAST_0,
-    "train.valid_max_sentences": AT_LEAST_0,
-    "train.patience": AT_LEAST_0,
-    "train.keep_last": AT_LEAST_0,
-    "train.attention_samples": AT_LEAST_0,
-    "train.max_bad_steps": AT_LEAST_1,
-    "train.num_workers": AT_LEAST_0,
-    "decode.beam_size": AT_LEAST_1,
-    "decode.length_penalty": AT_LEAST_0,
-    "decode.max_len_ratio": POSITIVE,
-    "decode.max_len_const": AT_LEAST_0,
-    "decode.no_repeat_ngram": AT_LEAST_0,
-    "decode.batch_size": AT_LEAST_1,
-    "decode.precision": DECODE_PRECISIONS,
-    "decode.valid_beam_size": AT_LEAST_1,
-}
-
-
-def _check_rule(value: Any, rule: Range | tuple[str, ...]) -> str | None:
-    """Why `value` breaks `rule`, or None when it keeps it."""
-    if isinstance(rule, tuple):
-        return None if value in rule else f"must be one of {', '.join(rule)}"
-    values = value if isinstance(value, tuple) else (value,)
-    return None if all(v in rule for v in values) else str(rule)
-
-
-def _cross_checks(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
-    """Rules between keys: (the keys involved, the problem) for each one broken."""
-    model = cfg.model
-    problems = []
-    if model.arch == "transformer" and model.embed_dim % model.num_heads:
-        problems.append(
-            (("model.embed_dim", "model.num_heads"), "embed_dim must be divisible by num_heads")
-        )
-    if model.arch == "gru" and model.hidden_size % 2:
-        problems.append(
-            (
-                ("model.hidden_size",),
-                "must be even (the bidirectional encoder uses half per direction)",
-            )
-        )
-    if not -model.decoder_layers <= model.attention_layer < model.decoder_layers:
-        problems.append(
-            (
-                ("model.attention_layer", "model.decoder_layers"),
-                "attention_layer must be in [-decoder_layers, decoder_layers)",
-            )
-        )
-    return problems
-
-
 def _validate(cfg: Config, sources: dict[str, str]) -> None:
     """Check every value against RULES and the rules between keys; the first problem is a
     UserError naming the key, its value and where it was set (file, override or default)."""
@@ -345,10 +219,10 @@ def _validate(cfg: Config, sources: dict[str, str]) -> None:
 
     for name, rule in RULES.items():
         section, _, key = name.partition(".")
-        problem = _check_rule(getattr(getattr(cfg, section), key), rule)
+        problem = check_rule(getattr(getattr(cfg, section), key), rule)
         if problem:
             raise UserError(f"{where(name)}: {shown(name)}: {problem}")
-    problems = _cross_checks(cfg)
+    problems = cross_checks(cfg)
     if problems:
         names, problem = problems[0]
         raise UserError(f"{where(*names)}: {', '.join(map(shown, names))}: {problem}")

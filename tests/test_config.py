@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.config import (
-    MODEL_PRESETS,
-    RULES,
-    Config,
-    Range,
-    config_from_dict,
-    dump_toml,
-    load_config,
-)
+from seq2seq.config import MODEL_PRESETS, Config, config_from_dict, dump_toml, load_config
+from seq2seq.config_rules import RULES, Range
 from seq2seq.errors import UserError
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
