@@ -47,8 +47,10 @@ def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfl
     try:
         weights = copy.deepcopy(inference.model).to(dtype)
         safetensors.torch.save_model(weights, str(tmp / WEIGHTS))
+        config = inference.config.to_dict()
+        config["train"]["run_dir"] = ""  # a path of the machine that trained it: not needed here
         description = {
-            "config": inference.config.to_dict(),
+            "config": config,
             "step": inference.step,
             "averaged_checkpoints": inference.averaged_checkpoints,
         }
