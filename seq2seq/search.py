@@ -245,7 +245,7 @@ def beam_search(
             history_attention = torch.cat([beam_attention, step_attention], dim=2)
 
         # Set aside the hypotheses that end among the K best candidates.
-        top_k = (ends[:, :k], top_beams, top_scores / gnmt_penalty(step + 1, length_penalty))
+        top_k = (ends[:, :k], top_beams, top_scores, gnmt_penalty(step + 1, length_penalty))
         if (ended := _ended(*top_k, sentences, beam_tokens, history_attention)) is not None:
             finished.append(ended)
             finished_count[sentences] += ends[:, :k].sum(dim=1)
@@ -315,14 +315,16 @@ def _ended(
     ends: Tensor,
     top_beams: Tensor,
     top_scores: Tensor,
+    penalty: float,
     sentences: Tensor,
     beam_tokens: Tensor,
     history_attention: Tensor | None,
 ) -> _Finished | None:
-    """The candidates among the K best that end with EOS, as finished hypotheses (None: none).
+    """The candidates among the K best that end with EOS, as finished hypotheses (None: none),
+    scored by log-probability / `penalty` (the length penalty of their length).
 
     ends: (A, K) which of the K best candidates end; top_beams, top_scores: (A, >=K) their beams
-    and length-penalised scores; beam_tokens: (A, K, t); history_attention: (A, K, t + 1, S).
+    and log-probabilities; beam_tokens: (A, K, t); history_attention: (A, K, t + 1, S).
     """
     rows, ranks = ends.nonzero(as_tuple=True)
     if len(rows) == 0:
@@ -330,7 +332,7 @@ def _ended(
     ended_beams = top_beams[rows, ranks]
     return _Finished(
         sentences=sentences[rows],
-        scores=top_scores[rows, ranks],
+        scores=top_scores[rows, ranks] / penalty,
         tokens=beam_tokens[rows, ended_beams],
         attention=None if history_attention is None else history_attention[rows, ended_beams],
     )
