@@ -26,12 +26,15 @@ import json
 import os
 import platform
 import runpy
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from seq2seq.model_result import git_state
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "transformer.multi30k.en-de.toml"
@@ -235,8 +238,12 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    revision, dirty = git_state()
     record = {
         "kind": "scale",
+        "command": shlex.join(["python", *sys.argv]),
+        "git_revision": revision,
+        "git_dirty": dirty,
         "corpora": "Tatoeba en-fr training split repeated `repetitions` times (repetitions, "
         "for size only), its valid and test splits once",
         "config": str(CONFIG.relative_to(ROOT)),

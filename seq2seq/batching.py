@@ -1,7 +1,7 @@
 """Token-id datasets, length-bucketed batches under a token budget, and padding into tensors.
 
     ParallelDataset     all sentence pairs of a split as two flat id arrays plus offsets
-                        (memory-mapped files written by `seq2seq.prepare`, or packed lists)
+                        (files written by `seq2seq.prepare`, or packed lists)
     TokenBatchSampler   which sentences go together: similar lengths, at most `max_tokens`
                         tokens per batch counting padding; shuffled per epoch, resumable,
                         split across ranks for distributed training
@@ -14,7 +14,7 @@ A source row is `ids + [EOS]`, a target row `[BOS] + ids + [EOS]` (see `seq2seq.
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from itertools import chain
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -46,7 +46,15 @@ class Example(NamedTuple):
     tgt: np.ndarray  # (T,) [BOS] + ids + [EOS]
 
 
-def _row(flat: np.ndarray, start: int, end: int, bos: bool) -> np.ndarray:
+class ArrayLike(Protocol):
+    """A 1-D array read by slices: a numpy array, or a `seq2seq.prepared.FileArray`."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice) -> np.ndarray: ...
+
+
+def _row(flat: ArrayLike, start: int, end: int, bos: bool) -> np.ndarray:
     """`[BOS]? + flat[start:end] + [EOS]` as a new int32 array."""
     row = np.empty(end - start + 1 + int(bos), dtype=np.int32)
     if bos:
@@ -56,11 +64,13 @@ def _row(flat: np.ndarray, start: int, end: int, bos: bool) -> np.ndarray:
     return row
 
 
-def _lengths(offsets: np.ndarray, specials: int) -> np.ndarray:
-    """(N,) int32 row lengths from (N + 1,) offsets, plus `specials` tokens each. Computed in
-    place: on a corpus of millions of sentences, every temporary copy is tens of MB."""
+def _lengths(offsets: ArrayLike, specials: int, chunk: int = 1 << 20) -> np.ndarray:
+    """(N,) int32 row lengths from (N + 1,) offsets, plus `specials` tokens each. The offsets
+    are read `chunk` at a time: on a corpus of millions of sentences, a copy is tens of MB."""
     lens = np.empty(len(offsets) - 1, dtype=np.int32)
-    np.subtract(offsets[1:], offsets[:-1], out=lens, casting="unsafe")
+    for start in range(0, len(lens), chunk):
+        bounds = np.asarray(offsets[start : start + chunk + 1])
+        np.subtract(bounds[1:], bounds[:-1], out=lens[start : start + chunk], casting="unsafe")
     lens += specials
     return lens
 
@@ -68,8 +78,8 @@ def _lengths(offsets: np.ndarray, specials: int) -> np.ndarray:
 class ParallelDataset:
     """The token ids of one split, each side one flat array of ids plus (N + 1,) offsets.
 
-    The flat arrays hold the subword ids only (any integer dtype; `seq2seq.prepare` gives
-    memory-mapped uint16 or int32 files); `dataset[i]` adds the special tokens.
+    The flat arrays hold the subword ids only (any integer dtype; `seq2seq.prepare` writes
+    uint16 or int32 files, read by `FileArray`); `dataset[i]` adds the special tokens.
     `src_lens[i]` and `tgt_lens[i]` are the lengths of the rows `dataset[i]` returns, special
     tokens included, computed from the offsets alone. Nothing is truncated: a long validation
     sentence is kept whole.
@@ -77,17 +87,17 @@ class ParallelDataset:
 
     def __init__(
         self,
-        src_flat: np.ndarray,
-        src_offsets: np.ndarray,
-        tgt_flat: np.ndarray,
-        tgt_offsets: np.ndarray,
+        src_flat: ArrayLike,
+        src_offsets: ArrayLike,
+        tgt_flat: ArrayLike,
+        tgt_offsets: ArrayLike,
     ):
         if len(src_offsets) != len(tgt_offsets):
             raise ValueError(
                 f"{len(src_offsets) - 1} source but {len(tgt_offsets) - 1} target sequences"
             )
-        self._src, self._src_offsets = src_flat, np.asarray(src_offsets, dtype=np.int64)
-        self._tgt, self._tgt_offsets = tgt_flat, np.asarray(tgt_offsets, dtype=np.int64)
+        self._src, self._src_offsets = src_flat, src_offsets
+        self._tgt, self._tgt_offsets = tgt_flat, tgt_offsets
         self.src_lens = _lengths(self._src_offsets, specials=1)  # + EOS
         self.tgt_lens = _lengths(self._tgt_offsets, specials=2)  # + BOS, EOS
 
@@ -100,11 +110,12 @@ class ParallelDataset:
         return len(self.src_lens)
 
     def __getitem__(self, index: int) -> Example:
-        src, tgt = self._src_offsets, self._tgt_offsets
+        src_start, src_end = (int(i) for i in self._src_offsets[index : index + 2])
+        tgt_start, tgt_end = (int(i) for i in self._tgt_offsets[index : index + 2])
         return Example(
             index=int(index),
-            src=_row(self._src, src[index], src[index + 1], bos=False),
-            tgt=_row(self._tgt, tgt[index], tgt[index + 1], bos=True),
+            src=_row(self._src, src_start, src_end, bos=False),
+            tgt=_row(self._tgt, tgt_start, tgt_end, bos=True),
         )
 
 

@@ -1,11 +1,14 @@
 """A prepared folder (written by `seq2seq.prepare`), loaded for training and evaluation.
 
 `PreparedData.load(folder)` gives the tokenizers, the text of each split and its token ids as a
-`ParallelDataset` over the memory-mapped arrays: nothing is tokenised again when a run starts
-or resumes, and the processes of one machine share the pages.
+`ParallelDataset` over the folder's arrays, read from the files as batches need them: nothing
+is tokenised again when a run starts or resumes, and the processes of one machine share the
+pages through the page cache.
 """
 
 import json
+import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +24,43 @@ from seq2seq.tokenizer import Tokenizer
 HINT = "prepare it with `make data` or scripts/prepare_data.py"
 
 
-def _open_array(path: Path, dtype: str) -> np.ndarray:
-    """The array in the binary file `path`, memory-mapped (read-only)."""
-    if path.stat().st_size == 0:  # mmap refuses empty files
-        return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r")
+class FileArray:
+    """A read-only 1-D array in a binary file, read with `os.pread` at each slice.
+
+    Not memory-mapped, on purpose: when a process faults in a page of a mapped file, Linux also
+    maps the neighbouring pages already in the page cache (fault-around, 64 KiB), so drawing
+    sentences at random from a mapped corpus of millions grows the process by tens of MB per
+    batch. `pread` copies only the bytes asked for; the file's pages stay in the page cache,
+    read from disk once and shared by every process of the machine.
+    """
+
+    def __init__(self, path: Path, dtype: str):
+        self.path, self.dtype = path, np.dtype(dtype)
+        self._open()
+
+    def _open(self) -> None:
+        self._fd = os.open(self.path, os.O_RDONLY)
+        weakref.finalize(self, os.close, self._fd)
+        self._len = os.fstat(self._fd).st_size // self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        start, stop, step = key.indices(self._len)
+        if step != 1:
+            raise IndexError("a FileArray reads contiguous slices only")
+        size = max(stop - start, 0) * self.dtype.itemsize
+        data = os.pread(self._fd, size, start * self.dtype.itemsize)
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (DataLoader workers started by spawn) as its path: the copy opens the file."""
+        return {"path": self.path, "dtype": self.dtype}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path, self.dtype = state["path"], state["dtype"]
+        self._open()
 
 
 @dataclass
@@ -104,13 +139,13 @@ class PreparedData:
         return tuple(read_lines(self.folder / f"{split}.{lang}") for lang in (self.src, self.tgt))
 
     def dataset(self, split: str) -> ParallelDataset:
-        """The token ids of `split`, memory-mapped from the folder's arrays (nothing is
-        tokenised again), ready for `seq2seq.batching`."""
+        """The token ids of `split`, read from the folder's arrays (nothing is tokenised
+        again), ready for `seq2seq.batching`."""
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         dtypes = self.manifest["ids"]
         arrays = [
-            _open_array(self.folder / f"{split}.{lang}.{kind}", dtypes[key])
+            FileArray(self.folder / f"{split}.{lang}.{kind}", dtypes[key])
             for lang in (self.src, self.tgt)
             for kind, key in (("ids", "dtype"), ("offsets", "offsets_dtype"))
         ]

@@ -1,8 +1,10 @@
-"""The prepared token arrays: same batches as tokenising the text, memory-mapped, versioned;
+"""The prepared token arrays: same batches as tokenising the text, read without mapping,
+versioned;
 and the data errors of prepare (vocabulary, empty valid split, Ctrl-C, configuration)."""
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -13,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from seq2seq.batching import ParallelDataset, TokenBatchSampler, collate
+from seq2seq.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
 from seq2seq.prepare import prepare
-from seq2seq.prepared import PreparedData
+from seq2seq.prepared import FileArray, PreparedData
 from tests.reversal import write_reversal_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +52,7 @@ def test_batches_from_the_arrays_equal_those_from_the_text(
 ) -> None:
     data = PreparedData.load(reversal)
     arrays, text = data.dataset(split), _text_dataset(data, split)
-    assert isinstance(arrays._src, np.memmap) and arrays._src.dtype == np.uint16
+    assert isinstance(arrays._src, FileArray) and arrays._src.dtype == np.uint16
     assert np.array_equal(arrays.src_lens, text.src_lens)
     assert np.array_equal(arrays.tgt_lens, text.tgt_lens)
     for rank in range(replicas):
@@ -69,6 +71,38 @@ def test_batches_from_the_arrays_equal_those_from_the_text(
             right = collate([text[i] for i in from_text])
             for name in ("src", "src_lens", "tgt", "tgt_lens", "indices"):
                 assert torch.equal(getattr(left, name), getattr(right, name))
+
+
+def test_rows_are_read_without_mapping_the_files(reversal: Path) -> None:
+    """Reading every row leaves no prepared file mapped in the process (a mapped corpus grows
+    the process by the neighbouring cached pages of every row read), and a dataset pickled for
+    a spawned DataLoader worker reads the same rows."""
+    dataset = PreparedData.load(reversal).dataset("train")
+    rows = [dataset[i] for i in range(len(dataset))]
+    assert sum(len(row.src) for row in rows) == int(dataset.src_lens.sum())
+    assert str(reversal) not in Path("/proc/self/maps").read_text()
+    copy = pickle.loads(pickle.dumps(dataset))
+    for i in (0, 1, len(dataset) - 1):
+        assert np.array_equal(copy[i].src, rows[i].src)
+        assert np.array_equal(copy[i].tgt, rows[i].tgt)
+
+
+def test_dataloader_workers_read_the_same_batches(reversal: Path) -> None:
+    dataset = PreparedData.load(reversal).dataset("train")
+    sampler = TokenBatchSampler(dataset.src_lens, dataset.tgt_lens, 200, seed=5)
+    in_process, in_workers = (list(make_loader(dataset, sampler, workers)) for workers in (0, 2))
+    assert len(in_process) == len(in_workers) > 10
+    for left, right in zip(in_process, in_workers, strict=True):
+        assert torch.equal(left.src, right.src) and torch.equal(left.tgt, right.tgt)
+
+
+def test_a_file_array_reads_slices_like_numpy(tmp_path: Path) -> None:
+    values = np.arange(1000, dtype=np.int64) * 7
+    values.tofile(tmp_path / "a.bin")
+    array = FileArray(tmp_path / "a.bin", "int64")
+    assert len(array) == 1000
+    for key in (slice(0, 3), slice(998, 1002), slice(5, 5), slice(None), slice(10, 2)):
+        assert np.array_equal(array[key], values[key])
 
 
 def test_older_folders_are_refused_then_rebuilt(
