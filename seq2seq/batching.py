@@ -64,7 +64,7 @@ def _row(flat: ArrayLike, start: int, end: int, bos: bool) -> np.ndarray:
     return row
 
 
-def _lengths(offsets: ArrayLike, specials: int, chunk: int = 1 << 20) -> np.ndarray:
+def _lengths(offsets: ArrayLike, specials: int, chunk: int = 1 << 16) -> np.ndarray:
     """(N,) int32 row lengths from (N + 1,) offsets, plus `specials` tokens each. The offsets
     are read `chunk` at a time: on a corpus of millions of sentences, a copy is tens of MB."""
     lens = np.empty(len(offsets) - 1, dtype=np.int32)
@@ -81,8 +81,8 @@ class ParallelDataset:
     The flat arrays hold the subword ids only (any integer dtype; `seq2seq.prepare` writes
     uint16 or int32 files, read by `FileArray`); `dataset[i]` adds the special tokens.
     `src_lens[i]` and `tgt_lens[i]` are the lengths of the rows `dataset[i]` returns, special
-    tokens included, computed from the offsets alone. Nothing is truncated: a long validation
-    sentence is kept whole.
+    tokens included, computed from the offsets when asked for (not kept: a batch sampler
+    needs them once). Nothing is truncated: a long validation sentence is kept whole.
     """
 
     def __init__(
@@ -98,8 +98,16 @@ class ParallelDataset:
             )
         self._src, self._src_offsets = src_flat, src_offsets
         self._tgt, self._tgt_offsets = tgt_flat, tgt_offsets
-        self.src_lens = _lengths(self._src_offsets, specials=1)  # + EOS
-        self.tgt_lens = _lengths(self._tgt_offsets, specials=2)  # + BOS, EOS
+
+    @property
+    def src_lens(self) -> np.ndarray:
+        """(N,) int32 source row lengths: ids + EOS."""
+        return _lengths(self._src_offsets, specials=1)
+
+    @property
+    def tgt_lens(self) -> np.ndarray:
+        """(N,) int32 target row lengths: BOS + ids + EOS."""
+        return _lengths(self._tgt_offsets, specials=2)
 
     @classmethod
     def from_ids(cls, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> "ParallelDataset":
@@ -107,7 +115,7 @@ class ParallelDataset:
         return cls(*pack(src_ids), *pack(tgt_ids))
 
     def __len__(self) -> int:
-        return len(self.src_lens)
+        return len(self._src_offsets) - 1
 
     def __getitem__(self, index: int) -> Example:
         src_start, src_end = (int(i) for i in self._src_offsets[index : index + 2])
@@ -138,18 +146,41 @@ def _batch_sizes(sorted_lens: np.ndarray, max_tokens: int) -> list[int]:
     return sizes
 
 
+def _sort_by_length(
+    src_lens: np.ndarray, tgt_lens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sentences sorted by (max(source, target) length, source length, target length).
+
+    Returns the (N,) order, the (N,) sorted lengths max(source, target), and the (R + 1,)
+    starts of the runs of sentences whose three lengths are equal, plus N: run r is
+    order[starts[r] : starts[r + 1]]. Temporary arrays are made one at a time: on a corpus
+    of millions of sentences each is tens of MB.
+    """
+    lens = np.maximum(src_lens, tgt_lens)
+    order = np.lexsort((tgt_lens, src_lens, lens))  # np.lexsort: the last key is the primary
+    changes = np.zeros(max(len(order) - 1, 0), dtype=bool)
+    for key in (tgt_lens, src_lens):
+        sorted_key = np.take(key, order)
+        changes |= sorted_key[1:] != sorted_key[:-1]
+    del sorted_key
+    sorted_lens = np.take(lens, order)
+    changes |= sorted_lens[1:] != sorted_lens[:-1]
+    run_starts = np.concatenate(([0], np.flatnonzero(changes) + 1, [len(order)]))
+    return order, sorted_lens, run_starts
+
+
 class TokenBatchSampler:
     """Batches of dataset indices with at most `max_tokens` tokens each, padding included.
 
     A batch costs `B * max(longest source, longest target)` tokens, which is what its padded
-    (B, S) and (B, T) tensors hold. Sentences are sorted by that length (ties broken at random
-    per epoch, or by index without shuffling) and cut greedily into batches, so a batch holds
-    sentences of similar length and little padding; a single sentence over the budget gets a
-    batch of its own. The batch sizes depend only on the lengths, so every epoch has the same
-    number of batches.
+    (B, S) and (B, T) tensors hold. Sentences are sorted once by that length, then by source
+    and target length, and cut greedily into batches, so a batch holds sentences of similar
+    length and little padding; a single sentence over the budget gets a batch of its own. The
+    batch sizes depend only on the lengths, so every epoch has the same number of batches.
 
-    shuffle=True (training): the batches' contents and order change every epoch, as a function
-        of (seed, epoch) only, so every rank and every resumed run sees the same batches.
+    shuffle=True (training): each epoch shuffles the sentences of equal lengths among
+        themselves, then the order of the batches, as a function of (seed, epoch) only, so
+        every rank and every resumed run sees the same batches.
     shuffle=False (validation, decoding): batches in length order, the same every time.
     num_replicas, rank: batch i goes to rank i % num_replicas; the last batches are dropped
         so every rank gets the same number (at most num_replicas - 1 per epoch, different ones
@@ -160,6 +191,10 @@ class TokenBatchSampler:
     batch. `set_epoch(epoch)` starts an epoch from its first batch, unless it is the epoch
     just restored. With DataLoader worker processes, batches are fetched ahead of the
     training loop, so save the number of batches the loop consumed as "position" instead.
+
+    Memory: the sorted order (4 bytes a sentence) is kept, and one shuffled copy of it per
+    epoch; shuffling loops over the runs of equal lengths (hundreds to thousands), not over
+    the sentences.
     """
 
     def __init__(
@@ -176,10 +211,7 @@ class TokenBatchSampler:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is not in [0, {num_replicas})")
-        self.src_lens = np.asarray(src_lens, dtype=np.int32)  # no copy of a dataset's lengths
-        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int32)
-        self.lens = np.maximum(self.src_lens, self.tgt_lens)
-        if len(self.lens) and self.lens.min() < 1:
+        if len(src_lens) and min(np.min(src_lens), np.min(tgt_lens)) < 1:
             raise ValueError("every sentence needs a length >= 1")
         self.max_tokens = max_tokens
         self.shuffle = shuffle
@@ -189,9 +221,12 @@ class TokenBatchSampler:
         self.epoch = 0
         self.position = 0
         self._resume_at = 0
-        sizes = _batch_sizes(np.sort(self.lens), max_tokens)
+        by_length, sorted_lens, self._runs = _sort_by_length(src_lens, tgt_lens)
+        sizes = _batch_sizes(sorted_lens, max_tokens)
         self._num_batches = len(sizes)  # over all ranks
         self._split_points = np.cumsum(sizes)[:-1]
+        # int32 indices: half the memory of numpy's int64, and enough below 2**31 sentences
+        self._by_length = by_length.astype(np.int32 if len(by_length) < 2**31 else np.int64)
 
     def __len__(self) -> int:
         """Batches per epoch for this rank."""
@@ -199,14 +234,15 @@ class TokenBatchSampler:
 
     def _epoch_batches(self) -> list[np.ndarray]:
         """This rank's batches for `self.epoch`."""
-        keys = (self.tgt_lens, self.src_lens, self.lens)  # np.lexsort: last key is the primary
         if self.shuffle:
             rng = np.random.default_rng((self.seed, self.epoch))
-            order = np.lexsort((rng.random(len(self.lens)), *keys))
+            order = self._by_length.copy()
+            for start, end in zip(self._runs[:-1], self._runs[1:], strict=True):
+                rng.shuffle(order[start:end])
             batches = np.split(order, self._split_points)
             batches = [batches[i] for i in rng.permutation(len(batches))]
         else:
-            batches = np.split(np.lexsort(keys), self._split_points)
+            batches = np.split(self._by_length, self._split_points)
         kept = len(self) * self.num_replicas
         return batches[self.rank : kept : self.num_replicas]
 
