@@ -42,10 +42,10 @@ from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.evaluation import EvalResult, evaluate
-from seq2seq.files import write_atomically
+from seq2seq.files import read_lines, write_atomically
 from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepared import PreparedData
-from seq2seq.translator import Translator, read_input_file
+from seq2seq.translator import Translator
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 
@@ -153,7 +153,8 @@ def model_result(
 def main() -> None:
     args = parse_args()
     if args.src:
-        sources, references = read_input_file(args.src, "--src"), read_input_file(args.ref, "--ref")
+        sources = read_lines(Path(args.src), f"--src {args.src}")
+        references = read_lines(Path(args.ref), f"--ref {args.ref}")
         if len(sources) != len(references):
             raise UserError(
                 f"--src {args.src} has {len(sources)} lines but --ref {args.ref} has "

@@ -33,8 +33,9 @@ from seq2seq.cli import (
 from seq2seq.config_rules import AT_LEAST_1, RULES
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
+from seq2seq.files import text_lines
 from seq2seq.plots import attention_figure, attention_text
-from seq2seq.translator import Translation, Translator, input_lines
+from seq2seq.translator import Translation, Translator
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 HISTORY_FILE = Path.home() / ".seq2seq_history"
@@ -193,7 +194,7 @@ def batch_mode(translator: Translator, args: argparse.Namespace, lines: Iterable
 
 
 def open_input(args: argparse.Namespace) -> AbstractContextManager[BinaryIO]:
-    """--input FILE, or standard input, as bytes (seq2seq.translator.input_lines decodes them)."""
+    """--input FILE, or standard input, as bytes (seq2seq.files.text_lines decodes them)."""
     if args.input is None:
         return nullcontext(sys.stdin.buffer)
     try:
@@ -210,7 +211,7 @@ def main() -> None:
             interactive(translator, args)
             return
         name = "standard input" if args.input is None else f"--input {args.input}"
-        batch_mode(translator, args, input_lines(stream, name))
+        batch_mode(translator, args, text_lines(stream, name))
 
 
 if __name__ == "__main__":

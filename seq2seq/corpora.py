@@ -10,10 +10,8 @@ and tokenising them is done later by `seq2seq.prepare`.
     files     your own parallel text: two aligned files or one TSV per split
 """
 
-import gzip
 import hashlib
 import re
-import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from seq2seq.errors import UserError
+from seq2seq.files import iter_lines
 
 SPLITS = ("train", "valid", "test")
 USER_CORPUS = "files"
@@ -45,39 +44,6 @@ class RemoteFile:
     url: str
     zip_member: str | None = None
     member_sha256: str | None = None
-
-
-def iter_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file, plain or `.gz`, one at a time, split on "\\n" only (a
-    leading BOM dropped).
-
-    Only "\\n" ends a line, so characters such as U+2028 inside a sentence never shift the
-    alignment of a parallel corpus.
-    """
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as lines:
-            for number, raw in enumerate(lines, start=1):
-                yield _decode(raw, path, number).removesuffix("\n")
-    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
-        raise UserError(f"{path}: not a valid gzip file: {err}") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err}") from None
-
-
-def _decode(raw: bytes, path: Path, number: int) -> str:
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(
-            f"{path}:{number}: not UTF-8 text (bad byte at byte {err.start + 1} of the line)"
-        ) from None
-    return line.removeprefix("\ufeff") if number == 1 else line
-
-
-def read_lines(path: Path) -> list[str]:
-    """All the lines of a text file (see `iter_lines`)."""
-    return list(iter_lines(path))
 
 
 def _parse_sha256sums(text: str) -> dict[str, str]:

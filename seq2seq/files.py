@@ -1,12 +1,57 @@
-"""Writing files so that a crash, a full disk or a signal never leaves a half-written one."""
+"""Reading text files strictly, and writing files so that a crash, a full disk or a signal
+never leaves a half-written one."""
 
+import codecs
+import gzip
 import os
 import tempfile
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from seq2seq.errors import UserError
+
 TEMP_SUFFIX = ".tmp"  # temporary files are ".<name>.<random>.tmp" beside their target
+
+
+def text_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """The lines of UTF-8 text read from a binary `stream`, without their line ends.
+
+    Only "\\n" ends a line (a "\\r" before it is dropped; any other "\\r", or a U+2028, stays
+    in the line), so each input line is one line out and the two sides of a parallel corpus
+    stay aligned; a leading byte order mark is dropped. Bytes that are not UTF-8 are a
+    `UserError` naming `name` and the line, never silently replaced.
+    """
+    for number, raw in enumerate(stream, start=1):
+        if number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UserError(
+                f"{name}:{number}: not UTF-8 text (bad byte at byte {err.start + 1} of the line)"
+            ) from None
+        yield text.removesuffix("\n").removesuffix("\r")
+
+
+def iter_lines(path: Path, name: str | None = None) -> Iterator[str]:
+    """The `text_lines` of a file, plain or `.gz`, one at a time; errors name `name` (by
+    default the path), e.g. "--src in.txt"."""
+    name = name or str(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as stream:
+            yield from text_lines(stream, name)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise UserError(f"{name}: not a valid gzip file: {err}") from None
+    except OSError as err:
+        raise UserError(f"{name}: cannot read: {err}") from None
+
+
+def read_lines(path: Path, name: str | None = None) -> list[str]:
+    """All the lines of a text file (see `iter_lines`)."""
+    return list(iter_lines(path, name))
 
 
 def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:

@@ -43,10 +43,10 @@ from seq2seq.corpora import (
     Pair,
     UserFiles,
     get_corpus,
-    iter_lines,
 )
 from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror, sha256_file
 from seq2seq.errors import UserError
+from seq2seq.files import iter_lines
 from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 
 T = TypeVar("T")

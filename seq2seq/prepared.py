@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from seq2seq.batching import ParallelDataset
-from seq2seq.corpora import SPLITS, Pairs, read_lines
+from seq2seq.corpora import SPLITS, Pairs
 from seq2seq.errors import UserError
+from seq2seq.files import read_lines
 from seq2seq.prepare import FORMAT_VERSION, MANIFEST
 from seq2seq.tokenizer import Tokenizer
 

@@ -3,14 +3,11 @@
 `Translator` is the one path from raw lines to translations. Training validation,
 `scripts/evaluate.py` (through seq2seq.evaluation) and `scripts/translate.py` all go through it,
 so a BLEU printed during training is computed exactly like the one printed at test time; both
-scripts read their input files with `input_lines`, so they split and decode text alike.
+scripts read their input with `seq2seq.files.text_lines`, so they split and decode text alike.
 """
 
-import codecs
-import gzip
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -201,30 +198,3 @@ class Translator:
 def _pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
     """The sentencepiece pieces of `ids`, followed by the EOS piece."""
     return [tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE]
-
-
-def input_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
-    """The lines of UTF-8 text read from a binary `stream`, without their line ends.
-
-    Only "\\n" ends a line (a "\\r" before it is dropped, any other "\\r" stays in the line), so
-    each input line gives one output line; a leading byte order mark is dropped. Bytes that are
-    not UTF-8 are a UserError naming `name` and the line, never silently replaced.
-    """
-    for number, raw in enumerate(stream, start=1):
-        if number == 1:
-            raw = raw.removeprefix(codecs.BOM_UTF8)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise UserError(f"{name} line {number}: not valid UTF-8") from None
-        yield text.removesuffix("\n").removesuffix("\r")
-
-
-def read_input_file(path: str | Path, option: str) -> list[str]:
-    """All `input_lines` of a text file, plain or `.gz`; `option` names it in errors."""
-    path = Path(path)
-    try:
-        with gzip.open(path) if path.suffix == ".gz" else open(path, "rb") as stream:
-            return list(input_lines(stream, f"{option} {path}"))
-    except (OSError, EOFError) as err:
-        raise UserError(f"{option} {path}: cannot read: {err}") from None

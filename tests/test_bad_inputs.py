@@ -192,9 +192,14 @@ CASES: dict[str, Case | object] = {
     # Input text (scripts/translate.py).
     "missing input": Case("translate", [*CKPT, "--input", "{none.txt}"], "--input"),
     "folder as input": Case("translate", [*CKPT, "--input", "{folder}"], "cannot read"),
-    "input not UTF-8": Case("translate", [*CKPT, "--input", "{bad_utf8.txt}"], "line 2: not val"),
+    "input not UTF-8": Case(
+        "translate", [*CKPT, "--input", "{bad_utf8.txt}"], ":2: not UTF-8 text"
+    ),
     "stdin not UTF-8": Case(
-        "translate", CKPT, "standard input line 3: not valid UTF-8", b"a\nb\n\xe9t\xe9\n"
+        "translate",
+        CKPT,
+        "standard input:3: not UTF-8 text (bad byte at byte 1",
+        b"a\nb\n\xe9t\xe9\n",
     ),
     "attention into no folder": Case(
         "translate", [*CKPT, "--save-attention", "{none}/map.png"], "does not exist"
@@ -213,7 +218,7 @@ CASES: dict[str, Case | object] = {
     "split and src": Case("evaluate", [*CKPT, *SRC_REF, "--split", "test"], "not both"),
     "split train": Case("evaluate", [*CKPT, "--split", "train"], "invalid choice: 'train'"),
     "src not UTF-8": Case(
-        "evaluate", [*CKPT, "--src", "{bad_utf8.txt}", "--ref", "{ref.txt}"], "line 2: not valid"
+        "evaluate", [*CKPT, "--src", "{bad_utf8.txt}", "--ref", "{ref.txt}"], ":2: not UTF-8 text"
     ),
     "missing src": Case("evaluate", [*CKPT, "--src", "{none}", "--ref", "{ref.txt}"], "--src"),
     "ref shorter": Case(

@@ -1,8 +1,6 @@
 """The translator, evaluate.py, translate.py (pipe mode and a real terminal) and checkpoint
 averaging, on a checkpoint trained for a few steps by seq2seq.train on a generated corpus."""
 
-import gzip
-import io
 import json
 import os
 import random
@@ -34,7 +32,7 @@ from seq2seq.model_result import ModelResult
 from seq2seq.prepare import prepare
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import train
-from seq2seq.translator import Translator, input_lines, read_input_file
+from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 LEXICON = {
@@ -476,17 +474,6 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     assert incomplete.returncode == 2
     assert "--record needs --name, --trained-on, --train-hours, --command" in incomplete.stderr
     assert ModelResult.load(record) == recorded  # untouched
-
-
-def test_input_lines_split_on_line_feeds_only(tmp_path):
-    data = b"\xef\xbb\xbfA dog\rruns.\r\nThe cat.\n\nlast"
-    assert list(input_lines(io.BytesIO(data), "x")) == ["A dog\rruns.", "The cat.", "", "last"]
-    path = tmp_path / "in.txt.gz"
-    path.write_bytes(gzip.compress(data))
-    assert read_input_file(path, "--src") == ["A dog\rruns.", "The cat.", "", "last"]
-    with pytest.raises(UserError, match=r"^--src .*in\.txt line 2: not valid UTF-8$"):
-        (tmp_path / "in.txt").write_bytes(b"ok\nnot \xc3(\n")
-        read_input_file(tmp_path / "in.txt", "--src")
 
 
 def test_translate_gives_one_line_per_input_line(run, tmp_path):
