@@ -5,6 +5,7 @@ training is computed exactly like the one printed at test time.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from seq2seq.errors import UserError
@@ -43,8 +44,10 @@ def evaluate(
     src_lines: list[str],
     ref_lines: list[str],
     beam_size: int | None = None,
+    on_batch: Callable[[int], None] | None = None,
 ) -> EvalResult:
-    """Translate `src_lines` and score the detokenized output against `ref_lines`."""
+    """Translate `src_lines` and score the detokenized output against `ref_lines`
+    (`on_batch`: see `Translator.translate`)."""
     if len(src_lines) != len(ref_lines):
         raise UserError(
             f"{len(src_lines)} source lines but {len(ref_lines)} reference lines: "
@@ -52,7 +55,7 @@ def evaluate(
         )
     beam_size = beam_size or translator.decode_cfg.beam_size
     start = time.perf_counter()
-    best = [nbest[0] for nbest in translator.translate(src_lines, beam_size)]
+    best = [nbest[0] for nbest in translator.translate(src_lines, beam_size, on_batch=on_batch)]
     seconds = time.perf_counter() - start
     hypotheses = [translation.text for translation in best]
     scores = corpus_scores(hypotheses, ref_lines)

@@ -6,7 +6,7 @@ so a BLEU printed during training is computed exactly like the one printed at te
 scripts read their input with `seq2seq.files.text_lines`, so they split and decode text alike.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -89,13 +89,16 @@ class Translator:
         beam_size: int | None = None,
         nbest: int = 1,
         need_attention: bool = False,
+        on_batch: Callable[[int], None] | None = None,
     ) -> list[list[Translation]]:
         """Translate `lines`; returns, in input order, the `nbest` best translations of each.
 
         The source tokenizer normalises each line as the training text was (NFC, single spaces,
         stripped). A line with nothing to translate gets `nbest` empty translations (score 0)
         without running the model. Sentences are decoded longest first, in batches of at most
-        decode_cfg.batch_size sentences and MAX_BATCH_TOKENS padded source tokens times beams.
+        decode_cfg.batch_size sentences and MAX_BATCH_TOKENS padded source tokens times beams;
+        `on_batch(n)`, if given, is called after each with its number of sentences (e.g. a
+        progress bar's `update`).
         """
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
@@ -113,6 +116,8 @@ class Translator:
                 translations = self._translations(batch_sources, hypotheses)
                 for i, nbest_list in zip(batch, translations, strict=True):
                     results[i] = nbest_list
+                if on_batch:
+                    on_batch(len(batch))
         finally:
             self.model.train(was_training)
         return results

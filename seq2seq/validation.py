@@ -4,6 +4,7 @@ translations and their attention maps for TensorBoard."""
 import math
 
 import torch
+from tqdm import tqdm
 
 from seq2seq.batching import ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.config import Config
@@ -87,8 +88,11 @@ def validate(
     log.line(f"validating at step {step}: {len(sources)} sentences")
     nll, ppl = valid_loss(model, valid_set, cfg.train.max_tokens, device, dtype)
     translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, cfg.decode, device)
-    with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
-        result = evaluate(translator, sources, references, beam_size=cfg.decode.valid_beam_size)
+    beam_size = cfg.decode.valid_beam_size
+    # in a terminal, a bar of its own under the training bar; nothing in a log file
+    bar = tqdm(total=len(sources), desc="validating", unit="sentence", leave=False, disable=None)
+    with bar, torch.autocast(device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
+        result = evaluate(translator, sources, references, beam_size, on_batch=bar.update)
     metrics = {"valid/nll": nll, "valid/ppl": ppl, "valid/bleu": result.bleu}
     metrics["valid/chrf"] = result.chrf
     log.scalars(step, {**metrics, "valid/sentences_per_second": result.sentences_per_second})

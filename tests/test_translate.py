@@ -138,10 +138,14 @@ def test_batches_of_any_size_give_the_same_translations(translator, run):
     sources = corpus_side(run, "test", "en")
     expected = [n[0].tokens for n in translator.translate(sources)]
     translator.decode_cfg.batch_size = 3
+    batch_sizes: list[int] = []
     try:
-        assert [n[0].tokens for n in translator.translate(sources)] == expected
+        translations = translator.translate([*sources, ""], on_batch=batch_sizes.append)
+        assert [n[0].tokens for n in translations[:-1]] == expected
     finally:
         translator.decode_cfg.batch_size = 128
+    # a progress report after each batch, of every sentence the model decodes (not the blank)
+    assert len(batch_sizes) == -(-len(sources) // 3) and sum(batch_sizes) == len(sources)
 
 
 @pytest.mark.parametrize(
