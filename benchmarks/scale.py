@@ -153,7 +153,8 @@ def measure_evaluation(prepared: Path, run_dir: Path, work: Path) -> dict[str, f
     return run_measured([*args, "--ref", str(ref), "--beam", "1", "--device", "cpu"])
 
 
-def plot(results: list[dict[str, Any]], path: Path) -> None:
+def plot(results: list[dict[str, Any]], reference: dict[str, float], path: Path) -> None:
+    """Each figure against corpus size; the training figures with Multi30k's as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -170,13 +171,18 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     pairs = [row["pairs"] for row in results]
     for ax, (stage, key, title) in zip(axes.flat, figures, strict=True):
-        ax.plot(pairs, [row[stage][key] for row in results], marker="o")
+        values = [row[stage][key] for row in results]
+        ax.plot(pairs, values, marker="o")
+        if stage == "train":
+            values.append(reference[key])
+            ax.axhline(reference[key], linestyle="--", color="gray", label="Multi30k (29k pairs)")
+            ax.legend(loc="lower right")
         ax.set_xscale("log")
         ax.set_xticks(pairs, [f"{count / 1e6:.2f}M" for count in pairs])
         ax.minorticks_off()
         ax.set_xlabel("training pairs (Tatoeba repeated)")
         ax.set_title(title)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, max(values) * 1.15)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -252,7 +258,7 @@ def main() -> None:
         "results": results,
     }
     (out / f"scale-{stamp}.json").write_text(json.dumps(record, indent=2) + "\n")
-    plot(results, out / f"scale-{stamp}.png")
+    plot(results, reference, out / f"scale-{stamp}.png")
     print(f"wrote {out / f'scale-{stamp}.json'} and .png")
 
 
