@@ -46,7 +46,7 @@ class Example(NamedTuple):
     tgt: np.ndarray  # (T,) [BOS] + ids + [EOS]
 
 
-class ArrayLike(Protocol):
+class Array1D(Protocol):
     """A 1-D array read by slices: a numpy array, or a `seq2seq.prepared.FileArray`."""
 
     def __len__(self) -> int: ...
@@ -54,7 +54,7 @@ class ArrayLike(Protocol):
     def __getitem__(self, key: slice) -> np.ndarray: ...
 
 
-def _row(flat: ArrayLike, start: int, end: int, bos: bool) -> np.ndarray:
+def _row(flat: Array1D, start: int, end: int, bos: bool) -> np.ndarray:
     """`[BOS]? + flat[start:end] + [EOS]` as a new int32 array."""
     row = np.empty(end - start + 1 + int(bos), dtype=np.int32)
     if bos:
@@ -64,7 +64,7 @@ def _row(flat: ArrayLike, start: int, end: int, bos: bool) -> np.ndarray:
     return row
 
 
-def _lengths(offsets: ArrayLike, specials: int, chunk: int = 1 << 16) -> np.ndarray:
+def _lengths(offsets: Array1D, specials: int, chunk: int = 1 << 16) -> np.ndarray:
     """(N,) int32 row lengths from (N + 1,) offsets, plus `specials` tokens each. The offsets
     are read `chunk` at a time: on a corpus of millions of sentences, a copy is tens of MB."""
     lens = np.empty(len(offsets) - 1, dtype=np.int32)
@@ -87,10 +87,10 @@ class ParallelDataset:
 
     def __init__(
         self,
-        src_flat: ArrayLike,
-        src_offsets: ArrayLike,
-        tgt_flat: ArrayLike,
-        tgt_offsets: ArrayLike,
+        src_flat: Array1D,
+        src_offsets: Array1D,
+        tgt_flat: Array1D,
+        tgt_offsets: Array1D,
     ):
         if len(src_offsets) != len(tgt_offsets):
             raise ValueError(

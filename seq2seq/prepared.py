@@ -53,6 +53,8 @@ class FileArray:
             raise IndexError("a FileArray reads contiguous slices only")
         size = max(stop - start, 0) * self.dtype.itemsize
         data = os.pread(self._fd, size, start * self.dtype.itemsize)
+        if len(data) != size:
+            raise UserError(f"{self.path}: shorter than when it was opened; {HINT}")
         return np.frombuffer(data, dtype=self.dtype)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -103,6 +103,11 @@ def test_a_file_array_reads_slices_like_numpy(tmp_path: Path) -> None:
     assert len(array) == 1000
     for key in (slice(0, 3), slice(998, 1002), slice(5, 5), slice(None), slice(10, 2)):
         assert np.array_equal(array[key], values[key])
+    with open(tmp_path / "a.bin", "r+b") as f:  # a file cut short under a running process
+        f.truncate(8 * 500)
+    assert np.array_equal(array[0:500], values[:500])
+    with pytest.raises(UserError, match=r"a\.bin: shorter than when it was opened; prepare it"):
+        array[499:501]
 
 
 def test_older_folders_are_refused_then_rebuilt(
