@@ -41,7 +41,7 @@ from seq2seq.cli import (
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
-from seq2seq.evaluation import EvalResult, evaluate
+from seq2seq.evaluation import EvalResult, check_aligned, evaluate
 from seq2seq.files import read_lines, write_atomically
 from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepared import PreparedData
@@ -155,11 +155,7 @@ def main() -> None:
     if args.src:
         sources = read_lines(Path(args.src), f"--src {args.src}")
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
-        if len(sources) != len(references):
-            raise UserError(
-                f"--src {args.src} has {len(sources)} lines but --ref {args.ref} has "
-                f"{len(references)}: they must match one to one"
-            )
+        check_aligned(sources, references, f"--src {args.src}", f"--ref {args.ref}")
     device = pick_device(args.device)
     inference = load_model(args, MODELS_DIR, device)
     apply_decode_options(args, inference.config.decode)

@@ -39,6 +39,21 @@ class EvalResult:
         return {k: v for k, v in vars(self).items() if k not in output}
 
 
+def check_aligned(
+    src_lines: list[str],
+    ref_lines: list[str],
+    src_name: str = "the source",
+    ref_name: str = "the reference",
+) -> None:
+    """`UserError` unless there is one reference line per source line; the names say where
+    the lines come from (e.g. "--src test.en")."""
+    if len(src_lines) != len(ref_lines):
+        raise UserError(
+            f"{src_name} has {len(src_lines)} lines but {ref_name} has {len(ref_lines)}: "
+            "they must match one to one"
+        )
+
+
 def evaluate(
     translator: Translator,
     src_lines: list[str],
@@ -48,11 +63,7 @@ def evaluate(
 ) -> EvalResult:
     """Translate `src_lines` and score the detokenized output against `ref_lines`
     (`on_batch`: see `Translator.translate`)."""
-    if len(src_lines) != len(ref_lines):
-        raise UserError(
-            f"{len(src_lines)} source lines but {len(ref_lines)} reference lines: "
-            "they must match one to one"
-        )
+    check_aligned(src_lines, ref_lines)
     beam_size = beam_size or translator.decode_cfg.beam_size
     start = time.perf_counter()
     best = [nbest[0] for nbest in translator.translate(src_lines, beam_size, on_batch=on_batch)]

@@ -206,7 +206,7 @@ def test_evaluate_scores_its_own_hypotheses(translator, run):
     )
     assert (result.sentences, result.beam_size, result.device) == (20, 2, "cpu")
     assert not {"hypotheses", "hypothesis_ids"} & set(result.summary())
-    with pytest.raises(UserError, match="20 source lines but 19 reference lines"):
+    with pytest.raises(UserError, match="the source has 20 lines but the reference has 19"):
         evaluate(translator, sources, references[:-1])
 
 
