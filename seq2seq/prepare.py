@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import sentencepiece
+from tqdm import tqdm
 
 from seq2seq.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
 from seq2seq.corpora import (
@@ -237,6 +238,7 @@ def _build(
         for split in SPLITS
         for lang, model in ((src, src_model), (tgt, tgt_model))
     ]
+    print(f"encoding {sum(lines.values()):,} pairs into token arrays")
     _run_in_children(_write_ids, jobs, processes=len(os.sched_getaffinity(0)))
     vocab_size, model_type = settings["vocab_size"], settings["model_type"]
     manifest = {
@@ -284,7 +286,9 @@ def _write_text(
             for split in SPLITS
             for lang in (settings["src"], settings["tgt"])
         }
-        for split, raw_src, raw_tgt in pairs:
+        # in a terminal, a count of the pairs read so far (a large corpus takes minutes)
+        bar = tqdm(pairs, "cleaning", unit=" pairs", unit_scale=True, leave=False, disable=None)
+        for split, raw_src, raw_tgt in bar:
             src_line, tgt_line = normalize(raw_src), normalize(raw_tgt)
             if split == "train" and not report.keep(src_line, tgt_line):
                 continue
