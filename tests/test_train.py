@@ -80,9 +80,10 @@ def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_p
     assert scores.bleu >= 95.0, f"{arch}: held-out BLEU {scores.bleu:.2f}"
 
 
-def resume_args(reversal: Path, run_dir: Path) -> list[str]:
+def resume_args(reversal: Path, run_dir: Path, num_workers: int = 0) -> list[str]:
     return [
         *tiny_overrides("transformer", reversal, run_dir),
+        f"train.num_workers={num_workers}",
         "model.dropout=0.1",  # dropout draws random numbers: resume must restore the generator
         "train.max_tokens=512",
         "train.max_steps=60",
@@ -93,12 +94,16 @@ def resume_args(reversal: Path, run_dir: Path) -> list[str]:
     ]
 
 
-def test_kill_and_resume_matches_uninterrupted_run(reversal: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_kill_and_resume_matches_uninterrupted_run(
+    reversal: Path, tmp_path: Path, num_workers: int
+) -> None:
+    """Also with DataLoader worker processes, which read batches ahead of the training loop."""
     whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
-    assert run_train(resume_args(reversal, whole)).returncode == 0
+    assert run_train(resume_args(reversal, whole, num_workers)).returncode == 0
 
     process = subprocess.Popen(
-        TRAIN + resume_args(reversal, interrupted),
+        TRAIN + resume_args(reversal, interrupted, num_workers),
         env=ENV,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -116,7 +121,7 @@ def test_kill_and_resume_matches_uninterrupted_run(reversal: Path, tmp_path: Pat
     killed_at = load_checkpoint(last)["step"]
     assert 15 <= killed_at < 60
 
-    result = run_train(resume_args(reversal, interrupted))
+    result = run_train(resume_args(reversal, interrupted, num_workers))
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resumed from {last} at step {killed_at}" in result.stdout
 
