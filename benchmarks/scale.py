@@ -244,6 +244,9 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    import torch  # here, not at the top: the training child measures its own start-up
+    from bench import device_name
+
     revision, dirty = git_state()
     record = {
         "kind": "scale",
@@ -253,7 +256,11 @@ def main() -> None:
         "corpora": "Tatoeba en-fr training split repeated `repetitions` times (repetitions, "
         "for size only), its valid and test splits once",
         "config": str(CONFIG.relative_to(ROOT)),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": {
+            "cpu": device_name(torch.device("cpu")),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
         "multi30k_train": reference,
         "results": results,
     }
