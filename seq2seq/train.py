@@ -49,6 +49,7 @@ from seq2seq.training_run import (
 from seq2seq.validation import validate
 
 CPU_ESTIMATE_AFTER = 20  # updates timed before a CPU run says when its first validation comes
+CPU_RECIPE_VALID_EVERY = 500  # train.valid_every of the CPU recipe in docs/training.md
 
 
 @dataclass
@@ -239,12 +240,16 @@ def log_first_validation(run: Run, progress: Progress, log: RunLog, seconds: flo
         return
     steps_per_second = CPU_ESTIMATE_AFTER / seconds
     minutes = (valid_every - done) / steps_per_second / 60
-    log.line(
+    message = (
         f"first validation at step {valid_every}, in about {minutes:.0f} min at "
         f"{steps_per_second:.2f} steps/s; last.pt is saved every "
-        f"{run.cfg.train.save_every_minutes:g} min. On a CPU, docs/training.md "
-        "(Training on a CPU) has a recipe that validates sooner"
+        f"{run.cfg.train.save_every_minutes:g} min"
     )
+    if valid_every > CPU_RECIPE_VALID_EVERY:
+        message += (
+            ". On a CPU, docs/training.md (Training on a CPU) has a recipe that validates sooner"
+        )
+    log.line(message)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from seq2seq.config import load_config
 from seq2seq.errors import UserError
 from seq2seq.evaluation import evaluate
 from seq2seq.prepared import PreparedData
+from seq2seq.training_run import Progress
 from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -310,3 +312,27 @@ def test_auto_precision_on_cpu_is_bf16_only_with_bf16_instructions(
 def test_bf16_on_cpu_is_fast_only_with_avx512(capability: str, fast: bool, monkeypatch) -> None:
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     assert device_module.cpu_has_fast_bf16() is fast
+
+
+class Lines:
+    """A stand-in for RunLog that keeps the lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def line(self, message: str) -> None:
+        self.lines.append(message)
+
+
+@pytest.mark.parametrize(("valid_every", "hint"), [(1000, True), (500, False)])
+def test_a_cpu_run_says_when_its_first_validation_comes(valid_every: int, hint: bool) -> None:
+    cfg = load_config(None, [f"train.valid_every={valid_every}", "train.save_every_minutes=10"])
+    run, progress, log = SimpleNamespace(cfg=cfg), Progress(step=20), Lines()
+    train_module.log_first_validation(run, progress, log, seconds=10.0)  # 2 steps/s
+    minutes = round((valid_every - 20) / 2 / 60)
+    [line] = log.lines
+    assert line.startswith(
+        f"first validation at step {valid_every}, in about {minutes} min at 2.00 steps/s; "
+        "last.pt is saved every 10 min"
+    )
+    assert line.endswith("has a recipe that validates sooner") == hint
