@@ -42,7 +42,8 @@ train: $(STAMP)
 	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
 
 # make translate [NAME=transformer-tiny.multi30k.en-de] [ARGS="--beam 1 ..."]
-# Interactive translation with a shipped model (models/NAME), its attention map shown.
+# Interactive translation with a shipped model (models/NAME: transformer-tiny.multi30k.en-de or
+# transformer-tiny.multi30k.de-en), its attention map shown.
 NAME ?= transformer-tiny.multi30k.en-de
 translate: $(STAMP)
 	$(PY) scripts/translate.py --model $(NAME) --show-attention $(ARGS)

@@ -1,11 +1,13 @@
-"""The model in the box (models/transformer-tiny.multi30k.en-de): small, free of pickle, usable
-by name with no training, and its card's test2016 scores reproduced from the shipped files."""
+"""The models in the box (models/transformer-tiny.multi30k.en-de and .de-en): small, free of
+pickle, usable by name with no training, and each card's test2016 scores reproduced from the
+shipped files."""
 
 import gzip
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -13,9 +15,22 @@ from seq2seq.export import CARD, JOINT_TOKENIZER, WEIGHTS
 from seq2seq.model_result import ModelResult
 
 ROOT = Path(__file__).resolve().parents[1]
-NAME = "transformer-tiny.multi30k.en-de"
-SHIPPED = ROOT / "models" / NAME
 MAX_BYTES = 6_000_000
+
+
+class Shipped(NamedTuple):
+    name: str
+    src: str
+    tgt: str
+    sentence: str  # a sentence to translate, and a word its translation must hold
+    word: str
+
+
+MODELS = [
+    Shipped("transformer-tiny.multi30k.en-de", "en", "de", "A dog runs in the snow.", "Hund"),
+    Shipped("transformer-tiny.multi30k.de-en", "de", "en", "Ein Hund rennt im Schnee.", "dog"),
+]
+shipped_models = pytest.mark.parametrize("model", MODELS, ids=[model.name for model in MODELS])
 
 
 def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -28,8 +43,9 @@ def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedPr
     )
 
 
-def test_the_folder_is_small_and_holds_no_pickle():
-    files = {path.name: path.read_bytes() for path in SHIPPED.iterdir()}
+@shipped_models
+def test_the_folder_is_small_and_holds_no_pickle(model: Shipped) -> None:
+    files = {path.name: path.read_bytes() for path in (ROOT / "models" / model.name).iterdir()}
     assert sorted(files) == sorted([WEIGHTS, "model.json", JOINT_TOKENIZER, CARD])
     assert sum(len(data) for data in files.values()) <= MAX_BYTES
     header_size = int.from_bytes(files[WEIGHTS][:8], "little")  # safetensors: JSON, then bytes
@@ -40,28 +56,36 @@ def test_the_folder_is_small_and_holds_no_pickle():
         assert data[:1] != b"\x80" and data[:2] != b"PK"
 
 
-def test_translates_by_name_with_its_attention_map():
+@shipped_models
+def test_translates_by_name_with_its_attention_map(model: Shipped) -> None:
     result = run_script(
-        "translate.py", "--model", NAME, "--show-attention", stdin="A dog runs in the snow.\n"
+        "translate.py", "--model", model.name, "--show-attention", stdin=model.sentence + "\n"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("\n") == 1 and "Hund" in result.stdout
+    assert result.stdout.count("\n") == 1 and model.word in result.stdout
     rows = [line.split(" │")[0].strip() for line in result.stderr.splitlines()]
-    assert "▁Hund" in rows and rows[-1] == "</s>"  # one heatmap row per target piece
+    assert f"▁{model.word}" in rows and rows[-1] == "</s>"  # one heatmap row per target piece
 
 
-def test_the_card_scores_are_reproduced_from_the_shipped_files(shared_data, tmp_path):
-    card = ModelResult.load(SHIPPED / CARD)
-    assert (card.corpus, card.direction, card.split) == ("multi30k", "en-de", "test")
+@shipped_models
+def test_the_card_scores_are_reproduced_from_the_shipped_files(
+    model: Shipped, shared_data: Path, tmp_path: Path
+) -> None:
+    card = ModelResult.load(ROOT / "models" / model.name / CARD)
+    assert (card.corpus, card.direction, card.split) == (
+        "multi30k",
+        f"{model.src}-{model.tgt}",
+        "test",
+    )
     sides = []
-    for lang in ("en", "de"):
+    for lang in (model.src, model.tgt):
         path = tmp_path / f"test2016.{lang}"
         with gzip.open(shared_data / "multi30k" / f"test_2016_flickr.{lang}.gz") as file:
             path.write_bytes(file.read())
         sides.append(str(path))
     result = run_script(
         "evaluate.py",
-        *("--model", NAME, "--src", sides[0], "--ref", sides[1], "--json"),
+        *("--model", model.name, "--src", sides[0], "--ref", sides[1], "--json"),
         *("--beam", str(card.beam_size), "--precision", card.decode_precision, "--device", "cpu"),
     )
     assert result.returncode == 0, result.stderr
