@@ -9,6 +9,9 @@ import random
 import sys
 from pathlib import Path
 
+import torch
+
+from seq2seq.checkpoint import load_checkpoint
 from seq2seq.corpora import UserFiles
 from seq2seq.prepare import prepare
 
@@ -65,3 +68,14 @@ def tiny_overrides(arch: str, prepared: Path, run_dir: Path) -> list[str]:
         "train.log_every=50",
         "train.attention_samples=1",
     ]
+
+
+def assert_resumed_exactly(whole: Path, resumed: Path, step: int) -> tuple[dict, dict]:
+    """The last.pt of a run that was interrupted and resumed equals that of the uninterrupted
+    run: the step, every weight and the progress record. Returns both checkpoints."""
+    a, b = load_checkpoint(whole / "last.pt"), load_checkpoint(resumed / "last.pt")
+    assert a["step"] == b["step"] == step
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert a["training"]["progress"] == b["training"]["progress"]
+    return a, b

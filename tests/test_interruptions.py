@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from reversal import ENV, TRAIN, tiny_overrides
+from reversal import ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 
 from seq2seq import checkpoint as checkpoint_module
 from seq2seq import files as files_module
@@ -96,11 +96,7 @@ def test_a_signal_saves_last_pt_and_the_run_resumes_exactly(
     result = subprocess.run(TRAIN + args, env=ENV, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resumed from {last} at step {step}" in result.stdout
-    a, b = load_checkpoint(whole / "last.pt"), load_checkpoint(last)
-    assert a["step"] == b["step"] == 60
-    for name, tensor in a["model"].items():
-        assert torch.equal(tensor, b["model"][name]), name
-    assert a["training"]["progress"] == b["training"]["progress"]
+    assert_resumed_exactly(whole, run_dir, 60)
 
 
 def test_a_finished_run_started_again_does_nothing(reversal: Path, whole: Path) -> None:
