@@ -41,7 +41,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(
         (
             numpy_state["kind"],
-            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["keys"].cpu().numpy().astype(np.uint32),
             numpy_state["pos"],
             numpy_state["has_gauss"],
             numpy_state["gauss"],
