@@ -4,6 +4,8 @@ cached and uncached decoding counted in positions (timings are never asserted)."
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import bench as benchmark
@@ -208,3 +210,36 @@ def test_growth_record_and_plot(tmp_path: Path, same_process: None) -> None:
 
 def test_measurements_run_in_a_fresh_process() -> None:
     assert benchmark.in_fresh_process(os.getpid) != os.getpid()
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path: Path) -> None:
+    """benchmarks/gpu.sh --dry-run takes every step of the GPU benchmark on the CPU, tiny, and
+    its record holds each figure: the validations, time to BLEU, throughput and decoding."""
+    env = {**os.environ, "DATA": str(multi30k_en_de), "OUT_DIR": str(tmp_path)}
+    env["PYTHON"] = sys.executable
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    (path,) = tmp_path.glob("gpu-*.json")
+    record = json.loads(path.read_text())
+    assert record["environment"]["device"] == "cpu"
+    assert record["environment"]["command"] == "bash benchmarks/gpu.sh --dry-run"
+    run = record["training_run"]
+    assert run["steps"] == run["max_steps"] == 4
+    assert [step for step, _ in run["valid_bleu"]] == [2, 4]
+    assert set(run["time_to_valid_bleu"]) == {"35", "40"}
+    assert run["tgt_tokens_per_second"] > 0
+    assert [model["name"] for model in record["throughput"]] == ["transformer-tiny"]
+    for beam in ("beam5", "beam1"):
+        assert record["decoding"][beam]["sentences"] == 10
+        assert record["decoding"][beam]["beam_size"] == int(beam[4:])
+
+
+def test_gpu_benchmark_refuses_an_unknown_option() -> None:
+    done = subprocess.run(
+        ["bash", "benchmarks/gpu.sh", "--fast"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr == "error: unknown option --fast (expected --dry-run or nothing)\n"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU benchmark, for a bare machine with a CUDA GPU and PyTorch but no internet: the
+# project's dependencies installed, the prepared corpus carried, this repository run in place
+# (PYTHONPATH=., no install). From the repository root:
+#
+#     bash benchmarks/gpu.sh              # about 10 minutes on one H100
+#     bash benchmarks/gpu.sh --dry-run    # about a minute on a CPU: every step, tiny, as a check
+#
+# Steps: (1) benchmarks/bench.py: training target tokens/s and peak GPU memory of each preset;
+# (2) the tiny Transformer trained with configs/transformer.multi30k.en-de.toml, validated with
+# beam 5 every 500 steps, the device's memory sampled meanwhile; (3) its best checkpoint decodes
+# the test set with beam 5 and with greedy search in bf16. benchmarks/gpu_report.py then writes
+# results/bench/gpu-<device>-<time>.json: time to a valid BLEU of 35 and of 40, tokens/s, peak
+# memory and sentences/s, with the device named.
+#
+# Environment: DATA (default data/multi30k.en-de), STEPS (default 8000, the CPU recipe's),
+# OUT_DIR (default results/bench), PYTHON (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+DATA=${DATA:-data/multi30k.en-de}
+OUT_DIR=${OUT_DIR:-results/bench}
+
+dry_run=false
+case "${1:-}" in
+    "") ;;
+    --dry-run) dry_run=true ;;
+    *) echo "error: unknown option $1 (expected --dry-run or nothing)" >&2; exit 2 ;;
+esac
+if [ ! -f "$DATA/manifest.json" ]; then
+    echo "error: $DATA: not a prepared corpus; prepare it (make data) and carry it here" >&2
+    exit 2
+fi
+
+# WORK_DIR keeps each step's files (they are removed otherwise)
+work=${WORK_DIR:-$(mktemp -d)}
+mkdir -p "$work"
+sampler=""
+stop_sampler() { if [ -n "$sampler" ]; then kill "$sampler" 2>/dev/null || true; sampler=""; fi; }
+trap 'stop_sampler; [ -n "${WORK_DIR:-}" ] || rm -rf "$work"' EXIT
+if $dry_run; then
+    device=cpu
+    steps=${STEPS:-4}
+    train_args=(train.valid_every=2 train.valid_max_sentences=10 train.warmup_steps=2)
+    bench_args=(--quick --models transformer-tiny --decode-sentences 10 --beams 5)
+else
+    device=cuda
+    steps=${STEPS:-8000}
+    train_args=(train.valid_every=500)
+    bench_args=(--models transformer-tiny transformer-small gru --beams 5 --decode-sentences 200)
+fi
+read -r src tgt < <($PY -c "import json, sys; m = json.load(open(sys.argv[1])); print(m['src'], m['tgt'])" "$DATA/manifest.json")
+sentences=$($dry_run && echo 10 || wc -l <"$DATA/test.$src")
+head -n "$sentences" "$DATA/test.$src" >"$work/test.src"
+head -n "$sentences" "$DATA/test.$tgt" >"$work/test.ref"
+
+echo "== 1/3 training throughput and memory (benchmarks/bench.py)"
+$PY benchmarks/bench.py --device "$device" --data "$DATA" "${bench_args[@]}" --out "$work/bench.json"
+
+echo "== 2/3 training to BLEU (configs/transformer.multi30k.en-de.toml, $steps steps)"
+if command -v nvidia-smi >/dev/null && ! $dry_run; then
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$work/memory.csv" &
+    sampler=$!
+fi
+date +%s.%N >"$work/start"
+$PY scripts/train.py --config configs/transformer.multi30k.en-de.toml \
+    "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/run" \
+    "train.max_steps=$steps" decode.valid_beam_size=5 train.keep_last=0 "${train_args[@]}"
+date +%s.%N >"$work/end"
+stop_sampler
+
+echo "== 3/3 decoding the test set with the best checkpoint (bf16, beam 5 and greedy)"
+for beam in 5 1; do
+    $PY scripts/evaluate.py --checkpoint "$work/run/best.pt" --device "$device" \
+        --precision bf16 --beam "$beam" --src "$work/test.src" --ref "$work/test.ref" \
+        --json >"$work/decode-beam$beam.json"
+done
+
+$PY benchmarks/gpu_report.py "$work" --out-dir "$OUT_DIR" \
+    --command "bash benchmarks/gpu.sh${1:+ $1}" --steps "$steps"
