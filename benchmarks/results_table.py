@@ -28,7 +28,7 @@ from seq2seq.errors import UserError
 from seq2seq.model_result import ModelResult
 
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
-BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode"]  # in the order shown
+BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
 
@@ -222,6 +222,45 @@ def peers_decode_section(record: dict[str, Any], source: Path) -> str:
     )
 
 
+def _time_to_bleu(reached: dict[str, float] | None) -> str:
+    return (
+        "not reached"
+        if reached is None
+        else f"{reached['seconds']:,.0f} s (step {reached['step']:,})"
+    )
+
+
+def gpu_section(record: dict[str, Any], source: Path) -> str:
+    """The GPU benchmark (benchmarks/gpu.sh): the training run to BLEU and its decoding."""
+    env, run = record["environment"], record["training_run"]
+    device = f"**{env['device_name']}** ({env['device']}, torch {env['torch']}, CUDA {env['cuda']})"
+    memory = run["peak_device_memory_mib"]
+    rows = [
+        [f"Time to valid BLEU {target} (beam 5)", _time_to_bleu(reached)]
+        for target, reached in run["time_to_valid_bleu"].items()
+    ]
+    best_step, best_bleu = max(run["valid_bleu"], key=lambda pair: pair[1])
+    rows += [
+        [
+            "Training run",
+            f"{run['steps']:,} steps in {run['seconds']:,.0f} s, best valid BLEU "
+            f"{best_bleu:.2f} at step {best_step:,}",
+        ],
+        ["Training target tokens/s", f"{run['tgt_tokens_per_second']:,.0f}"],
+        ["Peak device memory", "not sampled" if memory is None else f"{memory:,.0f} MiB"],
+    ]
+    for name, label in (("beam5", "Beam 5"), ("beam1", "Greedy")):
+        decoding = record["decoding"][name]
+        rows.append(
+            [
+                f"{label} decoding, bf16, best checkpoint",
+                f"{decoding['sentences_per_second']:,.1f} sentences/s, BLEU {decoding['bleu']:.2f}",
+            ]
+        )
+    line = f"{device}; `{env['command']}` → `{source}`"
+    return "\n".join([line, "", _markdown_table(["What", "Figure"], rows)])
+
+
 def _recorded_at(path: Path) -> str:
     """The time in a record's file name (<...>-YYYYMMDD-HHMMSS.json), or "" if it has none."""
     found = re.search(r"\d{8}-\d{6}", path.stem)
@@ -258,8 +297,10 @@ def bench_section(paths: list[Path], links_from: Path = Path()) -> str:
             sections.append(growth_section(record, path, links_from))
         elif kind == "peers":
             sections.append(peers_section(record, path))
-        else:
+        elif kind == "peers-decode":
             sections.append(peers_decode_section(record, path))
+        else:
+            sections.append(gpu_section(record, path))
     return "\n\n".join(sections) or NO_BENCHMARKS
 
 

@@ -12,6 +12,7 @@ from results_table import (
     NO_BENCHMARKS,
     NO_MODELS,
     bench_section,
+    gpu_section,
     sections,
     update_sections,
 )
@@ -212,3 +213,42 @@ def test_peers_decode_table(tmp_path: Path) -> None:
         "|---|---|---|---|---|---|---|",
         "| fairseq | 0.12.3 | 61.0 / 59.6 | 30.0 | 30.7 | 58.9 | 1,017 / 1,021 |",
     ]
+
+
+def test_gpu_table() -> None:
+    record = {
+        "kind": "gpu",
+        "environment": {
+            "device": "cuda",
+            "device_name": "NVIDIA H100 80GB HBM3",
+            "torch": "2.11.0",
+            "cuda": "13.0",
+            "command": "bash benchmarks/gpu.sh",
+        },
+        "training_run": {
+            "steps": 8000,
+            "seconds": 615.8,
+            "time_to_valid_bleu": {
+                "35": {"seconds": 291.9, "step": 3000, "bleu": 36.4},
+                "40": None,
+            },
+            "valid_bleu": [[500, 9.23], [5500, 39.77], [8000, 39.1]],
+            "tgt_tokens_per_second": 79195.6,
+            "peak_device_memory_mib": 2319.0,
+        },
+        "decoding": {
+            "beam5": {"sentences_per_second": 51.11, "bleu": 39.006},
+            "beam1": {"sentences_per_second": 46.39, "bleu": 37.83},
+        },
+    }
+    table = gpu_section(record, Path("results/bench/gpu-x.json"))
+    assert table.splitlines()[0] == (
+        "**NVIDIA H100 80GB HBM3** (cuda, torch 2.11.0, CUDA 13.0); "
+        "`bash benchmarks/gpu.sh` → `results/bench/gpu-x.json`"
+    )
+    assert "| Time to valid BLEU 35 (beam 5) | 292 s (step 3,000) |" in table
+    assert "| Time to valid BLEU 40 (beam 5) | not reached |" in table
+    assert "| Training run | 8,000 steps in 616 s, best valid BLEU 39.77 at step 5,500 |" in table
+    assert "| Peak device memory | 2,319 MiB |" in table
+    assert "| Beam 5 decoding, bf16, best checkpoint | 51.1 sentences/s, BLEU 39.01 |" in table
+    assert "| Greedy decoding, bf16, best checkpoint | 46.4 sentences/s, BLEU 37.83 |" in table
