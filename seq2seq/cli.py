@@ -188,8 +188,9 @@ def load_model(args: argparse.Namespace, models_dir: Path, device: str | torch.d
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
-    """Add --beam, --length-penalty, --stop-early, --batch-size, --precision and --device to
-    `parser`. Each overrides one field of the checkpoint's [decode] configuration for this run."""
+    """Add --beam, --length-penalty, --stop-early, the repetition guards (--no-repeat-ngram,
+    --max-piece-repeat), --batch-size, --precision and --device to `parser`. Each overrides one
+    field of the checkpoint's [decode] configuration for this run."""
     parser.add_argument(
         "--beam",
         type=number(int, RULES["decode.beam_size"]),
@@ -208,6 +209,20 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         "rule; faster), not when the beam has ended (fairseq's)",
     )
     parser.add_argument(
+        "--no-repeat-ngram",
+        type=number(int, RULES["decode.no_repeat_ngram"]),
+        metavar="N",
+        help="ban a token that would repeat an N-gram of the output; 0: off "
+        "(default: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--max-piece-repeat",
+        type=number(int, RULES["decode.max_piece_repeat"]),
+        metavar="R",
+        help="ban a piece that would come more than R times in a row; 0: off "
+        "(default: the checkpoint's)",
+    )
+    parser.add_argument(
         "--batch-size", type=number(int, RULES["decode.batch_size"]), help=batch_size_help
     )
     parser.add_argument(
@@ -224,6 +239,10 @@ def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> 
         decode_cfg.beam_size = args.beam
     if args.length_penalty is not None:
         decode_cfg.length_penalty = args.length_penalty
+    if args.no_repeat_ngram is not None:
+        decode_cfg.no_repeat_ngram = args.no_repeat_ngram
+    if args.max_piece_repeat is not None:
+        decode_cfg.max_piece_repeat = args.max_piece_repeat
     if args.batch_size is not None:
         decode_cfg.batch_size = args.batch_size
     if args.precision is not None:

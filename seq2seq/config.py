@@ -136,7 +136,8 @@ class DecodeConfig:
     length_penalty: float = 1.0  # GNMT alpha
     max_len_ratio: float = 1.5  # max output length = ratio * source length + max_len_const
     max_len_const: int = 10
-    no_repeat_ngram: int = 0
+    no_repeat_ngram: int = 0  # ban a token that would repeat an n-gram of the output (0: off)
+    max_piece_repeat: int = 0  # ban the same piece more than this many times in a row (0: off)
     stop_early: bool = False  # beam: a sentence stops when its best candidate ends (else: K ended)
     batch_size: int = 128  # sentences per decoding batch
     precision: str = "auto"  # as train.precision: bf16 autocast on a GPU or a CPU with bf16

@@ -99,6 +99,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "decode.max_len_ratio": POSITIVE,
     "decode.max_len_const": AT_LEAST_0,
     "decode.no_repeat_ngram": AT_LEAST_0,
+    "decode.max_piece_repeat": AT_LEAST_0,
     "decode.batch_size": AT_LEAST_1,
     "decode.precision": DECODE_PRECISIONS,
     "decode.valid_beam_size": AT_LEAST_1,

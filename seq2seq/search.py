@@ -54,7 +54,11 @@ def max_output_lengths(src_lens: Tensor, ratio: float, const: int) -> Tensor:
 
 
 def _banned_log_probs(
-    log_probs: Tensor, history: Tensor, at_max_len: Tensor, no_repeat_ngram: int
+    log_probs: Tensor,
+    history: Tensor,
+    at_max_len: Tensor,
+    no_repeat_ngram: int,
+    max_piece_repeat: int = 0,
 ) -> Tensor:
     """Mask the next-token log-probabilities of one step with -inf where a token is not allowed.
 
@@ -62,7 +66,9 @@ def _banned_log_probs(
     history: (R, t) tokens produced so far (no BOS); at_max_len: (R,) True where the row has
     reached its maximum length and must end now. PAD and BOS are never allowed. With
     no_repeat_ngram = n, a token that would complete an n-gram already present in the row's
-    history is banned. Only the rows at their maximum length are touched for the forced EOS.
+    history is banned. With max_piece_repeat = r, a token that would be the same piece r + 1
+    times in a row is banned ("m m m m" with r = 3). Only the rows at their maximum length are
+    touched for the forced EOS.
     """
     log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
     n = no_repeat_ngram
@@ -72,6 +78,11 @@ def _banned_log_probs(
         repeats = (windows[:, :, :-1] == suffix[:, None, :]).all(dim=2)  # (R, W)
         counts = torch.zeros_like(log_probs).scatter_add_(1, windows[:, :, -1], repeats.float())
         log_probs.masked_fill_(counts > 0, float("-inf"))
+    r = max_piece_repeat
+    if r > 0 and history.shape[1] >= r:
+        last = history[:, history.shape[1] - r :]  # (R, r)
+        repeating = (last == last[:, -1:]).all(dim=1).nonzero().squeeze(1)  # one piece r times
+        log_probs[repeating, last[repeating, -1]] = float("-inf")
     ending = at_max_len.nonzero().squeeze(1)
     if len(ending) > 0:
         eos_log_probs = log_probs[ending, EOS_ID]
@@ -125,6 +136,7 @@ def greedy_search(
     need_attention: bool = False,
     length_penalty: float = 1.0,
     no_repeat_ngram: int = 0,
+    max_piece_repeat: int = 0,
 ) -> list[Hypothesis]:
     """Pick the most probable next token at every step. The same output as beam_search with K = 1.
 
@@ -146,8 +158,9 @@ def greedy_search(
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
     for step in range(max_steps):
         out = model.decode_step(state, prev, cache, need_attention)
+        history, at_max_len = tokens[rows, :step], step >= max_lens[rows]
         log_probs = _banned_log_probs(
-            out.log_probs, tokens[rows, :step], step >= max_lens[rows], no_repeat_ngram
+            out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
         best_log_probs, prev = log_probs.max(dim=1)
         tokens[rows, step] = prev
@@ -202,6 +215,7 @@ def beam_search(
     no_repeat_ngram: int = 0,
     need_attention: bool = False,
     stop_early: bool = False,
+    max_piece_repeat: int = 0,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences at once: B * K decoder rows advance together.
 
@@ -235,8 +249,9 @@ def beam_search(
         num_active = len(sentences)
         out = model.decode_step(state, prev, cache, need_attention)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)
+        history = beam_tokens.reshape(num_active * k, step)
         log_probs = _banned_log_probs(
-            out.log_probs, beam_tokens.reshape(num_active * k, step), at_max_len, no_repeat_ngram
+            out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
         top_scores, top_beams, top_tokens = _top_candidates(beam_scores, log_probs)  # (A, 2K)
         ends = (top_tokens == EOS_ID) & top_scores.isfinite()

@@ -47,11 +47,12 @@ class Translator:
     """Translate lines of text with a model and its tokenizers.
 
     decode_cfg gives the defaults: beam size, length penalty, maximum output length
-    (max_len_ratio * source length + max_len_const), no-repeat n-gram size, the number of
-    sentences per batch, and the precision: the model runs under autocast in `dtype`
-    (bf16 where decode_cfg.precision is "auto" and the device computes in it quickly; None:
-    fp32), while the beam's log-probabilities and scores stay in fp32. With "int8" (CPU only)
-    a copy of the model with int8 linear layers decodes, in fp32 otherwise (seq2seq/quantize.py).
+    (max_len_ratio * source length + max_len_const), the repetition guards (no-repeat n-gram
+    size, piece-repeat limit), the number of sentences per batch, and the precision: the model
+    runs under autocast in `dtype` (bf16 where decode_cfg.precision is "auto" and the device
+    computes in it quickly; None: fp32), while the beam's log-probabilities and scores stay in
+    fp32. With "int8" (CPU only) a copy of the model with int8 linear layers decodes, in fp32
+    otherwise (seq2seq/quantize.py).
     """
 
     def __init__(
@@ -157,6 +158,7 @@ class Translator:
                 need_attention,
                 length_penalty=cfg.length_penalty,
                 no_repeat_ngram=cfg.no_repeat_ngram,
+                max_piece_repeat=cfg.max_piece_repeat,
             )
             return [[hypothesis] for hypothesis in hypotheses]
         return beam_search(
@@ -170,6 +172,7 @@ class Translator:
             no_repeat_ngram=cfg.no_repeat_ngram,
             need_attention=need_attention,
             stop_early=cfg.stop_early,
+            max_piece_repeat=cfg.max_piece_repeat,
         )
 
     def _translations(

@@ -1,6 +1,8 @@
 """Greedy and beam search on both model families: exactness against teacher-forced scoring,
 batching, removal of finished sentences, n-gram bans, and a tiny model that learns to reverse."""
 
+import itertools
+
 import pytest
 import sacrebleu
 import torch
@@ -11,6 +13,7 @@ from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.quantize import quantized_copy
 from seq2seq.search import (
+    _banned_log_probs,
     _best_candidates,
     beam_search,
     gnmt_penalty,
@@ -298,6 +301,34 @@ def test_no_repeat_ngram(arch):
         assert any(repeated_ngrams(h.tokens, n) for nbest in free for h in nbest)
         assert not any(repeated_ngrams(h.tokens, n) for nbest in banned for h in nbest)
         assert not any(repeated_ngrams(h.tokens, n) for h in greedy)
+
+
+def longest_run(tokens: list[int]) -> int:
+    """The most times one token comes in a row."""
+    return max((len(list(run)) for _, run in itertools.groupby(tokens)), default=0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_max_piece_repeat(arch):
+    model = new_model(arch)
+    src, src_lens, _ = held_out(size=8)
+    max_lens = max_output_lengths(src_lens, 2.0, 8)
+    free = beam_search(model, src, src_lens, 4, max_lens, nbest=4)
+    assert max(longest_run(h.tokens) for nbest in free for h in nbest) > 1
+    for r in (1, 2):
+        limited = beam_search(model, src, src_lens, 4, max_lens, nbest=4, max_piece_repeat=r)
+        greedy = greedy_search(model, src, src_lens, max_lens, max_piece_repeat=r)
+        assert max(longest_run(h.tokens) for nbest in limited for h in nbest) <= r
+        assert max(longest_run(h.tokens) for h in greedy) <= r
+
+
+def test_max_piece_repeat_bans_exactly_the_repeated_piece():
+    log_probs = torch.zeros(2, 6)
+    history = torch.tensor([[4, 5, 5], [5, 4, 5]])  # row 0 ends with 5 twice, row 1 does not
+    banned = _banned_log_probs(log_probs, history, torch.tensor([False, False]), 0, 2)
+    never = [PAD_ID, BOS_ID]
+    assert banned[0].isneginf().nonzero().flatten().tolist() == sorted([*never, 5])
+    assert banned[1].isneginf().nonzero().flatten().tolist() == sorted(never)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
