@@ -39,6 +39,7 @@ from seq2seq.cli import (
     run_cli,
 )
 from seq2seq.config_rules import AT_LEAST_0
+from seq2seq.corpora import domain_of
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.evaluation import EvalResult, check_aligned, evaluate
@@ -147,6 +148,7 @@ def model_result(
         commands=[*args.command, shlex.join(evaluation)],
         git_revision=(revision or "unknown") + ("-dirty" if dirty else ""),
         decode_precision=result.precision,
+        domain=domain_of(prepared.manifest["corpus"]),
     )
 
 

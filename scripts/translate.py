@@ -31,6 +31,7 @@ from seq2seq.cli import (
     run_cli,
 )
 from seq2seq.config_rules import AT_LEAST_1, RULES
+from seq2seq.corpora import domain_of
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import text_lines
@@ -74,8 +75,8 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def load_translator(args: argparse.Namespace) -> Translator:
-    """The translator of the checkpoint, with the options applied."""
+def load_translator(args: argparse.Namespace) -> tuple[Translator, str]:
+    """The translator of the checkpoint, with the options applied, and the model's domain."""
     device = pick_device(args.device)
     inference = load_model(args, MODELS_DIR, device)
     decode_cfg = inference.config.decode
@@ -85,7 +86,7 @@ def load_translator(args: argparse.Namespace) -> Translator:
     beam = decode_cfg.beam_size
     if not 1 <= args.nbest <= beam:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
-    return Translator.from_inference(inference, device)
+    return Translator.from_inference(inference, device), domain_of(inference.config.data.corpus)
 
 
 def attention_path(save_attention: str, number: int | None) -> Path:
@@ -132,8 +133,10 @@ def start_history() -> None:
     atexit.register(save_history)
 
 
-def interactive(translator: Translator, args: argparse.Namespace) -> None:
+def interactive(translator: Translator, args: argparse.Namespace, domain: str) -> None:
     start_history()
+    model = args.model or args.checkpoint
+    print(f"{model} is trained on {domain}; other kinds of text may come out wrong.")
     print("Type a sentence and press Enter. Ctrl-C cancels the line, Ctrl-D quits.")
     need_attention = args.show_attention or bool(args.save_attention)
     saved = 0
@@ -206,9 +209,9 @@ def open_input(args: argparse.Namespace) -> AbstractContextManager[BinaryIO]:
 def main() -> None:
     args = parse_args()
     with open_input(args) as stream:
-        translator = load_translator(args)
+        translator, domain = load_translator(args)
         if args.input is None and sys.stdin.isatty():
-            interactive(translator, args)
+            interactive(translator, args, domain)
             return
         name = "standard input" if args.input is None else f"--input {args.input}"
         batch_mode(translator, args, text_lines(stream, name))

@@ -59,6 +59,7 @@ class Corpus(ABC):
     base_url: str  # upstream location
     mirror_folder: str  # folder in a mirror and in the download cache
     licence: str  # terms of use and attribution, one line
+    domain: str  # what text it holds, so what its models translate well, and its size; one line
 
     def check_pair(self, src: str, tgt: str) -> None:
         """Raise `UserError` unless `src` and `tgt` are two different languages of the corpus."""
@@ -88,6 +89,7 @@ class Multi30k(Corpus):
     languages = ("en", "de", "fr", "cs")
     base_url = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
     mirror_folder = "multi30k"
+    domain = "Flickr image captions (Multi30k: 29,000 training pairs describing photos)"
     licence = (
         "Multi30K (derived from Flickr30K): non-commercial research and educational use only, "
         "images under the Flickr Terms of Use; cite Elliott et al. (2016), "
@@ -138,6 +140,7 @@ class Tatoeba(Corpus):
     languages = ("en", "fr")
     base_url = "http://d2l-data.s3-accelerate.amazonaws.com/"
     mirror_folder = "tatoeba-eng-fra"
+    domain = "everyday sentences (Tatoeba: 160,302 training pairs of short conversational text)"
     licence = (
         "Tatoeba sentences, CC BY 2.0 FR (https://creativecommons.org/licenses/by/2.0/fr/); "
         "attribution: Tatoeba Project (tatoeba.org) and www.manythings.org/anki"
@@ -171,6 +174,12 @@ class Tatoeba(Corpus):
 
 
 CORPORA: dict[str, Corpus] = {corpus.name: corpus for corpus in (Multi30k(), Tatoeba())}
+
+
+def domain_of(corpus: str) -> str:
+    """One line on the text a model trained on `corpus` (`data.corpus`) knows, and how much."""
+    known = CORPORA.get(corpus)
+    return known.domain if known else "your own parallel text"
 
 
 def get_corpus(name: str) -> Corpus:

@@ -11,12 +11,14 @@ A model result, e.g. results/models/transformer-tiny.en-de.json:
       "beam_size": 5, "averaged_checkpoints": 5,
       "train_steps": 30000, "train_hours": 1.5, "device": "1x NVIDIA H100",
       "commands": ["make data", "make train MODEL=transformer", "..."],
-      "git_revision": "0123abc...", "decode_precision": "fp32"
+      "git_revision": "0123abc...", "decode_precision": "fp32",
+      "domain": "Flickr image captions (Multi30k: 29,000 training pairs describing photos)"
     }
 
 `scripts/evaluate.py --record FILE` writes one: the scores, signatures, beam, model, corpus,
 parameter count, step, number of averaged checkpoints and decoding precision come from the
-evaluation and the checkpoint; the name, training time, device and commands are given as options.
+evaluation and the checkpoint, the domain from the corpus (`seq2seq.corpora.domain_of`); the
+name, training time, device and commands are given as options.
 """
 
 import json
@@ -53,6 +55,7 @@ class ModelResult:
     commands: list[str]  # every command, from preparing the data to evaluating
     git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
     decode_precision: str = NOT_RECORDED  # what decoding computed in: fp32, bf16, fp16 or int8
+    domain: str = NOT_RECORDED  # the text it knows and its training data, in one line
 
     @classmethod
     def load(cls, path: Path) -> "ModelResult":

@@ -4,6 +4,7 @@ reproduced by the command in their card: 3,346 test sentences are too many for t
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import NamedTuple
 
 import pytest
 
+from seq2seq.corpora import domain_of
 from seq2seq.export import CARD, JOINT_TOKENIZER, WEIGHTS
 from seq2seq.model_result import ModelResult
 
@@ -114,3 +116,20 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
     assert scores["bleu"] == pytest.approx(card.bleu, abs=0.1)
     assert scores["bleu_lc"] == pytest.approx(card.bleu_lc, abs=0.1)
     assert scores["chrf"] == pytest.approx(card.chrf, abs=0.1)
+
+
+@shipped_models
+def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
+    """The card names the model's domain, and the README's line on the model gives that domain,
+    the folder's true size and the card's scores."""
+    folder = ROOT / "models" / model.name
+    card = ModelResult.load(folder / CARD)
+    assert card.domain == domain_of("multi30k") == domain_of(card.corpus)
+    assert card.domain.startswith("Flickr image captions")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    items = [" ".join(item.split()) for item in re.split(r"\n(?=- )|\n\n", readme)]
+    (item,) = [item for item in items if item.startswith(f"- `models/{model.name}/`")]
+    size = sum(path.stat().st_size for path in folder.iterdir())
+    assert f"({size / 1e6:.1f} MB)" in item and card.domain in item
+    assert f"{card.bleu:.1f} BLEU, {card.bleu_lc:.1f} lowercased, {card.chrf:.1f} chrF" in item
+    assert f"trained {card.train_hours:.1f} hours" in item

@@ -25,7 +25,7 @@ from seq2seq.checkpoint import (
     tokenizer_entry,
 )
 from seq2seq.config import load_config
-from seq2seq.corpora import UserFiles
+from seq2seq.corpora import UserFiles, domain_of
 from seq2seq.errors import UserError
 from seq2seq.evaluation import evaluate
 from seq2seq.model_result import ModelResult
@@ -317,6 +317,7 @@ def test_translate_interactive_in_a_terminal(run, tmp_path):
         # would inherit that: give it the default, as in a terminal.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    child.expect_exact(f"{run / 'best.pt'} is trained on your own parallel text;")
     child.expect_exact("Ctrl-D quits")
     child.expect_exact("> ")
     child.sendline("A dog sees the house.")
@@ -468,6 +469,7 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     assert (recorded.name, recorded.device, recorded.train_hours) == ("Tiny", "CPU", 0.01)
     precision = scores["precision"]
     assert recorded.decode_precision == precision and precision in ("fp32", "bf16")
+    assert recorded.domain == domain_of("files") == "your own parallel text"
     evaluation = f"scripts/evaluate.py --checkpoint {checkpoint} --split test --beam 2"
     evaluation += f" --precision {precision} --length-penalty 0.5 --stop-early"
     assert recorded.commands == ["make data", "make train", evaluation]
