@@ -14,6 +14,8 @@ N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbe
 
 import argparse
 import atexit
+import os
+import signal
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext, suppress
@@ -133,7 +135,36 @@ def start_history() -> None:
     atexit.register(save_history)
 
 
+def take_terminal() -> None:
+    """Make this process the terminal's foreground process group, until it exits.
+
+    A terminal sends Ctrl-C to every process of its foreground group. Started by `make
+    translate`, the prompt shares that group with make, which waits for the prompt to end and
+    then exits with status 130 however cleanly the prompt quit. In a group of its own, Ctrl-C
+    reaches the prompt alone (and Ctrl-Z, which would stop it with make still waiting, is
+    ignored). Started from a shell, the prompt already leads its own group: nothing changes."""
+    fd = sys.stdin.fileno()
+    try:
+        previous = os.tcgetpgrp(fd)
+        if os.getpgrp() == os.getpid() or previous != os.getpgrp():
+            return
+        # A process outside the foreground group may set it only while ignoring SIGTTOU.
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.setpgid(0, 0)
+        os.tcsetpgrp(fd, os.getpgrp())
+    except OSError:
+        return
+    signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+
+    def give_back() -> None:
+        with suppress(OSError):
+            os.tcsetpgrp(fd, previous)
+
+    atexit.register(give_back)
+
+
 def interactive(translator: Translator, args: argparse.Namespace, domain: str) -> None:
+    take_terminal()
     start_history()
     model = args.model or args.checkpoint
     print(f"{model} is trained on {domain}; other kinds of text may come out wrong.")

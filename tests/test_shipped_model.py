@@ -4,12 +4,15 @@ reproduced by the command in their card: 3,346 test sentences are too many for t
 
 import gzip
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
+import pexpect
 import pytest
 
 from seq2seq.corpora import domain_of
@@ -133,3 +136,27 @@ def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
     assert f"({size / 1e6:.1f} MB)" in item and card.domain in item
     assert f"{card.bleu:.1f} BLEU, {card.bleu_lc:.1f} lowercased, {card.chrf:.1f} chrF" in item
     assert f"trained {card.train_hours:.1f} hours" in item
+
+
+def test_make_translate_quits_cleanly_after_a_cancelled_line(tmp_path: Path) -> None:
+    """Ctrl-C at the prompt reaches make too, which used to exit 130 after a clean Ctrl-D."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(
+        "make",
+        ["-s", "translate", f"NAME={MODELS[0].name}", "ARGS=--beam 1"],
+        cwd=ROOT,
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )
+    child.expect_exact(f"{MODELS[0].name} is trained on {domain_of('multi30k')}")
+    child.expect_exact("> ")
+    child.send("half a line")
+    child.expect_exact("half a line")  # readline is reading
+    child.sendintr()  # Ctrl-C: drop the line
+    child.expect_exact("> ")
+    child.sendeof()  # Ctrl-D: quit
+    child.expect(pexpect.EOF)
+    child.close()
+    assert (child.exitstatus, child.signalstatus) == (0, None)
