@@ -7,7 +7,8 @@
 
 Sections, each written between its markers `<!-- NAME:start -->` and `<!-- NAME:end -->`:
 
-    results   the trained models, one row per results/models/*.json (seq2seq/model_result.py)
+    results   the trained models: per family and direction the shipped model (models/*/card.json)
+              or else the best of results/models/*.json (seq2seq/model_result.py)
     bench     the latest record of each kind in results/bench/*.json: "throughput" and
               "growth" (benchmarks/bench.py), and side by side with fairseq and OpenNMT-py,
               training speed ("peers", benchmarks/peers/measure.sh) and decoding speed at
@@ -43,20 +44,27 @@ def _millions(count: int) -> str:
     return f"{count / 1e6:.2f}M"
 
 
-def models_section(results: list[ModelResult]) -> str:
-    """The table of the best model (by BLEU) of each family (GRU, Transformer) and direction,
-    with the sacreBLEU signatures; each record's commands stay in its JSON file."""
-    if not results:
+def models_section(
+    results: list[ModelResult], shipped: dict[str, ModelResult] | None = None
+) -> str:
+    """The table of one model of each family (GRU, Transformer) and direction, with the
+    sacreBLEU signatures; each record's commands stay in its JSON file. Where the repository
+    ships a model of that family and direction (`shipped`: folder name -> its card), that model,
+    its folder named; else the best record by BLEU."""
+    if not results and not shipped:
         return NO_MODELS
-    best: dict[tuple[str, str], ModelResult] = {}
+    chosen: dict[tuple[str, str], tuple[ModelResult, str | None]] = {}
+    for folder, card in sorted((shipped or {}).items()):
+        chosen.setdefault((card.model.split("-")[0], card.direction), (card, folder))
     for r in sorted(results, key=lambda r: -r.bleu):
-        best.setdefault((r.model.split("-")[0], r.direction), r)
-    results = sorted(best.values(), key=lambda r: (r.direction, -r.bleu))
+        chosen.setdefault((r.model.split("-")[0], r.direction), (r, None))
+    rows_of = sorted(chosen.values(), key=lambda pair: (pair[0].direction, -pair[0].bleu))
+    results = [r for r, _ in rows_of]
     header = ["Model", "Direction", "Parameters", "BLEU", "BLEU (lc)", "chrF", "Beam"]
     header += ["Checkpoints averaged", "Steps", "Training", "Device"]
     rows = [
         [
-            r.name,
+            f"{r.name}: `models/{folder}/`" if folder else r.name,
             r.direction,
             _millions(r.parameters),
             f"{r.bleu:.1f}",
@@ -68,7 +76,7 @@ def models_section(results: list[ModelResult]) -> str:
             f"{r.train_hours:.1f} h",
             r.device,
         ]
-        for r in results
+        for r, folder in rows_of
     ]
     scored = ", ".join(sorted({f"{r.corpus} {r.split}" for r in results}))
     signatures = sorted({(key, value) for r in results for key, value in r.signatures.items()})
@@ -77,7 +85,9 @@ def models_section(results: list[ModelResult]) -> str:
         [
             _markdown_table(header, rows),
             "",
-            f"Scored on {scored}; sacreBLEU {listed}. The commands that made each model, and the "
+            f"Scored on {scored}; sacreBLEU {listed}. A row naming a `models/` folder is the "
+            "model shipped there, scored from those files (its `card.json`); the others are the "
+            "best run of their family and direction. The commands that made each model, and the "
             "revision that scored it, are in its record under `results/models/`.",
         ]
     )
@@ -304,11 +314,16 @@ def bench_section(paths: list[Path], links_from: Path = Path()) -> str:
     return "\n\n".join(sections) or NO_BENCHMARKS
 
 
-def sections(results_dir: Path, links_from: Path = Path()) -> dict[str, str]:
-    """{"results": the models table, "bench": the benchmark tables} from `results_dir`."""
+def sections(
+    results_dir: Path, links_from: Path = Path(), models_dir: Path | None = None
+) -> dict[str, str]:
+    """{"results": the models table, "bench": the benchmark tables} from `results_dir`, with
+    the cards of the models shipped in `models_dir` (none when None)."""
     models = [ModelResult.load(path) for path in sorted(results_dir.glob("models/*.json"))]
+    cards = sorted(models_dir.glob("*/card.json")) if models_dir else []
+    shipped = {path.parent.name: ModelResult.load(path) for path in cards}
     return {
-        "results": models_section(models),
+        "results": models_section(models, shipped),
         "bench": bench_section(list(results_dir.glob("bench/*.json")), links_from),
     }
 
@@ -333,13 +348,14 @@ def update_sections(text: str, bodies: dict[str, str]) -> str:
     return text
 
 
-def update_file(path: Path, results_dir: Path) -> None:
-    """Rewrite the sections of `path` from the records in `results_dir`."""
+def update_file(path: Path, results_dir: Path, models_dir: Path | None = None) -> None:
+    """Rewrite the sections of `path` from the records in `results_dir` and the cards of the
+    models in `models_dir`."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise UserError(f"--update {path}: cannot read it ({err.strerror})") from None
-    bodies = sections(results_dir, links_from=path.parent)
+    bodies = sections(results_dir, links_from=path.parent, models_dir=models_dir)
     try:
         updated = update_sections(text, bodies)
     except UserError as err:
@@ -353,6 +369,9 @@ def main() -> None:
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="results folder")
     parser.add_argument(
+        "--models", type=Path, default=Path("models"), help="the shipped models' folder"
+    )
+    parser.add_argument(
         "--update",
         type=Path,
         nargs="*",
@@ -361,10 +380,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.update is None:
-        print("\n\n".join(sections(args.results).values()))
+        print("\n\n".join(sections(args.results, models_dir=args.models).values()))
         return
     for path in args.update or DEFAULT_FILES:
-        update_file(path, args.results)
+        update_file(path, args.results, args.models)
         print(f"updated {path}")
 
 
