@@ -3,6 +3,8 @@
 Only the main rank of a distributed run logs; the others get a logger that writes nothing.
 """
 
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -25,14 +27,22 @@ class RunLog:
 
     def line(self, message: str, echo: bool = True) -> None:
         """A timestamped line in train.log, also printed unless not `echo` (through tqdm, so
-        bars stay intact)."""
+        bars stay intact).
+
+        The file comes first: when standard output is a pipe whose reader has gone (`make train
+        | cat > log` and Ctrl-C, which ends `cat` too), printing fails, and the run goes on with
+        its output sent to /dev/null, logging to train.log alone."""
         if not self.enabled:
             return
         stamped = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
-        if echo:
-            tqdm.write(stamped)
         self.log_file.write(stamped + "\n")
         self.log_file.flush()
+        if echo:
+            try:
+                tqdm.write(stamped)
+                sys.stdout.flush()  # each line as it comes, also into a pipe
+            except BrokenPipeError:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         if self.enabled:

@@ -6,6 +6,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -97,6 +98,42 @@ def test_a_signal_saves_last_pt_and_the_run_resumes_exactly(
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resumed from {last} at step {step}" in result.stdout
     assert_resumed_exactly(whole, run_dir, 60)
+
+
+def test_ctrl_c_with_the_output_piped_to_a_dead_reader_saves_and_logs(
+    reversal: Path, tmp_path: Path
+) -> None:
+    """`make train | cat > log` and Ctrl-C: the terminal's SIGINT ends `cat` too, so the run's
+    next log line meets a closed pipe. It still saves last.pt and writes its "interrupted" line
+    into <run>/train.log, and the checkpoint translates."""
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        TRAIN + signal_args(reversal, run_dir),
+        env={**ENV, "PYTHONUNBUFFERED": ""},  # block-buffered, as in a pipe
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = run_dir / "train.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.is_file() and max(logged_steps(log.read_text()), default=0) >= 10:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.stdout.close()  # the reader dies first
+    time.sleep(1)  # and log lines (every 0.2 s) meet the closed pipe before the signal comes
+    process.send_signal(signal.SIGINT)
+    stderr = process.stderr.read()
+    assert process.wait(timeout=120) == 130, stderr[-2000:]
+    last = run_dir / "last.pt"
+    step = load_checkpoint(last)["step"]
+    assert log.read_text().splitlines()[-1].endswith(f" interrupted at step {step}: saved {last}")
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+    translate = [sys.executable, str(ROOT / "scripts" / "translate.py"), "--checkpoint", str(last)]
+    result = subprocess.run(translate, input="a b c\n", capture_output=True, text=True, env=ENV)
+    assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
 
 
 def test_a_finished_run_started_again_does_nothing(reversal: Path, whole: Path) -> None:
