@@ -61,8 +61,11 @@ class Window:
     nll: float = 0.0
     tgt: int = 0  # target tokens
     src: int = 0  # source tokens
+    steps: int = 0
+    after_timer: bool = False  # the line before it was written by time, not at a step count
 
     def add(self, update: "Update") -> None:
+        self.steps += 1
         self.loss += update.loss * update.tgt_tokens
         self.nll += update.nll * update.tgt_tokens
         self.tgt += update.tgt_tokens
@@ -215,10 +218,9 @@ def log_update(
         f"validation in {next_validation} steps",
         refresh=False,
     )
-    plain_output = bar.disable and train.log_every_seconds > 0
-    if progress.step % train.log_every and not (
-        plain_output and window.seconds() >= train.log_every_seconds
-    ):
+    by_time = train.log_every_seconds if bar.disable else 0.0  # by time only without a bar
+    reason = log_reason(progress.step, window, train.log_every, by_time)
+    if reason is None:
         return window
     loss, nll = window.loss / window.tgt, window.nll / window.tgt
     scalars = {"train/loss": loss, "train/nll": nll, "train/ppl": math.exp(min(nll, 100.0))}
@@ -230,7 +232,18 @@ def log_update(
         f"step {progress.step} epoch {progress.epoch} loss {loss:.4f} nll {nll:.4f} "
         f"lr {lr:.3g} |g| {update.grad_norm:.3g} {tgt_per_s:,.0f} tgt tok/s"
     )
-    return Window()
+    return Window(after_timer=reason == "time")
+
+
+def log_reason(step: int, window: Window, log_every: int, log_every_seconds: float) -> str | None:
+    """Why a log line is due after `step`: "steps" at every `log_every` steps, "time" once the
+    window has lasted `log_every_seconds` (0: never), or None. A step count that comes within
+    `log_every` steps of a line written by time gives none: no two lines a moment apart."""
+    if step % log_every == 0 and not (window.after_timer and window.steps < log_every):
+        return "steps"
+    if log_every_seconds and window.seconds() >= log_every_seconds:
+        return "time"
+    return None
 
 
 def log_first_validation(run: Run, progress: Progress, log: RunLog, seconds: float) -> None:

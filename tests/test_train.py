@@ -43,6 +43,19 @@ def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
     assert (window.tgt, window.src) == (400, 400)
 
 
+def test_a_step_count_right_after_a_line_by_time_writes_no_second_line() -> None:
+    reason = train_module.log_reason
+    slow = train_module.Window(start=time.perf_counter() - 31)  # 31 s since the last line
+    assert reason(498, slow, 100, 30.0) == "time"
+    assert reason(498, slow, 100, 0.0) is None  # a terminal: by steps only
+    just_after = train_module.Window(steps=2, after_timer=True)  # the line at 498 was by time
+    assert reason(500, just_after, 100, 30.0) is None  # not "step 498", then "step 500"
+    long_after = train_module.Window(steps=100, after_timer=True)
+    assert reason(600, long_after, 100, 30.0) == "steps"
+    after_steps = train_module.Window(steps=2)  # e.g. resumed at step 498
+    assert reason(500, after_steps, 100, 30.0) == "steps"
+
+
 @pytest.mark.parametrize(
     ("threshold", "lrs"), [(0.0, [1.0, 1.0, 1.0, 1.0]), (0.2, [1.0, 1.0, 0.5, 0.5])]
 )
