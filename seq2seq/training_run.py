@@ -89,6 +89,9 @@ def load_data(cfg: Config, prepare_missing: bool, env: distributed.Dist) -> Prep
         distributed.barrier(env)
     data = PreparedData.load(folder)
     data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
+    # The checkpoints' configuration names the corpus the folder holds, whatever data.corpus
+    # said: the model's domain is read from it (seq2seq.corpora.domain_of).
+    cfg.data.corpus = data.manifest["corpus"]
     return data
 
 
