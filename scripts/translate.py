@@ -9,7 +9,8 @@
 At the prompt: arrow keys edit and recall earlier lines (history in ~/.seq2seq_history),
 Ctrl-C cancels the current line, Ctrl-D quits. In batch mode (input piped in, or --input FILE)
 each input line gives one output line, in input order; with --nbest N > 1 each input line gives
-N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbers from 0).
+N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbers from 0);
+--save-attention FILE.png numbers its files the same way: FILE-0.png for the first line.
 """
 
 import argparse
@@ -68,7 +69,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--save-attention",
         metavar="FILE.png",
-        help="save the attention map as an image; several sentences: FILE-1.png, FILE-2.png, ...",
+        help="save the attention map as an image; several sentences: FILE-0.png, FILE-1.png, ... "
+        "(counted from 0, as the n-best lines are)",
     )
     parser.add_argument("--input", metavar="FILE", help="translate FILE instead of standard input")
     args = parser.parse_args()
@@ -185,10 +187,10 @@ def interactive(translator: Translator, args: argparse.Namespace, domain: str) -
             return
         show(nbest, args.show_attention)
         if args.save_attention and nbest[0].attention is not None:
-            saved += 1
             path = attention_path(args.save_attention, saved)
             save_attention_map(nbest[0], path)
             print(f"  attention map saved to {path}")
+            saved += 1
 
 
 def read_chunks(lines: Iterable[str]) -> Iterator[list[str]]:
@@ -201,7 +203,8 @@ def read_chunks(lines: Iterable[str]) -> Iterator[list[str]]:
 def batch_mode(translator: Translator, args: argparse.Namespace, lines: Iterable[str]) -> None:
     """One output line per input line (N with --nbest N), translated a chunk at a time.
 
-    The attention map of input line k (from 1) is FILE-k.png; an empty line has none.
+    The attention map of input line k (from 0, as in the n-best lines) is FILE-k.png; an empty
+    line has none.
     """
     need_attention = args.show_attention or bool(args.save_attention)
     line_number = 0
@@ -214,16 +217,15 @@ def batch_mode(translator: Translator, args: argparse.Namespace, lines: Iterable
             else:
                 for translation in nbest:
                     print(f"{line_number} ||| {translation.text} ||| {translation.score:.4f}")
-            line_number += 1
             best = nbest[0]
-            if best.attention is None:
-                continue
-            if args.show_attention:
-                heatmap = attention_text(best.attention, best.src_pieces, best.tgt_pieces)
-                print(heatmap, file=sys.stderr)
-            if args.save_attention:
-                path = attention_path(args.save_attention, line_number if numbered else None)
-                save_attention_map(best, path)
+            if best.attention is not None:
+                if args.show_attention:
+                    heatmap = attention_text(best.attention, best.src_pieces, best.tgt_pieces)
+                    print(heatmap, file=sys.stderr)
+                if args.save_attention:
+                    path = attention_path(args.save_attention, line_number if numbered else None)
+                    save_attention_map(best, path)
+            line_number += 1
         sys.stdout.flush()
 
 

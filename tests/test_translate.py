@@ -248,8 +248,8 @@ def test_translate_pipe_mode(run, translator, tmp_path):
     assert [int(number) for number, _, _ in nbest_lines] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert nbest_lines[2][1:] == nbest_lines[3][1:] == ["", "0.0000"]  # the empty line
     assert result.stderr.count("┼") == 4  # one heatmap per non-empty line
-    # map-<input line number>.png: the empty line 2 has none
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"map-{n}.png" for n in (1, 3, 4, 5)]
+    # map-<the n-best lines' number>.png: the empty line 1 has none
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"map-{n}.png" for n in (0, 2, 3, 4)]
 
 
 def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator):
