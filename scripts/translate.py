@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext, suppress
 from itertools import islice
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 from seq2seq.cli import (
     ArgumentParser,
@@ -107,6 +107,14 @@ def save_attention_map(best: Translation, path: Path) -> None:
         raise UserError(f"--save-attention {path}: cannot write: {err}") from None
 
 
+def terminal_width(stream: TextIO) -> int | None:
+    """The width of the terminal `stream` writes to; None when it is not a terminal."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (OSError, ValueError):
+        return None
+
+
 def show(nbest: list[Translation], show_attention: bool) -> None:
     """Print one input's translation (or n-best list) and its attention heatmap at the prompt."""
     if len(nbest) == 1:
@@ -117,7 +125,8 @@ def show(nbest: list[Translation], show_attention: bool) -> None:
             print(f"{rank:>2}. [{translation.score:8.3f}] {translation.text}")
     best = nbest[0]
     if show_attention and best.attention is not None:
-        print(attention_text(best.attention, best.src_pieces, best.tgt_pieces))
+        width = terminal_width(sys.stdout)
+        print(attention_text(best.attention, best.src_pieces, best.tgt_pieces, width))
 
 
 def start_history() -> None:
@@ -220,7 +229,10 @@ def batch_mode(translator: Translator, args: argparse.Namespace, lines: Iterable
             best = nbest[0]
             if best.attention is not None:
                 if args.show_attention:
-                    heatmap = attention_text(best.attention, best.src_pieces, best.tgt_pieces)
+                    width = terminal_width(sys.stderr)
+                    heatmap = attention_text(
+                        best.attention, best.src_pieces, best.tgt_pieces, width
+                    )
                     print(heatmap, file=sys.stderr)
                 if args.save_attention:
                     path = attention_path(args.save_attention, line_number if numbered else None)

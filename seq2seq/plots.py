@@ -14,6 +14,7 @@ from torch import Tensor
 
 SHADES = " ░▒▓█"  # weight 0 .. 1, in five steps
 MAX_HEADER_CHARS = 8  # the vertical source labels of the terminal view are cut to this height
+MAX_LABEL_CHARS = 12  # the target labels of a terminal view too wide for its width: cut to this
 
 
 def attention_figure(
@@ -61,21 +62,37 @@ def attention_grid_figure(
     return figure
 
 
-def attention_text(weights: Tensor, src_pieces: list[str], tgt_pieces: list[str]) -> str:
+def attention_text(
+    weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], width: int | None = None
+) -> str:
     """A heatmap for the terminal, one shaded cell per weight (' ' low .. '█' high).
 
     The source pieces are written vertically above their columns (cut to MAX_HEADER_CHARS
-    characters); the target pieces label the rows.
+    characters); the target pieces label the rows. Each cell is two characters wide; with a
+    `width` (the terminal's columns), a map wider than that gets one-character cells, row labels
+    cut to MAX_LABEL_CHARS, and, if it is still too wide, only the source columns that fit,
+    with a last line saying how many are left out.
     """
     label_width = max(len(piece) for piece in tgt_pieces)
-    header_height = min(MAX_HEADER_CHARS, max(len(piece) for piece in src_pieces))
+    cell, shown = 2, len(src_pieces)
+    if width is not None and label_width + 2 + cell * shown > width:
+        cell, label_width = 1, min(label_width, MAX_LABEL_CHARS)
+        shown = max(1, min(shown, width - label_width - 2))
+    labels = [
+        piece if len(piece) <= label_width else piece[: label_width - 1] + "…"
+        for piece in tgt_pieces
+    ]
+    header_height = min(MAX_HEADER_CHARS, max(len(piece) for piece in src_pieces[:shown]))
     lines = []
     for row in range(header_height):
-        letters = [piece[row] if row < len(piece) else " " for piece in src_pieces]
-        lines.append(" " * label_width + " │" + "".join(f"{letter} " for letter in letters))
-    lines.append(" " * label_width + " ┼" + "──" * len(src_pieces))
-    levels = (weights.float().clamp(0, 1) * (len(SHADES) - 1)).round().long().tolist()
-    for piece, row_levels in zip(tgt_pieces, levels, strict=True):
-        cells = "".join(SHADES[level] * 2 for level in row_levels)
-        lines.append(f"{piece:>{label_width}} │{cells}")
+        letters = [piece[row] if row < len(piece) else " " for piece in src_pieces[:shown]]
+        lines.append(" " * label_width + " │" + "".join(f"{letter:<{cell}}" for letter in letters))
+    lines.append(" " * label_width + " ┼" + "─" * cell * shown)
+    levels = (weights[:, :shown].float().clamp(0, 1) * (len(SHADES) - 1)).round().long().tolist()
+    for label, row_levels in zip(labels, levels, strict=True):
+        cells = "".join(SHADES[level] * cell for level in row_levels)
+        lines.append(f"{label:>{label_width}} │{cells}")
+    if shown < len(src_pieces):
+        left_out = len(src_pieces) - shown
+        lines.append(f"({left_out} more source pieces; --save-attention FILE.png draws them all)")
     return "\n".join(line.rstrip() for line in lines)

@@ -48,3 +48,26 @@ def test_attention_figure_wraps_a_long_title():
     shown = figure.axes[0].get_title()
     assert shown.replace("\n", " ") == title
     assert len(shown.splitlines()) > 1 and max(map(len, shown.splitlines())) <= 40
+
+
+def test_attention_text_fits_the_terminal_width():
+    source = [f"▁w{i}" for i in range(35)] + ["</s>"]  # 36 pieces: 72 columns of cells
+    target = ["▁Zusammenarbeit", "▁ist", "</s>"]  # a 15-character label
+    weights = torch.rand(3, 36, generator=torch.Generator().manual_seed(0))
+    assert max(map(len, attention_text(weights, source, target).split("\n"))) > 80
+    assert attention_text(weights, source, target, width=200) == attention_text(
+        weights, source, target
+    )
+
+    lines = attention_text(weights, source, target, width=80).split("\n")
+    assert max(map(len, lines)) <= 80
+    assert lines[-3].startswith("▁Zusammenar… │")  # cut to 12 characters
+    assert lines[-4] == " " * 12 + " ┼" + "─" * 36  # one-character cells, every column
+    assert lines[-1] == "        </s> │" + "".join(
+        " ░▒▓█"[round(float(w) * 4)] for w in weights[2]
+    ).rstrip()
+
+    lines = attention_text(weights, source, target, width=40).split("\n")
+    assert max(map(len, lines)) <= 65  # the note on the last line may be longer than the map
+    assert max(map(len, lines[:-1])) <= 40
+    assert lines[-1] == "(10 more source pieces; --save-attention FILE.png draws them all)"
