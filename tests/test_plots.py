@@ -63,9 +63,10 @@ def test_attention_text_fits_the_terminal_width():
     assert max(map(len, lines)) <= 80
     assert lines[-3].startswith("▁Zusammenar… │")  # cut to 12 characters
     assert lines[-4] == " " * 12 + " ┼" + "─" * 36  # one-character cells, every column
-    assert lines[-1] == "        </s> │" + "".join(
-        " ░▒▓█"[round(float(w) * 4)] for w in weights[2]
-    ).rstrip()
+    assert (
+        lines[-1]
+        == "        </s> │" + "".join(" ░▒▓█"[round(float(w) * 4)] for w in weights[2]).rstrip()
+    )
 
     lines = attention_text(weights, source, target, width=40).split("\n")
     assert max(map(len, lines)) <= 65  # the note on the last line may be longer than the map

@@ -160,3 +160,20 @@ def test_make_translate_quits_cleanly_after_a_cancelled_line(tmp_path: Path) -> 
     child.expect(pexpect.EOF)
     child.close()
     assert (child.exitstatus, child.signalstatus) == (0, None)
+
+
+def test_the_attention_map_shown_in_the_docs_is_what_the_command_prints() -> None:
+    """README.md and docs/translate.md show the map of one sentence; docs/translate.md gives
+    the command, and both show exactly what it prints (its translation, then the map)."""
+    sentence = "A little girl is playing in the park."
+    options = ["--model", MODELS[0].name, "--show-attention", "--precision", "fp32"]
+    result = run_script("translate.py", *options, stdin=sentence + "\n")
+    assert result.returncode == 0, result.stderr
+    printed = (result.stdout + result.stderr).splitlines()
+    command = f"scripts/translate.py {' '.join(options)}"
+    for doc in (ROOT / "README.md", ROOT / "docs" / "translate.md"):
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        start = lines.index(f"    {printed[0]}")
+        end = lines.index("", start)
+        assert [line.removeprefix("    ") for line in lines[start:end]] == printed, doc
+    assert lines[start - 1].endswith(command)  # docs/translate.md: the command just above
