@@ -3,6 +3,7 @@
 
     examples/kernel_regression.py
     examples/kernel_regression.py --width 20 --n-train 2000 --n-test 500 --epochs 50
+    examples/kernel_regression.py --out docs/kernel_regression.png   # the figure in the docs
 
 A query x attends to keys x_i (the training inputs) and pools their values y_i (the noisy
 training targets) by how close it is to each key:
@@ -21,7 +22,8 @@ Training predicts each training point from all the others (leave-one-out): a mas
 query's own key, or else a narrow enough kernel would just copy y_i back and reach zero loss.
 
 Prints each predictor's test MSE and leave-one-out training MSE and draws the learned-scalar fit,
-its attention weights, the kernel shapes and the training loss into one figure (--out).
+its attention weights, the kernel shapes and the training loss into one figure (--out, by
+default checkpoints/kernel-regression/kernel_regression.png, which git ignores).
 """
 
 import argparse
@@ -140,7 +142,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="seed of the data")
     parser.add_argument("--lr", type=float, default=1.0, help="step size")
     parser.add_argument("--epochs", type=int, default=200, help="full-batch gradient steps")
-    parser.add_argument("--out", type=Path, default=Path("docs/kernel_regression.png"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("checkpoints/kernel-regression/kernel_regression.png"),
+        help="the figure (PNG); its folder is created",
+    )
     args = parser.parse_args()
     if not 2 <= args.n_train <= MAX_POINTS:
         raise UserError(f"--n-train must be between 2 and {MAX_POINTS}, got {args.n_train}")

@@ -43,3 +43,16 @@ def test_leave_one_out_gives_the_query_its_own_key_exactly_zero_weight() -> None
     assert torch.isclose(predictions[0], weights[0, 1:] @ y[1:])  # from the other points only
     loss = example.leave_one_out_loss(torch.ones(1), x, y)
     assert torch.isclose(loss, ((predictions - y) ** 2).mean())
+
+
+def test_by_default_the_figure_goes_to_an_ignored_file(tmp_path: Path) -> None:
+    """Run without --out, it writes under checkpoints/ (ignored by git), never a tracked file."""
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    figure = Path("checkpoints/kernel-regression/kernel_regression.png")
+    assert result.stdout.splitlines()[-1] == f"wrote {figure}"
+    assert (tmp_path / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(figure)], cwd=EXAMPLE.parents[1])
+    assert ignored.returncode == 0, f"{figure} is not ignored by git"
