@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Export a checkpoint as a small model folder that translates on its own (see seq2seq.export).
 
-    scripts/export_model.py --checkpoint checkpoints/run/best.pt --out models/NAME
-    scripts/translate.py --model NAME                   # or --model models/NAME
+    scripts/export_model.py --checkpoint checkpoints/run/best.pt   # to exported/run/
+    scripts/export_model.py --checkpoint checkpoints/run/best.pt --out exported/NAME
+    scripts/translate.py --model exported/NAME
 
 The folder holds the weights in safetensors (bf16 by default), the sentencepiece model(s) and the
-configuration: no optimizer state and no pickle. Add its card with
-`scripts/evaluate.py --model models/NAME --record models/NAME/card.json ...`.
+configuration: no optimizer state and no pickle. It goes to exported/ by default, which git
+ignores (models/ holds the shipped models). Add its card with
+`scripts/evaluate.py --model exported/NAME --record exported/NAME/card.json ...`.
 """
 
 from pathlib import Path
@@ -14,18 +16,20 @@ from pathlib import Path
 from seq2seq.checkpoint import load_for_inference
 from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
-from seq2seq.export import DTYPES, WEIGHTS, export_model
+from seq2seq.export import DTYPES, WEIGHTS, default_export_folder, export_model
 
 
 def main() -> None:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
-    parser.add_argument("--out", required=True, metavar="DIR", help="the model folder to write")
+    parser.add_argument(
+        "--out", metavar="DIR", help="the model folder to write (default: exported/<run folder>)"
+    )
     parser.add_argument(
         "--dtype", choices=sorted(DTYPES), default="bf16", help="weight precision (default: bf16)"
     )
     args = parser.parse_args()
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_export_folder(args.checkpoint)
     if out.exists() and not (out / WEIGHTS).is_file():
         raise UserError(
             f"--out {out}: exists and is not an exported model folder; not replacing it"

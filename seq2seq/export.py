@@ -33,6 +33,12 @@ CARD = "card.json"
 JOINT_TOKENIZER = "sentencepiece.model"
 SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+EXPORTED = Path("exported")  # where exports go by default, ignored by git (models/ is shipped)
+
+
+def default_export_folder(checkpoint: str | Path) -> Path:
+    """exported/<run>: the folder of a checkpoint of checkpoints/<run>/ exported by default."""
+    return EXPORTED / Path(checkpoint).resolve().parent.name
 
 
 def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:

@@ -154,3 +154,28 @@ def test_scripts_take_an_exported_model_like_its_checkpoint(run, tmp_path):  # n
 
     both = script("translate.py", "--model", "m", "--checkpoint", "x.pt", stdin="")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_export_goes_to_an_ignored_folder_by_default(run, tmp_path):  # noqa: F811
+    """Without --out the model goes to exported/<run folder>, which git ignores: an export
+    never shows up as untracked beside the shipped models."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "export_model.py"),
+            "--checkpoint",
+            str(run / "best.pt"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    folder = Path("exported") / run.name
+    assert (
+        result.stdout.startswith(f"exported {run / 'best.pt'} (step ")
+        and f"to {folder}:" in result.stdout
+    )
+    assert (tmp_path / folder / WEIGHTS).is_file()
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(folder / WEIGHTS)], cwd=ROOT)
+    assert ignored.returncode == 0, f"{folder} is not ignored by git"
