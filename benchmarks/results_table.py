@@ -32,6 +32,15 @@ DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
 BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
+# Tools that moved after older records were written: the tables name them where they are now.
+MOVED = {"scripts/benchmark.py": "benchmarks/bench.py", "scripts/peers/": "benchmarks/peers/"}
+
+
+def current(text: str) -> str:
+    """A recorded command or note, naming moved tools (MOVED) where they are now."""
+    for old, new in MOVED.items():
+        text = text.replace(old, new)
+    return text
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -101,7 +110,7 @@ def _run_line(record: dict[str, Any], source: Path) -> str:
     return (
         f"**{env['device_name']}** ({env['device']}, {env['threads']} threads{quick}), "
         f"torch {env['torch']}, revision `{revision}`, memory: {env['memory_measure']}; "
-        f"`{env['command']}` → `{source}`"
+        f"`{current(env['command'])}` → `{source}`"
     )
 
 
@@ -184,7 +193,7 @@ def _peers_run_line(record: dict[str, Any], source: Path) -> str:
     return (
         f"**Side by side** on {record['device']}, {record['threads']} threads, "
         f"torch {record['torch']}, revision `{record['git_revision'][:10]}`, {record['date']}: "
-        f"{record['setup']}; `{record['reproduce']}` → `{source}`"
+        f"{record['setup']}; `{current(record['reproduce'])}` → `{source}`"
     )
 
 
@@ -203,7 +212,13 @@ def peers_section(record: dict[str, Any], source: Path) -> str:
         for toolkit in record["toolkits"]
     ]
     return "\n".join(
-        [_peers_run_line(record, source), "", _markdown_table(header, rows), "", record["method"]]
+        [
+            _peers_run_line(record, source),
+            "",
+            _markdown_table(header, rows),
+            "",
+            current(record["method"]),
+        ]
     )
 
 
@@ -228,7 +243,13 @@ def peers_decode_section(record: dict[str, Any], source: Path) -> str:
             row.append(" / ".join(f"{peak:,.0f}" for peak in toolkit["peak_rss_mib"]))
         rows.append(row)
     return "\n".join(
-        [_peers_run_line(record, source), "", _markdown_table(header, rows), "", record["method"]]
+        [
+            _peers_run_line(record, source),
+            "",
+            _markdown_table(header, rows),
+            "",
+            current(record["method"]),
+        ]
     )
 
 

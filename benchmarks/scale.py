@@ -202,7 +202,7 @@ def main() -> None:
         "--out",
         default="results/bench/scale",
         help="folder for the JSON and PNG (not results/bench itself: its tables in the README "
-        "know the kinds of scripts/benchmark.py)",
+        "know the kinds of benchmarks/bench.py)",
     )
     args = parser.parse_args()
 

@@ -1,11 +1,12 @@
 """The README and docs/ say only what is true of the repository: every command shown runs.
 
-Checked in README.md and docs/*.md, outside the generated sections (between
-`<!-- NAME:start -->` and `<!-- NAME:end -->`, which record the commands of past runs):
-the README's length; every path under scripts/, benchmarks/, examples/, seq2seq/ and configs/
-exists; every `--option` given to a script is in that script's `--help`; every `make` target
-exists; every relative link and image points to a file (and heading) that exists; every name
-the maths-to-code map gives after a `seq2seq/...py` file is defined in that file.
+Checked in README.md and docs/*.md: the README's length; every path under scripts/,
+benchmarks/, examples/, seq2seq/ and configs/ exists; every `--option` given to a script is in
+that script's `--help`; every `make` target exists (these three also inside the generated
+sections between `<!-- NAME:start -->` and `<!-- NAME:end -->`, whose commands say how to
+reproduce a recorded run); every relative link and image points to a file (and heading) that
+exists; every name the maths-to-code map gives after a `seq2seq/...py` file is defined in that
+file (these two outside the generated sections).
 """
 
 import os
@@ -94,7 +95,9 @@ def heading_anchors(path: Path) -> set[str]:
 
 
 def all_code() -> list[tuple[Path, str]]:
-    return [(doc, without_comment(text)) for doc in DOCS for text in code_texts(prose(doc))]
+    """Every command and code span of the docs, generated sections included."""
+    texts = [(doc, text) for doc in DOCS for text in code_texts(doc.read_text(encoding="utf-8"))]
+    return [(doc, without_comment(text)) for doc, text in texts]
 
 
 @pytest.fixture(scope="module")

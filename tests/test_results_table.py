@@ -190,6 +190,19 @@ def test_peers_table(tmp_path: Path) -> None:
     ]
 
 
+def test_tables_name_moved_tools_where_they_are_now(tmp_path: Path) -> None:
+    """Older records name scripts/benchmark.py and scripts/peers/: the tables cite the tools
+    that exist (tests/test_docs.py checks every command of the generated sections)."""
+    record = peers_record()
+    record |= {
+        "reproduce": "bash scripts/peers/measure.sh",
+        "method": "scripts/benchmark.py's clock",
+    }
+    lines = bench_section([write_json(tmp_path / "peers.json", record)]).splitlines()
+    assert "`bash benchmarks/peers/measure.sh`" in lines[0]
+    assert lines[-1] == "benchmarks/bench.py's clock"
+
+
 def test_peers_decode_table(tmp_path: Path) -> None:
     toolkit = {"name": "fairseq", "version": "0.12.3", "sentences_per_second": [61.04, 59.6]}
     toolkit |= {"bleu": 30.04, "bleu_lc": 30.66, "chrf": 58.91}
