@@ -12,6 +12,7 @@ import bench as benchmark
 import pytest
 import torch
 from bench import SYNTHETIC_VOCAB, BenchmarkSettings
+from repetition import GUARDS, Guard, doubled_words
 from results_table import bench_section
 from reversal import prepare_reversal
 
@@ -243,3 +244,10 @@ def test_gpu_benchmark_refuses_an_unknown_option() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == "error: unknown option --fast (expected --dry-run or nothing)\n"
+
+
+def test_the_repetition_benchmark_counts_words_repeated_at_once() -> None:
+    assert doubled_words(["Id schöne Sie Sie minn Sie.", "a b a b", "Der der Hund", ""]) == 2
+    labels = [guard.label for guard in GUARDS]
+    assert labels[0] == "none" and GUARDS[0] == Guard("none")  # the baseline first
+    assert len(set(labels)) == len(labels)
