@@ -15,14 +15,12 @@ N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbe
 
 import argparse
 import atexit
-import os
-import signal
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext, suppress
 from itertools import islice
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO
 
 from seq2seq.cli import (
     ArgumentParser,
@@ -32,6 +30,8 @@ from seq2seq.cli import (
     load_model,
     number,
     run_cli,
+    take_terminal,
+    terminal_width,
 )
 from seq2seq.config_rules import AT_LEAST_1, RULES
 from seq2seq.corpora import domain_of
@@ -107,14 +107,6 @@ def save_attention_map(best: Translation, path: Path) -> None:
         raise UserError(f"--save-attention {path}: cannot write: {err}") from None
 
 
-def terminal_width(stream: TextIO) -> int | None:
-    """The width of the terminal `stream` writes to; None when it is not a terminal."""
-    try:
-        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
-    except (OSError, ValueError):
-        return None
-
-
 def show(nbest: list[Translation], show_attention: bool) -> None:
     """Print one input's translation (or n-best list) and its attention heatmap at the prompt."""
     if len(nbest) == 1:
@@ -144,34 +136,6 @@ def start_history() -> None:
             readline.write_history_file(HISTORY_FILE)
 
     atexit.register(save_history)
-
-
-def take_terminal() -> None:
-    """Make this process the terminal's foreground process group, until it exits.
-
-    A terminal sends Ctrl-C to every process of its foreground group. Started by `make
-    translate`, the prompt shares that group with make, which waits for the prompt to end and
-    then exits with status 130 however cleanly the prompt quit. In a group of its own, Ctrl-C
-    reaches the prompt alone (and Ctrl-Z, which would stop it with make still waiting, is
-    ignored). Started from a shell, the prompt already leads its own group: nothing changes."""
-    fd = sys.stdin.fileno()
-    try:
-        previous = os.tcgetpgrp(fd)
-        if os.getpgrp() == os.getpid() or previous != os.getpgrp():
-            return
-        # A process outside the foreground group may set it only while ignoring SIGTTOU.
-        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-        os.setpgid(0, 0)
-        os.tcsetpgrp(fd, os.getpgrp())
-    except OSError:
-        return
-    signal.signal(signal.SIGTSTP, signal.SIG_IGN)
-
-    def give_back() -> None:
-        with suppress(OSError):
-            os.tcsetpgrp(fd, previous)
-
-    atexit.register(give_back)
 
 
 def interactive(translator: Translator, args: argparse.Namespace, domain: str) -> None:

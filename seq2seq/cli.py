@@ -1,4 +1,5 @@
-"""What the command-line scripts share: the runner, the model and decoding options, process tuning.
+"""What the command-line scripts share: the runner, the model and decoding options, process tuning,
+the terminal of the interactive prompt.
 
 The library never calls these on import; each script does, from its `__main__` block:
 
@@ -10,12 +11,15 @@ file with one `error:` line before any work is done.
 """
 
 import argparse
+import atexit
 import ctypes
 import os
+import signal
 import sys
 from collections.abc import Callable, Container, Iterable
+from contextlib import suppress
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NoReturn, TextIO, TypeVar
 
 import torch
 
@@ -252,3 +256,42 @@ def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> 
             )
         decode_cfg.precision = args.precision
     decode_cfg.stop_early |= args.stop_early
+
+
+# --- The terminal (scripts/translate.py's prompt) ---------------------------------------------
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The width of the terminal `stream` writes to; None when it is not a terminal."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (OSError, ValueError):
+        return None
+
+
+def take_terminal() -> None:
+    """Make this process the terminal's foreground process group, until it exits.
+
+    A terminal sends Ctrl-C to every process of its foreground group. Started by `make
+    translate`, the prompt shares that group with make, which waits for the prompt to end and
+    then exits with status 130 however cleanly the prompt quit. In a group of its own, Ctrl-C
+    reaches the prompt alone (and Ctrl-Z, which would stop it with make still waiting, is
+    ignored). Started from a shell, the prompt already leads its own group: nothing changes."""
+    fd = sys.stdin.fileno()
+    try:
+        previous = os.tcgetpgrp(fd)
+        if os.getpgrp() == os.getpid() or previous != os.getpgrp():
+            return
+        # A process outside the foreground group may set it only while ignoring SIGTTOU.
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.setpgid(0, 0)
+        os.tcsetpgrp(fd, os.getpgrp())
+    except OSError:
+        return
+    signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+
+    def give_back() -> None:
+        with suppress(OSError):
+            os.tcsetpgrp(fd, previous)
+
+    atexit.register(give_back)
