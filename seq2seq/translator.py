@@ -6,8 +6,11 @@ so a BLEU printed during training is computed exactly like the one printed at te
 scripts read their input with `seq2seq.files.text_lines`, so they split and decode text alike.
 """
 
+import copy
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -83,6 +86,13 @@ class Translator:
             inference.config.decode,
             device,
         )
+
+    def with_decode(self, **changes: Any) -> "Translator":
+        """A translator that shares this one's model and tokenizers, with `changes` made to a
+        copy of its decode_cfg (e.g. `length_penalty=0.6`); the model is not copied again."""
+        translator = copy.copy(self)
+        translator.decode_cfg = dataclasses.replace(self.decode_cfg, **changes)
+        return translator
 
     def translate(
         self,
