@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint data train translate bench tensorboard
+.PHONY: install test lint data train translate serve bench tensorboard
 
 install: $(STAMP)
 
@@ -47,6 +47,12 @@ train: $(STAMP)
 NAME ?= transformer-tiny.multi30k.en-de
 translate: $(STAMP)
 	$(PY) scripts/translate.py --model $(NAME) --show-attention $(ARGS)
+
+# make serve [SERVE_MODELS="transformer-tiny.multi30k.en-de ..."] [ARGS="--port 8080 ..."]
+# Serves the shipped models over HTTP on 127.0.0.1:8000 (docs/serve.md); Ctrl-C stops it.
+SERVE_MODELS ?= transformer-tiny.multi30k.en-de transformer-tiny.multi30k.de-en
+serve: $(STAMP)
+	$(PY) scripts/serve.py $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
 
 # make bench [ARGS="--quick" | ARGS="--growth" | ARGS="--checkpoint-dir checkpoints"] [MIRROR=dir|url]
 # Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.

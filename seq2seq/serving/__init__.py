@@ -1,0 +1,17 @@
+"""Serving trained models over HTTP: a JSON translation API that batches concurrent requests.
+
+The modules, in the order a request meets them:
+
+    limits.py          what one request and the queue may hold (`Limits`)
+    registry.py        the loaded models (`ServedModel`): translator, languages, model card
+    schemas.py         the JSON bodies of /v1/translate and /v1/models (pydantic)
+    http_errors.py     every error as a status and a one-line JSON body; the body-size limit
+    worker.py          the decoding worker: a thread that merges queued requests into batches
+    metrics.py         the Prometheus metrics of one app
+    state.py           what the routes share (`ServerState`), and the path from lines to answers
+    libretranslate.py  LibreTranslate's API (`POST /translate`, `GET /languages`)
+    app.py             `create_app(models, limits)`: the FastAPI application
+    main.py            the command line of scripts/serve.py: load the models, run uvicorn
+
+The event loop only parses, queues and answers; the model runs in the worker's thread.
+"""

@@ -1,0 +1,118 @@
+"""The FastAPI application: `create_app(models, limits)`.
+
+    POST /v1/translate   lines -> their n-best translations with scores, in input order
+    GET  /v1/models      the models served: languages, family, size, decoding defaults, scores
+    GET  /healthz        answers at once, even while the model decodes
+    GET  /metrics        Prometheus text format (seq2seq.serving.metrics)
+    GET  /openapi.json   the schema of all of these, browsable at /docs
+    POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
+
+Another router can be added to the app that `create_app` returns (`app.include_router`); its
+routes reach the models, the limits and the decoding worker through
+a parameter `state: seq2seq.serving.state.StateDep`.
+"""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from seq2seq.serving import libretranslate
+from seq2seq.serving.http_errors import ReadBody, add_error_handlers
+from seq2seq.serving.limits import Limits
+from seq2seq.serving.metrics import CountRequests, Metrics
+from seq2seq.serving.registry import ServedModel
+from seq2seq.serving.schemas import (
+    ErrorBody,
+    Hypothesis,
+    ModelInfo,
+    TranslateRequest,
+    TranslateResponse,
+)
+from seq2seq.serving.state import ServerState, StateDep
+from seq2seq.serving.worker import DecodingWorker
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": why}
+    for status, why in {
+        400: "malformed JSON, or a body that is not UTF-8",
+        404: "no model of that name",
+        413: "a body, a line or a number of lines over the server's limits",
+        422: "a field of the wrong type or value",
+        503: "the queue is full, or the server is stopping (see Retry-After)",
+        504: "no answer within the server's time limit",
+    }.items()
+}
+
+v1 = APIRouter(prefix="/v1", tags=["translation"])
+
+
+@v1.post("/translate", responses=ERRORS)
+async def translate(request: TranslateRequest, state: StateDep) -> TranslateResponse:
+    """Translate `lines`: for each, its `nbest` best translations and their scores."""
+    served = state.model(request.model)
+    state.check_lines(request.lines)
+    options = state.options(
+        served, request.beam, request.nbest, request.length_penalty, request.max_len_ratio
+    )
+    results = await state.translate(served, request.lines, options)
+    return TranslateResponse(
+        model=served.name,
+        translations=[[Hypothesis(text=t.text, score=t.score) for t in nbest] for nbest in results],
+    )
+
+
+@v1.get("/models")
+async def models(state: StateDep) -> list[ModelInfo]:
+    """The models this server holds, the default one first."""
+    return [ModelInfo(**served.info()) for served in state.models.values()]
+
+
+service = APIRouter(tags=["service"])
+
+
+@service.get("/healthz")
+async def healthz(state: StateDep) -> dict[str, Any]:
+    """Whether the server answers; never waits for the model."""
+    return {"status": "ok", "models": list(state.models), "queue_lines": state.worker.queued_lines}
+
+
+@service.get("/metrics")
+async def metrics(state: StateDep) -> Response:
+    """Requests by status, latency, decoding batch sizes and queue depth, for Prometheus."""
+    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@asynccontextmanager
+async def run_worker(app: FastAPI) -> AsyncIterator[None]:
+    """Run the decoding worker while the app serves; on shutdown (after the requests in flight
+    are answered) let it finish what is queued."""
+    worker = app.state.server.worker
+    worker.start()
+    try:
+        yield
+    finally:
+        worker.stop()
+
+
+def create_app(models: dict[str, ServedModel], limits: Limits | None = None) -> FastAPI:
+    """The app serving `models` (by name; the first is the default) within `limits`."""
+    if not models:
+        raise ValueError("create_app needs at least one model")
+    limits = limits or Limits()
+    metrics = Metrics()
+    app = FastAPI(
+        title="seq2seq translation server",
+        summary="Neural machine translation with the models loaded at start",
+        lifespan=run_worker,
+    )
+    app.state.server = ServerState(models, limits, DecodingWorker(models, limits, metrics), metrics)
+    app.add_middleware(ReadBody, max_bytes=limits.max_body_bytes)
+    app.add_middleware(CountRequests, metrics=metrics)
+    add_error_handlers(app)
+    app.include_router(v1)
+    app.include_router(service)
+    app.include_router(libretranslate.router)
+    return app

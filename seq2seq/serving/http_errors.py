@@ -1,0 +1,138 @@
+"""Every error as an HTTP status and a one-line JSON body, {"error": "..."}, never a traceback
+or an HTML page; and the request-body limit (`ReadBody`), checked before any parsing."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class ApiError(Exception):
+    """An answer other than 200: `status`, a one-line `message`, and extra `headers`."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": " ".join(message.split())}, status, headers)
+
+
+def field_name(location: Sequence[Any]) -> str:
+    """("body", "lines", 2) -> "lines[2]"; the body itself -> "body"."""
+    name = ""
+    for part in location[1:] if location and location[0] == "body" else location:
+        name += f"[{part}]" if isinstance(part, int) else f".{part}" if name else str(part)
+    return name or "body"
+
+
+async def api_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, ApiError)
+    return error_response(error.status, error.message, error.headers)
+
+
+async def validation_error(request: Request, error: Exception) -> JSONResponse:
+    """Malformed JSON is 400; a field of the wrong type or value is 422, naming the field."""
+    assert isinstance(error, RequestValidationError)
+    first = error.errors()[0]
+    if first["type"] == "json_invalid":
+        reason = first.get("ctx", {}).get("error", "JSON decode error")
+        return error_response(400, f"malformed JSON: {reason} at character {first['loc'][-1]}")
+    if tuple(first["loc"]) == ("body",):
+        content_type = request.headers.get("content-type", "")
+        if content_type and "json" not in content_type:
+            return error_response(415, f"Content-Type {content_type}: send application/json")
+        return error_response(422, "body: a JSON object is needed")
+    return error_response(422, f"{field_name(first['loc'])}: {first['msg']}")
+
+
+async def http_error(request: Request, error: Exception) -> JSONResponse:
+    """The framework's own errors: unknown path (404), wrong method (405), ..."""
+    assert isinstance(error, HTTPException)
+    messages = {
+        404: f"{request.url.path}: no such endpoint",
+        405: f"{request.method} {request.url.path}: method not allowed",
+    }
+    message = messages.get(error.status_code, str(error.detail))
+    return error_response(error.status_code, message, error.headers)
+
+
+async def internal_error(request: Request, error: Exception) -> JSONResponse:
+    """A bug: the traceback goes to the server's log, the client gets one line."""
+    return error_response(500, f"internal error ({type(error).__name__}); see the server's log")
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, internal_error)
+
+
+class ReadBody:
+    """ASGI middleware: read each request's body in full before the app sees it.
+
+    A body over `max_bytes` (declared in Content-Length or counted while reading) is answered
+    413 at once, so no request can make the server hold more; a body that is not UTF-8 text is
+    answered 400, naming the first bad byte."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = error_response(413, f"the request body is over {self.max_bytes} bytes")
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit():
+            await error_response(400, "Content-Length: not a number")(scope, receive, send)
+            return
+        if int(declared) > self.max_bytes:
+            await too_large(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as err:
+            message = f"the request body is not UTF-8 text (bad byte at byte {err.start + 1})"
+            await error_response(400, message)(scope, receive, send)
+            return
+        await self.app(scope, Replay(body, receive), send)
+
+
+class Replay:
+    """An ASGI `receive` that gives the body read already, then waits on the real one (for the
+    client's disconnect)."""
+
+    def __init__(self, body: bytes, receive: Receive):
+        self.body: bytes | None = body
+        self.receive = receive
+
+    async def __call__(self) -> Message:
+        if self.body is None:
+            return await self.receive()
+        body, self.body = self.body, None
+        return {"type": "http.request", "body": body, "more_body": False}

@@ -1,0 +1,182 @@
+"""The command line of scripts/serve.py: load the models, bind the port, run uvicorn.
+
+The models come from the command line only (`--model`, `--checkpoint`, each repeatable); no
+request can name a file. SIGTERM (or Ctrl-C) stops the server gracefully: it stops accepting
+connections, answers the requests in flight, lets the worker finish, and exits 0.
+"""
+
+import argparse
+import ipaddress
+import logging
+import signal
+import socket
+import sys
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from seq2seq.checkpoint import load_for_inference
+from seq2seq.cli import ArgumentParser, add_decode_options, apply_decode_options, number
+from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, POSITIVE, RULES
+from seq2seq.device import pick_device
+from seq2seq.errors import UserError
+from seq2seq.export import CARD, find_model, load_exported
+from seq2seq.serving.app import create_app
+from seq2seq.serving.limits import Limits
+from seq2seq.serving.registry import ServedModel, served_model
+
+DEFAULTS = Limits()
+
+
+def parse_args(argv: list[str] | None, models_dir: Path) -> argparse.Namespace:
+    parser = ArgumentParser(description="Serve trained models over HTTP: a JSON translation API.")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME|FOLDER",
+        help="an exported model: the name of a shipped one under models/ "
+        f"({', '.join(sorted(p.parent.name for p in models_dir.glob('*/model.safetensors')))}) "
+        "or a folder from scripts/export_model.py; repeat for several",
+    )
+    parser.add_argument(
+        "--checkpoint", action="append", default=[], help="a checkpoint written by training"
+    )
+    add_decode_options(parser, batch_size_help="the most sentences decoded in one batch")
+    parser.add_argument(
+        "--max-len-ratio",
+        type=number(float, RULES["decode.max_len_ratio"]),
+        help="default maximum output length per source token",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=number(int, PORTS), default=8000, help="0: any free port")
+    add_limit_options(parser)
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    args = parser.parse_args(argv)
+    if not args.model and not args.checkpoint:
+        parser.error("give at least one --model or --checkpoint")
+    return args
+
+
+def add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """The options of `Limits` (see its docstring)."""
+    for option, kind, valid, help_text in (
+        ("--max-lines", int, AT_LEAST_1, "lines per request"),
+        ("--max-line-chars", int, AT_LEAST_1, "characters per line"),
+        ("--max-body-bytes", int, AT_LEAST_1, "bytes per request body"),
+        ("--max-beam", int, AT_LEAST_1, "beam size a request may ask for"),
+        ("--max-queue-lines", int, AT_LEAST_1, "lines waiting to be decoded; past it: 503"),
+        ("--timeout", float, POSITIVE, "seconds a request may wait for its answer; past it: 504"),
+        ("--batch-wait-ms", float, AT_LEAST_0, "how long a request waits for others to batch with"),
+    ):
+        dest = option.removeprefix("--").replace("-", "_")
+        default = {"timeout": DEFAULTS.timeout_s, "batch_wait_ms": DEFAULTS.batch_wait_s * 1000}
+        parser.add_argument(
+            option,
+            type=number(kind, valid),
+            default=default.get(dest, getattr(DEFAULTS, dest, None)),
+            help=f"{help_text} (default: %(default)s)",
+        )
+
+
+class Ports:
+    def __contains__(self, value: int) -> bool:
+        return 0 <= value <= 65535
+
+    def __str__(self) -> str:
+        return "must be in [0, 65535]"
+
+
+PORTS = Ports()
+
+
+def limits_of(args: argparse.Namespace) -> Limits:
+    return Limits(
+        max_lines=args.max_lines,
+        max_line_chars=args.max_line_chars,
+        max_body_bytes=args.max_body_bytes,
+        max_beam=args.max_beam,
+        max_queue_lines=args.max_queue_lines,
+        timeout_s=args.timeout,
+        batch_sentences=args.batch_size or DEFAULTS.batch_sentences,
+        batch_wait_s=args.batch_wait_ms / 1000,
+    )
+
+
+def load_models(args: argparse.Namespace, models_dir: Path) -> dict[str, ServedModel]:
+    """The models of --model and --checkpoint, by name (the first is the default), each with
+    the decoding options applied; on a CPU they decode in int8 unless --precision says else."""
+    device = pick_device(args.device)
+    sources = [(find_model(name, models_dir), "model") for name in args.model]
+    sources += [(Path(path), "checkpoint") for path in args.checkpoint]
+    models: dict[str, ServedModel] = {}
+    for path, kind in sources:
+        if kind == "model":
+            inference, name, card = load_exported(path, device), path.name, path / CARD
+        else:
+            inference, card = load_for_inference(path, device), None
+            name = f"{path.resolve().parent.name}/{path.stem}"
+        if name in models:
+            raise UserError(f"--{kind} {path}: a second model named {name!r}")
+        decode_cfg = inference.config.decode
+        if args.precision is None and device.type == "cpu":
+            decode_cfg.precision = "int8"
+        if args.max_len_ratio is not None:
+            decode_cfg.max_len_ratio = args.max_len_ratio
+        apply_decode_options(args, decode_cfg)
+        models[name] = served_model(name, inference, device, card)
+    return models
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; a port in use or an unknown host is a UserError."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        family = socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except (OSError, OverflowError) as err:
+        sock.close()
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise UserError(f"--host {host} --port {port}: cannot listen there ({reason})") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def stopped(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM once uvicorn has shut down gracefully: nothing more to do (exit status 0).
+
+    uvicorn sends the signal it caught to the process again after its shutdown, so that the
+    previous handler runs; with the default handler that would end the process with 143."""
+
+
+def main(argv: list[str] | None = None, models_dir: Path = Path("models")) -> None:
+    args = parse_args(argv, models_dir)
+    sock = bind(args.host, args.port)
+    if not is_loopback(args.host):
+        print(
+            f"warning: --host {args.host}: reachable from other machines; "
+            "the server has no authentication",
+            file=sys.stderr,
+        )
+    app = create_app(load_models(args, models_dir), limits_of(args))
+    host, port = sock.getsockname()[:2]
+    print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)
+    logging.getLogger("seq2seq").setLevel(args.log_level.upper())
+    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=None)
+    signal.signal(signal.SIGTERM, stopped)
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,72 @@
+"""The models a server holds: each one's translator and what GET /v1/models says about it."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seq2seq.checkpoint import Inference
+from seq2seq.errors import UserError
+from seq2seq.translator import Translator
+
+# What GET /v1/models shows of a model card (card.json, written by scripts/evaluate.py --record).
+CARD_SCORES = ("corpus", "split", "bleu", "bleu_lc", "chrf", "signatures", "beam_size")
+
+
+@dataclass
+class ServedModel:
+    """One loaded model, under the name that requests give in "model"."""
+
+    name: str
+    translator: Translator
+    source: str  # language codes, e.g. "en" and "de"
+    target: str
+    family: str  # the model preset, e.g. "transformer-tiny"
+    parameters: int
+    scores: dict[str, Any] | None  # the model card's test scores, when it has one
+
+    def info(self) -> dict[str, Any]:
+        """The model as GET /v1/models describes it."""
+        cfg = self.translator.decode_cfg
+        return {
+            "name": self.name,
+            "source": self.source,
+            "target": self.target,
+            "family": self.family,
+            "parameters": self.parameters,
+            "precision": self.translator.precision,
+            "beam": cfg.beam_size,
+            "length_penalty": cfg.length_penalty,
+            "max_len_ratio": cfg.max_len_ratio,
+            "scores": self.scores,
+        }
+
+
+def served_model(
+    name: str, inference: Inference, device: torch.device, card: Path | None = None
+) -> ServedModel:
+    """A model to serve, from a loaded checkpoint or exported model (decode options applied to
+    inference.config.decode) and its card.json, if any."""
+    config = inference.config
+    return ServedModel(
+        name=name,
+        translator=Translator.from_inference(inference, device),
+        source=config.data.src,
+        target=config.data.tgt,
+        family=config.model.name,
+        parameters=sum(p.numel() for p in inference.model.parameters()),
+        scores=read_card_scores(card) if card is not None and card.is_file() else None,
+    )
+
+
+def read_card_scores(path: Path) -> dict[str, Any]:
+    """The test scores of a model card; a card that is not JSON is a UserError naming it."""
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: unreadable model card ({err})") from None
+    if not isinstance(card, dict):
+        raise UserError(f"{path}: unreadable model card (not a JSON object)")
+    return {key: card[key] for key in CARD_SCORES if key in card}

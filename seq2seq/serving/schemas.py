@@ -1,0 +1,52 @@
+"""The JSON bodies of the /v1 API, as pydantic models: FastAPI checks requests against them
+and writes the OpenAPI schema (GET /openapi.json, pages at /docs) from them."""
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TranslateRequest(BaseModel):
+    """POST /v1/translate. Options left out take the model's defaults (GET /v1/models)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first")
+    lines: list[str] = Field(min_length=1, description="the sentences to translate, one a line")
+    beam: int | None = Field(None, ge=1, description="beam size; 1: greedy search")
+    nbest: int = Field(1, ge=1, description="translations per line, best first; at most beam")
+    length_penalty: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="GNMT alpha; higher favours longer outputs"
+    )
+    max_len_ratio: float | None = Field(
+        None, gt=0, le=10, allow_inf_nan=False, description="maximum output tokens per source token"
+    )
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float = Field(description="length-penalised log-probability")
+
+
+class TranslateResponse(BaseModel):
+    model: str
+    translations: list[list[Hypothesis]] = Field(
+        description="for each input line, in input order, its n-best translations, best first"
+    )
+
+
+class ModelInfo(BaseModel):
+    name: str
+    source: str
+    target: str
+    family: str
+    parameters: int
+    precision: str
+    beam: int
+    length_penalty: float
+    max_len_ratio: float
+    scores: dict[str, Any] | None = Field(description="the model card's test scores")
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="one line naming the field or limit")

@@ -1,0 +1,112 @@
+"""What every route of a server shares (`ServerState`), and the path from a request's lines to
+their translations: model lookup, limits, decoding options, the worker's queue.
+
+A router added to the app (e.g. another endpoint that decodes) gets the state with a parameter
+`state: StateDep` and decodes through `ServerState.translate`, so that its requests are
+batched, limited and counted like those of /v1/translate."""
+
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from seq2seq.serving.http_errors import ApiError
+from seq2seq.serving.limits import Limits
+from seq2seq.serving.metrics import Metrics
+from seq2seq.serving.registry import ServedModel
+from seq2seq.serving.worker import (
+    DeadlineExceeded,
+    DecodeOptions,
+    DecodingWorker,
+    QueueFull,
+    Stopping,
+)
+from seq2seq.translator import Translation
+
+RETRY_AFTER_S = 1  # what a 503 asks the client to wait
+
+
+@dataclass
+class ServerState:
+    """The loaded models (by name, the default first), the limits, the decoding worker and the
+    metrics of one app (`app.state.server`)."""
+
+    models: dict[str, ServedModel]
+    limits: Limits
+    worker: DecodingWorker
+    metrics: Metrics
+
+    def model(self, name: str | None, field: str = "model") -> ServedModel:
+        """The model named `name` (None: the default one); 404 for a name not served."""
+        if name is None:
+            return next(iter(self.models.values()))
+        if name not in self.models:
+            known = ", ".join(self.models)
+            raise ApiError(404, f"{field}: no model named {name!r}; this server has {known}")
+        return self.models[name]
+
+    def check_lines(self, lines: list[str], field: str = "lines") -> None:
+        """413 for more lines, or a longer line, than the limits allow."""
+        limits = self.limits
+        if len(lines) > limits.max_lines:
+            message = f"{field}: {len(lines)} lines, over the limit of {limits.max_lines}"
+            raise ApiError(413, message + " per request")
+        for number, line in enumerate(lines):
+            if len(line) > limits.max_line_chars:
+                message = f"{field}[{number}]: {len(line)} characters, over the limit of "
+                raise ApiError(413, message + f"{limits.max_line_chars} per line")
+
+    def options(
+        self,
+        served: ServedModel,
+        beam: int | None = None,
+        nbest: int = 1,
+        length_penalty: float | None = None,
+        max_len_ratio: float | None = None,
+        need_attention: bool = False,
+    ) -> DecodeOptions:
+        """The decoding options of a request: those given, the model's defaults for the rest;
+        422 for a beam over the limit or an n-best list longer than the beam."""
+        cfg = served.translator.decode_cfg
+        beam = beam or cfg.beam_size
+        if beam > self.limits.max_beam:
+            raise ApiError(
+                422, f"beam: {beam} is over this server's limit of {self.limits.max_beam}"
+            )
+        if nbest > beam:
+            raise ApiError(422, f"nbest: {nbest} is more than the beam size ({beam})")
+        return DecodeOptions(
+            beam=beam,
+            nbest=nbest,
+            length_penalty=cfg.length_penalty if length_penalty is None else length_penalty,
+            max_len_ratio=cfg.max_len_ratio if max_len_ratio is None else max_len_ratio,
+            need_attention=need_attention,
+        )
+
+    async def translate(
+        self, served: ServedModel, lines: list[str], options: DecodeOptions
+    ) -> list[list[Translation]]:
+        """Queue `lines` for the worker and wait for their translations, in input order.
+
+        503 with Retry-After when the queue is full or the server is stopping; 504 when the
+        answer takes longer than `Limits.timeout_s`."""
+        try:
+            future = self.worker.submit(served.name, lines, options)
+        except (QueueFull, Stopping) as err:
+            why = "the server is busy" if isinstance(err, QueueFull) else "the server is stopping"
+            headers = {"Retry-After": str(RETRY_AFTER_S)}
+            raise ApiError(503, f"{why}; retry in {RETRY_AFTER_S} s", headers) from None
+        try:
+            return await asyncio.wait_for(future, self.limits.timeout_s)
+        except (TimeoutError, DeadlineExceeded):
+            message = f"no answer within the server's limit of {self.limits.timeout_s:g} s"
+            raise ApiError(504, message) from None
+
+
+def server_state(request: Request) -> ServerState:
+    """The app's state (`app.state.server`)."""
+    return request.app.state.server
+
+
+StateDep = Annotated[ServerState, Depends(server_state)]  # a route's parameter `state: StateDep`
