@@ -1,0 +1,407 @@
+"""The HTTP server (seq2seq/serving, scripts/serve.py) with the shipped en-de model: in-process
+through FastAPI's test client, and as a real server process on a free loopback port."""
+
+import gzip
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from libretranslatepy import LibreTranslateAPI
+
+from seq2seq.export import CARD, load_exported
+from seq2seq.serving.app import create_app
+from seq2seq.serving.limits import Limits
+from seq2seq.serving.main import is_loopback
+from seq2seq.serving.registry import ServedModel, served_model
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "transformer-tiny.multi30k.en-de"
+MODEL_DIR = ROOT / "models" / MODEL
+LIMITS = Limits(max_lines=40, max_line_chars=200, max_body_bytes=20_000, max_beam=8)
+TEST_LINES = 40  # Multi30k test sentences compared with translate.py
+
+
+def load_served(precision: str) -> dict[str, ServedModel]:
+    inference = load_exported(MODEL_DIR)
+    inference.config.decode.precision = precision
+    return {MODEL: served_model(MODEL, inference, torch.device("cpu"), MODEL_DIR / CARD)}
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, ServedModel]:
+    """The shipped en-de model as the server loads it on a CPU: int8."""
+    return load_served("int8")
+
+
+@pytest.fixture(scope="module")
+def client(models: dict[str, ServedModel]) -> Iterator[TestClient]:
+    with TestClient(create_app(models, LIMITS)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def test_set(shared_data: Path) -> list[str]:
+    path = shared_data / "multi30k" / "test_2016_flickr.en.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as file:
+        return [line.rstrip("\n") for _, line in zip(range(TEST_LINES), file, strict=False)]
+
+
+# --- The API in-process ------------------------------------------------------------------------
+
+
+def test_api_output_equals_translate_py_batch_mode(
+    client: TestClient, test_set: list[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(test_set) + "\n", encoding="utf-8")
+    common = ["--model", MODEL, "--precision", "int8", "--beam", "5", "--input", str(source)]
+    script = [sys.executable, str(ROOT / "scripts" / "translate.py"), *common]
+    best = subprocess.run(script, capture_output=True, text=True, check=True).stdout
+    nbest = subprocess.run(
+        [*script, "--nbest", "3"], capture_output=True, text=True, check=True
+    ).stdout
+
+    answer = client.post("/v1/translate", json={"lines": test_set, "beam": 5, "nbest": 3})
+    assert answer.status_code == 200
+    translations = answer.json()["translations"]
+    assert [line[0]["text"] for line in translations] == best.splitlines()
+    assert [
+        f"{number} ||| {t['text']} ||| {t['score']:.4f}"
+        for number, line in enumerate(translations)
+        for t in line
+    ] == nbest.splitlines()
+
+
+def test_models_describes_the_model_and_its_card(client: TestClient) -> None:
+    card = json.loads((MODEL_DIR / CARD).read_text(encoding="utf-8"))
+    [info] = client.get("/v1/models").json()
+    assert (info["name"], info["source"], info["target"]) == (MODEL, "en", "de")
+    assert (info["family"], info["parameters"]) == ("transformer-tiny", card["parameters"])
+    assert (info["precision"], info["beam"]) == ("int8", 5)
+    assert info["scores"]["bleu"] == card["bleu"]
+    assert info["scores"]["signatures"] == card["signatures"]
+
+
+def test_health_schema_and_metrics(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "models": [MODEL], "queue_lines": 0}
+    schema = client.get("/openapi.json").json()
+    assert {"/v1/translate", "/v1/models", "/translate", "/languages"} <= set(schema["paths"])
+    client.post("/v1/translate", json={"lines": ["A dog runs."]})
+    metrics = client.get("/metrics")
+    assert metrics.headers["content-type"].startswith("text/plain")
+    assert 'seq2seq_http_requests_total{path="/v1/translate",status="200"}' in metrics.text
+
+
+def test_empty_lines_and_options_follow_the_request(client: TestClient) -> None:
+    lines = ["", "A dog runs in the snow.", "   "]
+    answer = client.post("/v1/translate", json={"lines": lines, "beam": 1}).json()
+    assert [len(nbest) for nbest in answer["translations"]] == [1, 1, 1]
+    assert answer["translations"][0] == [{"text": "", "score": 0.0}]
+    assert answer["translations"][2] == [{"text": "", "score": 0.0}]
+    assert answer["translations"][1][0]["text"] != ""
+    short = client.post(
+        "/v1/translate", json={"lines": lines[1:2], "beam": 1, "max_len_ratio": 0.1}
+    ).json()
+    # max length: 0.1 * source tokens + 10 (the model's max_len_const), so at most 10 tokens
+    assert len(short["translations"][0][0]["text"].split()) <= 10
+
+
+BAD_REQUESTS = [
+    (b'{"lines": ["a"', 400, "malformed JSON: Expecting ',' delimiter at character 14"),
+    (b'{"lines": ["\xff"]}', 400, "the request body is not UTF-8 text (bad byte at byte 13)"),
+    (b'{"lines": []}', 422, "lines: List should have at least 1 item after validation, not 0"),
+    (b'{"lines": ["a"], "beam": 0}', 422, "beam: Input should be greater than or equal to 1"),
+    (b'{"lines": ["a"], "beam": 9}', 422, "beam: 9 is over this server's limit of 8"),
+    (b'{"lines": ["a"], "beam": 2, "nbest": 3}', 422, "nbest: 3 is more than the beam size (2)"),
+    (b'{"lines": ["a"], "nbest": 6}', 422, "nbest: 6 is more than the beam size (5)"),
+    (
+        b'{"lines": ["a"], "length_penalty": NaN}',
+        422,
+        "length_penalty: Input should be a finite number",
+    ),
+    (b'{"lines": ["a"], "beam": "5"}', 422, "beam: Input should be a valid integer"),
+    (b'{"lines": ["a", 3]}', 422, "lines[1]: Input should be a valid string"),
+    (b'{"lines": ["a"], "file": "/etc/passwd"}', 422, "file: Extra inputs are not permitted"),
+    (b'["a"]', 422, "body: a JSON object is needed"),
+    (
+        b'{"lines": ["a"], "model": "../x"}',
+        404,
+        f"model: no model named '../x'; this server has {MODEL}",
+    ),
+    (
+        json.dumps({"lines": ["a"] * 41}).encode(),
+        413,
+        "lines: 41 lines, over the limit of 40 per request",
+    ),
+    (
+        json.dumps({"lines": ["a", "b" * 201]}).encode(),
+        413,
+        "lines[1]: 201 characters, over the limit of 200 per line",
+    ),
+    (json.dumps({"lines": ["a " * 10_000]}).encode(), 413, "the request body is over 20000 bytes"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "error"), BAD_REQUESTS)
+def test_bad_requests_get_a_status_and_one_line(
+    client: TestClient, body: bytes, status: int, error: str
+) -> None:
+    answer = client.post(
+        "/v1/translate", content=body, headers={"content-type": "application/json"}
+    )
+    assert (answer.status_code, answer.json()) == (status, {"error": error})
+
+
+def test_framework_errors_are_one_line_json(client: TestClient) -> None:
+    answer = client.get("/v2/translate")
+    assert (answer.status_code, answer.json()) == (
+        404,
+        {"error": "/v2/translate: no such endpoint"},
+    )
+    answer = client.get("/v1/translate")
+    assert answer.status_code == 405
+    assert answer.json() == {"error": "GET /v1/translate: method not allowed"}
+    answer = client.post("/v1/translate", data={"lines": "a"})  # a form, not JSON
+    assert answer.json() == {
+        "error": "Content-Type application/x-www-form-urlencoded: send application/json"
+    }
+    assert answer.status_code == 415
+
+
+def test_a_full_queue_answers_503_and_a_late_answer_504(models: dict[str, ServedModel]) -> None:
+    # Without `with`, the app's lifespan does not run: its worker never starts, so the first
+    # request waits in the queue until its time is up and keeps the queue full.
+    app = create_app(models, Limits(max_queue_lines=2, timeout_s=0.2))
+    client = TestClient(app)
+    late = client.post("/v1/translate", json={"lines": ["A dog.", "A cat."]})
+    assert late.status_code == 504
+    assert late.json() == {"error": "no answer within the server's limit of 0.2 s"}
+    busy = client.post("/v1/translate", json={"lines": ["A bird."]})
+    assert (busy.status_code, busy.headers["retry-after"]) == (503, "1")
+    assert busy.json() == {"error": "the server is busy; retry in 1 s"}
+
+
+def test_another_router_reaches_the_models_and_the_worker(models: dict[str, ServedModel]) -> None:
+    from fastapi import APIRouter
+
+    from seq2seq.serving.state import StateDep
+
+    router = APIRouter()
+
+    @router.post("/v1/upper")
+    async def upper(state: StateDep) -> dict[str, str]:
+        served = state.model(None)
+        [[best]] = await state.translate(served, ["A dog."], state.options(served, beam=1))
+        return {"text": best.text.upper()}
+
+    app: FastAPI = create_app(models, LIMITS)
+    app.include_router(router)
+    with TestClient(app) as client:
+        expected = client.post("/v1/translate", json={"lines": ["A dog."], "beam": 1}).json()
+        upper_text = client.post("/v1/upper").json()["text"]
+    assert upper_text == expected["translations"][0][0]["text"].upper()
+
+
+def test_libretranslate_api(client: TestClient) -> None:
+    assert client.get("/languages").json() == [{"code": "en", "name": "English", "targets": ["de"]}]
+    ours = client.post("/v1/translate", json={"lines": ["A dog runs.", "Two men sit."]}).json()
+    texts = [nbest[0]["text"] for nbest in ours["translations"]]
+    answer = client.post(
+        "/translate", json={"q": "A dog runs.\nTwo men sit.", "source": "en", "target": "de"}
+    )
+    assert answer.json() == {"translatedText": "\n".join(texts)}
+    both = {"q": ["A dog runs.", "Two men sit."], "source": "auto", "target": "de"}
+    answer = client.post("/translate", json={**both, "alternatives": 1})
+    body = answer.json()
+    assert body["translatedText"] == texts
+    assert [len(alternatives) for alternatives in body["alternatives"]] == [1, 1]
+    assert body["detectedLanguage"] == {"confidence": 100.0, "language": "en"}
+    answer = client.post("/translate", data={"q": "A dog runs.", "source": "en", "target": "fr"})
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": "source en, target fr: no model for this pair; see /languages"
+    }
+    html = {"q": "a", "source": "en", "target": "de", "format": "html"}
+    answer = client.post("/translate", json=html)
+    assert answer.json() == {"error": "format: 'html' is not supported; send plain text"}
+
+
+def test_only_loopback_addresses_count_as_local() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+
+
+# --- A real server process ---------------------------------------------------------------------
+
+
+def start_server(*args: str) -> tuple[subprocess.Popen, str]:
+    """scripts/serve.py on a free loopback port; returns the process and its URL."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "serve.py"), "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = process.stdout.readline()
+    if not first.startswith("serving "):
+        process.kill()
+        pytest.fail(f"the server did not start: {first}{process.stderr.read()}")
+    return process, first.split(" on ")[-1].strip()
+
+
+def stop_server(process: subprocess.Popen) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A server process in fp32, whose answers do not depend on the other lines of a batch (in
+    int8, each batch's activations get their own int8 scale)."""
+    process, url = start_server(
+        "--model", MODEL, "--precision", "fp32", "--batch-wait-ms", "20", "--log-level", "warning"
+    )
+    yield url
+    assert stop_server(process) == 0
+
+
+def post_lines(url: str, lines: list[str]) -> list[str]:
+    answer = httpx.post(f"{url}/v1/translate", json={"lines": lines}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    return [nbest[0]["text"] for nbest in answer.json()["translations"]]
+
+
+def metric(url: str, name: str) -> float:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def test_concurrent_requests_are_batched_and_answered_in_order(
+    server: str, test_set: list[str]
+) -> None:
+    requests = [test_set[i : i + 1 + i % 3] for i in range(0, 32, 2)]  # 1 to 3 lines each
+    expected = [post_lines(server, lines) for lines in requests]  # one request at a time
+    batches_before = metric(server, "seq2seq_batch_requests_count")
+    alone_before = metric(server, 'seq2seq_batch_requests_bucket{le="1.0"}')
+    answers: list[list[str] | None] = [None] * len(requests)
+
+    def send(i: int) -> None:
+        answers[i] = post_lines(server, requests[i])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == expected
+    batches = metric(server, "seq2seq_batch_requests_count") - batches_before
+    alone = metric(server, 'seq2seq_batch_requests_bucket{le="1.0"}') - alone_before
+    assert alone < batches < len(requests)  # some batches merged several requests
+
+
+def test_health_answers_while_the_model_decodes(server: str, test_set: list[str]) -> None:
+    done = threading.Event()
+
+    def translate_many() -> None:
+        post_lines(server, test_set)
+        done.set()
+
+    thread = threading.Thread(target=translate_many)
+    before = metric(server, "seq2seq_batch_sentences_count")
+    thread.start()
+    while metric(server, "seq2seq_batch_sentences_count") == before:  # not taken up yet
+        time.sleep(0.005)
+    health = httpx.get(f"{server}/healthz")
+    answered_while_busy = not done.is_set()
+    thread.join()
+    assert health.status_code == 200 and answered_while_busy
+
+
+def test_libretranslate_client_works_unchanged(server: str) -> None:
+    client = LibreTranslateAPI(server)
+    assert client.languages() == [{"code": "en", "name": "English", "targets": ["de"]}]
+    assert (
+        client.translate("A dog runs in the snow.", "en", "de")
+        == post_lines(server, ["A dog runs in the snow."])[0]
+    )
+
+
+def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str]) -> None:
+    process, url = start_server("--model", MODEL, "--precision", "fp32", "--log-level", "error")
+    try:
+        expected = post_lines(url, test_set[:1])[0]
+        outcomes: list[str] = []
+        big: list[list[str]] = []
+        stop = threading.Event()
+
+        def load() -> None:  # single sentences until the server is gone
+            while not stop.is_set():
+                try:
+                    answer = httpx.post(f"{url}/v1/translate", json={"lines": test_set[:1]})
+                except httpx.ConnectError:
+                    outcomes.append("refused")
+                    return
+                except httpx.TransportError as err:  # the connection dropped, answer unsent
+                    outcomes.append(f"dropped: {err!r}")
+                    return
+                ok = answer.status_code == 200
+                right = ok and answer.json()["translations"][0][0]["text"] == expected
+                outcomes.append("right" if right else f"{answer.status_code} {answer.text}")
+
+        clients = [threading.Thread(target=load) for _ in range(4)]
+        clients.append(threading.Thread(target=lambda: big.append(post_lines(url, test_set))))
+        before = metric(url, "seq2seq_batch_sentences_count")
+        for thread in clients:
+            thread.start()
+        while metric(url, "seq2seq_batch_sentences_count") < before + 3:
+            time.sleep(0.005)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        stop.set()
+        for thread in clients:
+            thread.join(timeout=60)
+    finally:
+        stop_server(process)
+    assert len(big) == 1 and len(big[0]) == len(test_set)  # the 40-line request in flight
+    assert outcomes.count("right") >= 3
+    assert set(outcomes) <= {"right", "refused"}, outcomes
+
+
+def test_refuses_to_start_on_a_port_in_use_or_a_bad_model(tmp_path: Path) -> None:
+    script = [sys.executable, str(ROOT / "scripts" / "serve.py")]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [*script, "--model", MODEL, "--port", str(port)], capture_output=True, text=True
+        )
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)\n"
+    )
+    missing = tmp_path / "missing"
+    result = subprocess.run(
+        [*script, "--model", str(missing), "--port", "0"], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: --model {missing}: not an exported model folder")
+    assert len(result.stderr.splitlines()) == 1
