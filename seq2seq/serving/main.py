@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+import torch
 import uvicorn
 
 from seq2seq.checkpoint import load_for_inference
@@ -48,6 +49,11 @@ def parse_args(argv: list[str] | None, models_dir: Path) -> argparse.Namespace:
         "--max-len-ratio",
         type=number(float, RULES["decode.max_len_ratio"]),
         help="default maximum output length per source token",
+    )
+    parser.add_argument(
+        "--threads",
+        type=number(int, AT_LEAST_1),
+        help="threads a decoding batch runs on (default: torch's, one per core)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=number(int, PORTS), default=8000, help="0: any free port")
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None, models_dir: Path = Path("models")) -> No
             "the server has no authentication",
             file=sys.stderr,
         )
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     app = create_app(load_models(args, models_dir), limits_of(args))
     host, port = sock.getsockname()[:2]
     print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)
