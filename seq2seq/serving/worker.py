@@ -3,8 +3,8 @@
 Decoding many sentences at once is what makes beam search fast on a CPU, so requests are not
 decoded one by one. A request's lines wait in a queue; the worker takes the oldest request and
 every other queued request for the same model with the same decoding options, up to a sentence
-and a token budget, waiting at most `Limits.batch_wait_s` after the oldest one arrived for
-more to join. It decodes their lines together (`Translator.translate`) and answers each
+and a token budget, waiting at most `Limits.batch_wait_s` for more to join (counted from the
+oldest one's arrival, or from the end of the previous batch if that came later). It decodes their lines together (`Translator.translate`) and answers each
 request with its own lines, in order. Requests with other options wait for a later batch.
 
 The event loop never runs the model: `submit` queues a job and returns an asyncio future,
@@ -121,12 +121,14 @@ class DecodingWorker:
 
     def _next_batch(self) -> list[Job] | None:
         """Wait for jobs and take the next batch out of the queue; None once stopped and empty."""
+        free_since = time.monotonic()
         with self._changed:
             while not self._jobs:
                 if self._stopping:
                     return None
                 self._changed.wait()
-            wait_until = self._jobs[0].queued_at + self.limits.batch_wait_s
+            # After a batch, the clients it answered need a moment to send their next requests.
+            wait_until = max(self._jobs[0].queued_at, free_since) + self.limits.batch_wait_s
             batch, full = self._matching_jobs()
             while not (full or self._stopping) and (left := wait_until - time.monotonic()) > 0:
                 self._changed.wait(left)
