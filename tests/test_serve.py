@@ -405,3 +405,55 @@ def test_refuses_to_start_on_a_port_in_use_or_a_bad_model(tmp_path: Path) -> Non
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: --model {missing}: not an exported model folder")
     assert len(result.stderr.splitlines()) == 1
+
+
+# --- The load benchmark (benchmarks/serve_load.py) ---------------------------------------------
+
+
+def test_load_benchmark_counts_batches_and_marks_the_targets() -> None:
+    import serve_load
+
+    before = {"1.0": 2, "2.0": 2, "4.0": 3, "+Inf": 3, "count": 3, "sum": 5}
+    after = {"1.0": 2, "2.0": 4, "4.0": 6, "+Inf": 6, "count": 6, "sum": 12}
+    assert serve_load.batches_between(before, after) == {
+        "batches": 3,
+        "mean_sentences": 7 / 3,
+        "sentences_per_batch": {"<=1.0": 0, "<=2.0": 2, "<=4.0": 1, "<=+Inf": 0},
+    }
+    assert serve_load.percentile([4.0, 1.0, 3.0, 2.0, 5.0], 50) == 3.0
+
+    def level(clients: int, speed: float, p99: float, statuses: dict[str, int]) -> dict:
+        health = {"failed": 0}
+        latency = {"p99": p99}
+        return {"sentences_per_s": speed, "latency_s": latency, "statuses": statuses,
+                "health": health, "server_peak_rss_mib": 400.0, "clients": clients}  # fmt: skip
+
+    levels = {
+        1: level(1, 10.0, 0.2, {"200": 10}),
+        32: level(32, 60.0, 0.8, {"200": 60}),
+        128: level(128, 65.0, 3.0, {"200": 60, "503": 5, "0": 1}),
+    }
+    marked = serve_load.targets(levels, {"sentences_per_s": 100.0}, idle=300.0)
+    assert {name: target["met"] for name, target in marked.items()} == {
+        "32 clients >= 4x one client": True,
+        "32 clients >= 70% of batch mode": False,
+        "32 clients p99 < 1 s": True,
+        "128 clients: only 200 and 503, health always answered": False,
+        "128 clients: RSS <= 1.5x idle": True,
+    }
+
+
+def test_load_benchmark_runs_a_real_server(tmp_path: Path, shared_data: Path) -> None:
+    out = tmp_path / "serve.json"
+    script = ROOT / "benchmarks" / "serve_load.py"
+    command = [sys.executable, str(script), "--clients", "1", "4", "--seconds", "1"]
+    subprocess.run([*command, "--sentences", "12", "--out", str(out)], check=True)
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert [level["clients"] for level in record["levels"]] == [1, 4]
+    for level in record["levels"]:
+        assert set(level["statuses"]) == {"200"}
+        assert level["health"]["failed"] == 0
+        assert level["decoding"]["batches"] >= 1
+    assert record["batch_mode"]["sentences"] == 12
+    assert record["environment"]["device_name"]
+    assert out.with_suffix(".png").is_file()
