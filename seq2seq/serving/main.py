@@ -1,8 +1,9 @@
 """The command line of scripts/serve.py: load the models, bind the port, run uvicorn.
 
 The models come from the command line only (`--model`, `--checkpoint`, each repeatable); no
-request can name a file. SIGTERM (or Ctrl-C) stops the server gracefully: it stops accepting
-connections, answers the requests in flight, lets the worker finish, and exits 0.
+request can name a file. SIGTERM or Ctrl-C (SIGINT) stops the server gracefully: it stops
+accepting connections, answers the requests in flight, lets the worker finish, and exits 0; a
+second Ctrl-C stops it at once.
 """
 
 import argparse
@@ -164,10 +165,11 @@ def is_loopback(host: str) -> bool:
 
 
 def stopped(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM once uvicorn has shut down gracefully: nothing more to do (exit status 0).
+    """SIGTERM or SIGINT once uvicorn has shut down gracefully: nothing more to do, exit 0.
 
     uvicorn sends the signal it caught to the process again after its shutdown, so that the
-    previous handler runs; with the default handler that would end the process with 143."""
+    previous handler runs; Python's defaults would end the process with 143 (SIGTERM) or a
+    KeyboardInterrupt (SIGINT) after every request had been answered."""
 
 
 def main(argv: list[str] | None = None, models_dir: Path = Path("models")) -> None:
@@ -186,5 +188,6 @@ def main(argv: list[str] | None = None, models_dir: Path = Path("models")) -> No
     print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)
     logging.getLogger("seq2seq").setLevel(args.log_level.upper())
     config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=None)
-    signal.signal(signal.SIGTERM, stopped)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stopped)
     uvicorn.Server(config).run(sockets=[sock])
