@@ -137,18 +137,19 @@ async def client(
     return results
 
 
-async def health_checks(http: httpx.AsyncClient, until: float) -> list[float]:
-    """GET /healthz every HEALTH_EVERY_S until `until`; the seconds each took (inf: failed)."""
+async def health_checks(url: str, until: float) -> list[float]:
+    """GET /healthz every HEALTH_EVERY_S until `until`, on a connection of its own; the seconds
+    each took (inf: failed)."""
     seconds = []
-    while time.monotonic() < until:
-        sent = time.monotonic()
-        try:
-            answer = await http.get("/healthz", timeout=HEALTH_TIMEOUT_S)
-            ok = answer.status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        seconds.append(time.monotonic() - sent if ok else float("inf"))
-        await asyncio.sleep(HEALTH_EVERY_S)
+    async with httpx.AsyncClient(base_url=url, timeout=HEALTH_TIMEOUT_S) as http:
+        while time.monotonic() < until:
+            sent = time.monotonic()
+            try:
+                ok = (await http.get("/healthz")).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            seconds.append(time.monotonic() - sent if ok else float("inf"))
+            await asyncio.sleep(HEALTH_EVERY_S)
     return seconds
 
 
@@ -180,7 +181,7 @@ async def run_level(
         until = start + seconds
         tasks = [client(http, sentences, i, clients, until) for i in range(clients)]
         *per_client, health, peak_rss = await asyncio.gather(
-            *tasks, health_checks(http, until), sample_rss(pid, until)
+            *tasks, health_checks(url, until), sample_rss(pid, until)
         )
         elapsed = time.monotonic() - start  # the clients' last answers arrive after `until`
         after = batch_histogram((await http.get("/metrics")).text)
