@@ -119,20 +119,20 @@ def batches_between(before: dict[str, float], after: dict[str, float]) -> dict[s
 
 async def client(
     http: httpx.AsyncClient, sentences: list[str], start: int, step: int, until: float
-) -> list[tuple[int, float]]:
+) -> list[tuple[str, float]]:
     """Send sentences start, start+step, ... one request at a time until `until`; returns
-    (status, seconds) per request (status 0: no answer)."""
+    (the HTTP status, or the name of the error when there was no answer, and seconds) per
+    request."""
     results = []
     index = start
     while time.monotonic() < until:
         body = {"lines": [sentences[index % len(sentences)]]}
         sent = time.monotonic()
         try:
-            answer = await http.post("/v1/translate", json=body)
-            status = answer.status_code
-        except httpx.HTTPError:
-            status = 0
-        results.append((status, time.monotonic() - sent))
+            outcome = str((await http.post("/v1/translate", json=body)).status_code)
+        except httpx.HTTPError as err:
+            outcome = type(err).__name__
+        results.append((outcome, time.monotonic() - sent))
         index += step
     return results
 
@@ -187,9 +187,9 @@ async def run_level(
         after = batch_histogram((await http.get("/metrics")).text)
     results = [result for one in per_client for result in one]
     statuses: dict[str, int] = {}
-    for status, _ in results:
-        statuses[str(status)] = statuses.get(str(status), 0) + 1
-    latencies = sorted(seconds for status, seconds in results if status == 200)
+    for outcome, _ in results:
+        statuses[outcome] = statuses.get(outcome, 0) + 1
+    latencies = sorted(seconds for outcome, seconds in results if outcome == "200")
     return {
         "clients": clients,
         "seconds": elapsed,

@@ -431,7 +431,7 @@ def test_load_benchmark_counts_batches_and_marks_the_targets() -> None:
     levels = {
         1: level(1, 10.0, 0.2, {"200": 10}),
         32: level(32, 60.0, 0.8, {"200": 60}),
-        128: level(128, 65.0, 3.0, {"200": 60, "503": 5, "0": 1}),
+        128: level(128, 65.0, 3.0, {"200": 60, "503": 5, "ReadTimeout": 1}),
     }
     marked = serve_load.targets(levels, {"sentences_per_s": 100.0}, idle=300.0)
     assert {name: target["met"] for name, target in marked.items()} == {
