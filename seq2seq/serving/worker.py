@@ -4,8 +4,9 @@ Decoding many sentences at once is what makes beam search fast on a CPU, so requ
 decoded one by one. A request's lines wait in a queue; the worker takes the oldest request and
 every other queued request for the same model with the same decoding options, up to a sentence
 and a token budget, waiting at most `Limits.batch_wait_s` for more to join (counted from the
-oldest one's arrival, or from the end of the previous batch if that came later). It decodes their lines together (`Translator.translate`) and answers each
-request with its own lines, in order. Requests with other options wait for a later batch.
+oldest one's arrival, or from the end of the previous batch if that came later). It decodes
+their lines together (`Translator.translate`) and answers each request with its own lines, in
+order. Requests with other options wait for a later batch.
 
 The event loop never runs the model: `submit` queues a job and returns an asyncio future,
 which the worker settles from its thread with `loop.call_soon_threadsafe`.
