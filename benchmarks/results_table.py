@@ -12,7 +12,8 @@ Sections, each written between its markers `<!-- NAME:start -->` and `<!-- NAME:
     bench     the latest record of each kind in results/bench/*.json: "throughput" and
               "growth" (benchmarks/bench.py), and side by side with fairseq and OpenNMT-py,
               training speed ("peers", benchmarks/peers/measure.sh) and decoding speed at
-              about equal BLEU ("peers-decode", benchmarks/peers/decode.sh)
+              about equal BLEU ("peers-decode", benchmarks/peers/decode.sh); the server's load
+              records ("serve_load") are left out: docs/serve.md shows them
 
 so that the numbers in the docs always come from these files.
 """
@@ -30,6 +31,7 @@ from seq2seq.model_result import ModelResult
 
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
 BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown
+UNTABULATED_KINDS = ["serve_load"]  # records whose figures docs/serve.md shows
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
 # Tools that moved after older records were written: the tables name them where they are now.
@@ -307,6 +309,8 @@ def latest_records(paths: list[Path]) -> dict[str, tuple[dict[str, Any], Path]]:
             kind = record["kind"]
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"{path}: not a benchmark record ({err!r})") from None
+        if kind in UNTABULATED_KINDS:
+            continue
         if kind not in BENCH_KINDS:
             raise UserError(f"{path}: unknown benchmark kind {kind!r}")
         latest[kind] = record, path

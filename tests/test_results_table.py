@@ -169,7 +169,9 @@ def test_bench_section_shows_the_latest_record_of_each_kind(tmp_path: Path) -> N
         | {"bleu_lc": 30.7, "chrf": 58.9}
     ]
     first_decode = write_json(tmp_path / "peers-decode-cpu-20261120-000000.json", decode)
-    section = bench_section([first_decode, newer, older])
+    serve = write_json(tmp_path / "serve-cpu-20261124-000000.json", {"kind": "serve_load"})
+    section = bench_section([first_decode, newer, older, serve])
+    assert str(serve) not in section  # docs/serve.md shows the server's figures
     assert str(newer) in section and str(older) not in section
     assert "| newer |" in section and "| older |" not in section
     assert section.index(str(newer)) < section.index(str(first_decode))  # peers, then decoding
