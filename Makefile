@@ -49,8 +49,10 @@ translate: $(STAMP)
 	$(PY) scripts/translate.py --model $(NAME) --show-attention $(ARGS)
 
 # make serve [SERVE_MODELS="transformer-tiny.multi30k.en-de ..."] [ARGS="--port 8080 ..."]
-# Serves the shipped models over HTTP on 127.0.0.1:8000 (docs/serve.md); Ctrl-C stops it.
-SERVE_MODELS ?= transformer-tiny.multi30k.en-de transformer-tiny.multi30k.de-en
+# Serves the shipped models over HTTP on 127.0.0.1:8000 (docs/serve.md), the first one the
+# default; Ctrl-C stops it.
+SERVE_MODELS ?= transformer-tiny.multi30k.en-de transformer-tiny.multi30k.de-en \
+	transformer-small.tatoeba.en-fr gru-small.multi30k.en-de
 serve: $(STAMP)
 	$(PY) scripts/serve.py $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
 
