@@ -42,7 +42,7 @@ trap 'stop_sampler; [ -n "${WORK_DIR:-}" ] || rm -rf "$work"' EXIT
 if $dry_run; then
     device=cpu
     steps=${STEPS:-4}
-    train_args=(train.valid_every=2 train.valid_max_sentences=10 train.warmup_steps=2)
+    train_args=(train.valid_every=2 train.valid_max_sentences=10 train.warmup_steps=2 train.log_every=1)
     bench_args=(--quick --models transformer-tiny --decode-sentences 10 --beams 5)
 else
     device=cuda
