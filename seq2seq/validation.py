@@ -10,7 +10,7 @@ from seq2seq.batching import ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.config import Config
 from seq2seq.evaluation import evaluate
 from seq2seq.loss import token_losses
-from seq2seq.models.base import Seq2SeqModel
+from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
 from seq2seq.plots import attention_figure, attention_grid_figure
 from seq2seq.prepared import PreparedData
 from seq2seq.run_log import RunLog
@@ -47,19 +47,21 @@ def log_attention_maps(
     sources: list[str],
     hypotheses: list[list[int]],
     device: torch.device,
+    layer: int,
 ) -> None:
     """Cross-attention of the model's own translations of a few fixed valid sentences: per
     sentence, one image of the mean over heads and one of every head in a grid.
 
-    The weights come from teacher-forcing each hypothesis, so every target piece (and the final
-    </s>) has its row.
+    The weights come from teacher-forcing each hypothesis (`Seq2SeqModel.attention_maps`), so
+    every target piece (and the final </s>) has its row; a Transformer shows decoder layer
+    `layer`.
     """
     for n, (source, hyp) in enumerate(zip(sources, hypotheses, strict=True)):
         src_ids = data.src_tokenizer.encode([source])[0] + [EOS_ID]
         src = torch.tensor([src_ids], device=device)
         tgt_in = torch.tensor([[BOS_ID, *hyp]], device=device)
-        weights = model.cross_attention(src, torch.tensor([len(src_ids)], device=device), tgt_in)
-        weights = weights[0].float().cpu()  # (H, T, S)
+        maps = model.attention_maps(src, torch.tensor([len(src_ids)], device=device), tgt_in)
+        weights = shown_cross_attention(maps, layer)[0].float().cpu()  # (H, T, S)
         src_pieces = [data.src_tokenizer.id_to_piece(i) for i in src_ids]
         tgt_pieces = [data.tgt_tokenizer.id_to_piece(i) for i in [*hyp, EOS_ID]]
         title = f"valid sentence {n}, step {step}"
@@ -104,8 +106,9 @@ def validate(
     )
     log.text(step, "samples", samples)
     if shown:
+        layer = cfg.model.attention_layer
         hypothesis_ids = result.hypothesis_ids[:shown]
-        log_attention_maps(log, step, model, data, sources[:shown], hypothesis_ids, device)
+        log_attention_maps(log, step, model, data, sources[:shown], hypothesis_ids, device, layer)
     log.line(
         f"validation step {step}: nll {nll:.4f} ppl {ppl:.2f} BLEU {result.bleu:.2f} "
         f"chrF {result.chrf:.2f} ({result.sentences} sentences, {result.seconds:.1f}s)"

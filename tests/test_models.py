@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from seq2seq.config import ModelConfig
 from seq2seq.models import GRUSeq2Seq, Seq2SeqModel, TransformerSeq2Seq, build_model, select_rows
+from seq2seq.models.base import shown_cross_attention
 from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 40
@@ -47,18 +48,83 @@ def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 KINDS = list(TINY)
 
 
+def assert_distributions(weights: torch.Tensor, valid: torch.Tensor) -> None:
+    """Rows of `weights` (..., Q, K) sum to 1 over the keys where the boolean `valid`
+    (broadcastable) is True, and are exactly 0 elsewhere."""
+    valid = valid.expand_as(weights)
+    assert torch.all(weights[~valid] == 0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_forward_shape_and_cross_attention_rows(kind: str, batch) -> None:
+def test_attention_maps_are_named_shaped_and_masked(kind: str, batch) -> None:
     model = tiny_model(kind).eval()
     src, src_lens, tgt_in = batch
     assert model(src, src_lens, tgt_in).shape == (3, 6, VOCAB)
-    weights = model.cross_attention(src, src_lens, tgt_in)
-    heads = 1 if kind == "gru" else 4
-    assert weights.shape == (3, heads, 6, 7)
-    # Padding gets exactly zero weight and every row is a distribution over the real source.
-    pad = (torch.arange(7) >= src_lens[:, None])[:, None, None, :].expand_as(weights)
-    assert torch.all(weights[pad] == 0)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(3, heads, 6))
+    with torch.no_grad():
+        maps = model.attention_maps(src, src_lens, tgt_in)
+    source = (torch.arange(7) < src_lens[:, None])[:, None, None, None, :]  # (B, 1, 1, 1, S)
+    if kind == "gru":
+        assert list(maps) == ["bahdanau"] and maps["bahdanau"].shape == (3, 6, 7)
+        assert_distributions(maps["bahdanau"], source[:, 0, 0])
+        return
+    assert {name: tuple(w.shape) for name, w in maps.items()} == {
+        "encoder_self": (3, 2, 4, 7, 7),
+        "decoder_self": (3, 2, 4, 6, 6),
+        "cross": (3, 2, 4, 6, 7),
+    }
+    # Padded source keys and future target positions get exactly zero weight.
+    assert_distributions(maps["encoder_self"], source)
+    assert_distributions(maps["cross"], source)
+    assert_distributions(maps["decoder_self"], torch.ones(6, 6, dtype=torch.bool).tril())
+
+
+def record_calls(modules: list[torch.nn.Module]) -> dict[torch.nn.Module, tuple]:
+    """Hook `modules` to keep the input and output of each one's last call."""
+    calls: dict[torch.nn.Module, tuple] = {}
+    for module in modules:
+        module.register_forward_hook(lambda m, args, out: calls.__setitem__(m, (args, out)))
+    return calls
+
+
+def test_transformer_outputs_recomputed_from_returned_weights(batch) -> None:
+    """Each attention's output in the model's own forward pass equals W_o [A_h V_h]_h with the
+    returned weights A and the values V = x W_v that the pass projected."""
+    model = tiny_model("transformer").eval()
+    src, src_lens, tgt_in = batch
+    attentions = {
+        "encoder_self": [layer.self_attn for layer in model.encoder_layers],
+        "decoder_self": [layer.self_attn for layer in model.decoder_layers],
+        "cross": [layer.cross_attn for layer in model.decoder_layers],
+    }
+    modules = [a for group in attentions.values() for a in group]
+    calls = record_calls([m.v_proj for m in modules] + [m.out_proj for m in modules])
+    with torch.no_grad():
+        model(src, src_lens, tgt_in)
+        calls = dict(calls)  # the forward pass's calls, before attention_maps runs
+        maps = model.attention_maps(src, src_lens, tgt_in)
+        for name, group in attentions.items():
+            for layer, attention in enumerate(group):
+                values = attention.split_heads(calls[attention.v_proj][1])  # (B, H, K, d)
+                context = maps[name][:, layer] @ values  # (B, H, Q, d)
+                recomputed = attention.out_proj(attention.merge_heads(context))
+                expected = calls[attention.out_proj][1]
+                torch.testing.assert_close(recomputed, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gru_contexts_recomputed_from_returned_weights(batch) -> None:
+    """Each step's context c_t in the model's forward pass equals sum_j a_tj h_j with the
+    returned weights a and the encoder outputs h."""
+    model = tiny_model("gru").eval()
+    src, src_lens, tgt_in = batch
+    contexts = []
+    model.attention.register_forward_hook(lambda m, args, out: contexts.append(out[0]))
+    with torch.no_grad():
+        model(src, src_lens, tgt_in)
+        memory = model.encode(src, src_lens)["memory"]  # (B, S, Hd)
+        weights = model.attention_maps(src, src_lens, tgt_in)["bahdanau"]  # (B, T, S)
+    expected = torch.cat(contexts[: tgt_in.shape[1]], dim=1)  # (B, T, Hd), the forward's steps
+    torch.testing.assert_close(weights @ memory, expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -100,7 +166,8 @@ def test_incremental_decoding_reproduces_forward(kind: str, batch) -> None:
     src, src_lens, tgt_in = batch
     with torch.no_grad():
         expected = F.log_softmax(model(src, src_lens, tgt_in), dim=-1)
-        expected_attention = model.cross_attention(src, src_lens, tgt_in)
+        maps = model.attention_maps(src, src_lens, tgt_in)
+        expected_attention = shown_cross_attention(maps, -1)
         state = model.encode(src, src_lens)
         cache = model.init_cache(state)
         order = torch.arange(3)

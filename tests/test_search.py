@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from seq2seq.config import ModelConfig
 from seq2seq.models import build_model
-from seq2seq.models.base import Seq2SeqModel
+from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
 from seq2seq.quantize import quantized_copy
 from seq2seq.search import (
     _banned_log_probs,
@@ -164,9 +164,8 @@ def test_attention_is_teacher_forced_cross_attention(arch, trained):
         for h in nbest:
             tgt_in = torch.tensor([[BOS_ID, *h.tokens]])
             with torch.no_grad():
-                expected = model.cross_attention(
-                    src[i : i + 1, :length], src_lens[i : i + 1], tgt_in
-                )
+                maps = model.attention_maps(src[i : i + 1, :length], src_lens[i : i + 1], tgt_in)
+                expected = shown_cross_attention(maps, -1)
             assert h.attention.shape == (len(h.tokens) + 1, length)
             assert torch.allclose(h.attention, expected[0].mean(0), atol=1e-5)
             assert torch.allclose(h.attention.sum(1), torch.ones(len(h.tokens) + 1), atol=1e-5)

@@ -83,8 +83,12 @@ class Seq2SeqModel(nn.Module):
         """
         raise NotImplementedError
 
-    def cross_attention(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced cross-attention weights (B, H, T, S) for attention maps."""
+    def attention_maps(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
+        """Every attention weight the model computes on teacher-forced `tgt_in`, by name.
+
+        Transformer: `encoder_self` (B, L_enc, H, S, S), `decoder_self` (B, L_dec, H, T, T),
+        `cross` (B, L_dec, H, T, S). GRU: `bahdanau` (B, T, S). Inputs as in `forward`.
+        """
         raise NotImplementedError
 
     def num_parameters(self) -> int:
@@ -105,3 +109,11 @@ def make_embeddings(
     if src_vocab_size != tgt_vocab_size:
         raise ValueError("a joint vocabulary needs equal source and target sizes")
     return tgt_embed, tgt_embed
+
+
+def shown_cross_attention(maps: dict[str, Tensor], layer: int) -> Tensor:
+    """The source attention maps of `attention_maps` that a plot shows, (B, H, T, S): the
+    Bahdanau weights (H = 1), or the cross-attention of Transformer decoder layer `layer`."""
+    if "bahdanau" in maps:
+        return maps["bahdanau"][:, None]
+    return maps["cross"][:, layer]

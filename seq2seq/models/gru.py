@@ -146,8 +146,8 @@ class GRUSeq2Seq(Seq2SeqModel):
         attention = weights if need_attention else None
         return StepOutput(log_probs, {"hidden": hidden.transpose(0, 1)}, attention)
 
-    def cross_attention(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
-        """Bahdanau weights (B, 1, T, S): one head."""
+    def attention_maps(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
+        """Teacher-forced Bahdanau weights `bahdanau` (B, T, S): one map, a_tj of every step t."""
         embedded = self.dropout(self.tgt_embed(tgt_in))
         _, _, weights = self._teacher_forced(self.encode(src, src_lens), embedded)
-        return weights[:, None]
+        return {"bahdanau": weights}

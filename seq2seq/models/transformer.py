@@ -74,11 +74,15 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(d_model, cfg.ffn_size, cfg.dropout)
         self.ffn_res = Residual(d_model, cfg.dropout, cfg.pre_norm)
 
-    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
+    def forward(
+        self, x: Tensor, src_mask: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D) and, when asked, the self-attention
+        weights (B, H, S, S)."""
         h = self.self_attn_res.input(x)
-        x = self.self_attn_res.output(x, self.self_attn(h, h, src_mask)[0])
-        return self.ffn_res.output(x, self.ffn(self.ffn_res.input(x)))
+        out, weights = self.self_attn(h, h, src_mask, need_weights)
+        x = self.self_attn_res.output(x, out)
+        return self.ffn_res.output(x, self.ffn(self.ffn_res.input(x))), weights
 
 
 class DecoderLayer(nn.Module):
@@ -100,7 +104,7 @@ class DecoderLayer(nn.Module):
         cross_kv: tuple[Tensor, Tensor],
         src_mask: Tensor,
         need_weights: bool = False,
-    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], tuple[Tensor, Tensor] | None]:
         """Run the layer on T new target positions.
 
         Args:
@@ -111,25 +115,28 @@ class DecoderLayer(nn.Module):
                 (one new position per step).
             cross_kv: the source keys/values (B, H, S, d) of this layer's cross-attention.
             src_mask: (B, 1, 1, S) source padding mask.
-            need_weights: also return the cross-attention weights.
+            need_weights: also return the attention weights.
 
         Returns:
             the output (B, T, D), the self-attention keys/values (B, H, t + T, d) to cache,
-            and the cross-attention weights (B, H, T, S) or None.
+            and the self- and cross-attention weights, (B, H, T, t + T) and (B, H, T, S), or
+            None.
         """
         h = self.self_attn_res.input(y)
         k, v = self.self_attn.project_kv(h)
         if past_kv is not None:
             k, v = torch.cat([past_kv[0], k], dim=2), torch.cat([past_kv[1], v], dim=2)
-        out, _ = self.self_attn.attend(self.self_attn.project_q(h), k, v, self_mask)
+        q = self.self_attn.project_q(h)
+        out, self_weights = self.self_attn.attend(q, k, v, self_mask, need_weights)
         y = self.self_attn_res.output(y, out)
 
         h = self.cross_attn_res.input(y)
         q = self.cross_attn.project_q(h)
-        out, weights = self.cross_attn.attend(q, *cross_kv, src_mask, need_weights)
+        out, cross_weights = self.cross_attn.attend(q, *cross_kv, src_mask, need_weights)
         y = self.cross_attn_res.output(y, out)
 
         y = self.ffn_res.output(y, self.ffn(self.ffn_res.input(y)))
+        weights = (self_weights, cross_weights) if need_weights else None
         return y, (k, v), weights
 
 
@@ -186,21 +193,32 @@ class TransformerSeq2Seq(Seq2SeqModel):
         x = embedding(tokens) * math.sqrt(self.d_model)
         return self.embed_dropout(x + self.positional(positions).to(x.dtype))
 
-    def encode(self, src: Tensor, src_lens: Tensor) -> State:
-        """Returns memory (B, S, D), src_lens (B,), and per decoder layer the projected source
-        keys `cross_k` and values `cross_v` (B, H, S, d)."""
+    def _encode(
+        self, src: Tensor, src_lens: Tensor, need_weights: bool = False
+    ) -> tuple[State, list[Tensor]]:
+        """The encoder state (see `encode`) and, when asked, every encoder layer's
+        self-attention weights (B, H, S, S)."""
         src_mask = padding_mask(src_lens, src.shape[1])
         x = self._embed(self.src_embed, src, torch.arange(src.shape[1], device=src.device))
+        weights = []
         for layer in self.encoder_layers:
-            x = layer(x, src_mask)
+            x, layer_weights = layer(x, src_mask, need_weights)
+            if layer_weights is not None:
+                weights.append(layer_weights)
         memory = self.encoder_norm(x)
         cross_kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
-        return {
+        state: State = {
             "memory": memory,
             "src_lens": src_lens,
             "cross_k": [k for k, _ in cross_kv],
             "cross_v": [v for _, v in cross_kv],
         }
+        return state, weights
+
+    def encode(self, src: Tensor, src_lens: Tensor) -> State:
+        """Returns memory (B, S, D), src_lens (B,), and per decoder layer the projected source
+        keys `cross_k` and values `cross_v` (B, H, S, d)."""
+        return self._encode(src, src_lens)[0]
 
     def _decode(
         self,
@@ -209,7 +227,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         positions: Tensor,
         past_kv: list[tuple[Tensor, Tensor]] | None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]], Tensor | None]:
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor]]]:
         """Run the decoder stack.
 
         Teacher forcing: tokens (B, T), positions (T,), past_kv None (a causal mask applies).
@@ -217,12 +235,13 @@ class TransformerSeq2Seq(Seq2SeqModel):
         of every layer (every cached key is in the past, so no mask is needed).
 
         Returns the final hidden states (B, T, D), every layer's self-attention keys/values,
-        and the cross-attention weights (B, H, T, S) of layer `attention_layer` when asked.
+        and, when asked, every layer's self- and cross-attention weights (B, H, T, t + T) and
+        (B, H, T, S) (else an empty list).
         """
         src_mask = padding_mask(state["src_lens"], state["memory"].shape[1])
         self_mask = None if past_kv is not None else causal_mask(tokens.shape[1], tokens.device)
         y = self._embed(self.tgt_embed, tokens, positions)
-        new_kv, weights = [], None
+        new_kv, weights = [], []
         for i, layer in enumerate(self.decoder_layers):
             y, kv, layer_weights = layer(
                 y,
@@ -230,11 +249,11 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 self_mask,
                 (state["cross_k"][i], state["cross_v"][i]),
                 src_mask,
-                need_weights and i == self.attention_layer,
+                need_weights,
             )
             new_kv.append(kv)
             if layer_weights is not None:
-                weights = layer_weights
+                weights.append(layer_weights)
         return self.decoder_norm(y), new_kv, weights
 
     def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
@@ -267,10 +286,18 @@ class TransformerSeq2Seq(Seq2SeqModel):
             "self_v": [v for _, v in new_kv],
             "step": cache["step"] + 1,
         }
-        return StepOutput(log_probs, new_cache, weights[:, :, 0] if need_attention else None)
+        attention = weights[self.attention_layer][1][:, :, 0] if need_attention else None
+        return StepOutput(log_probs, new_cache, attention)
 
-    def cross_attention(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
+    def attention_maps(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
+        """Teacher-forced weights of every attention, stacked over layers:
+        `encoder_self` (B, L_enc, H, S, S), `decoder_self` (B, L_dec, H, T, T) and `cross`
+        (B, L_dec, H, T, S)."""
+        state, encoder_weights = self._encode(src, src_lens, need_weights=True)
         positions = torch.arange(tgt_in.shape[1], device=tgt_in.device)
-        state = self.encode(src, src_lens)
-        _, _, weights = self._decode(state, tgt_in, positions, None, need_weights=True)
-        return weights
+        _, _, decoder_weights = self._decode(state, tgt_in, positions, None, need_weights=True)
+        return {
+            "encoder_self": torch.stack(encoder_weights, dim=1),
+            "decoder_self": torch.stack([w for w, _ in decoder_weights], dim=1),
+            "cross": torch.stack([w for _, w in decoder_weights], dim=1),
+        }
