@@ -1,0 +1,439 @@
+// The attention explorer: asks POST /v1/explain for a sentence's translations and attention
+// maps, and draws them. Plain JavaScript, no library, no build step.
+"use strict";
+
+const DEBOUNCE_MS = 250;
+const MAX_NBEST = 5;
+const VIEWS = {
+  cross: {
+    title: "cross-attention",
+    formula: "A = softmax(Q_dec K_enc^T / sqrt(d)): target piece (row) over source piece (column)",
+  },
+  encoder_self: {
+    title: "encoder self-attention",
+    formula: "A = softmax(Q K^T / sqrt(d)), padding masked: source piece over source piece",
+  },
+  decoder_self: {
+    title: "decoder self-attention",
+    formula: "A = softmax(Q K^T / sqrt(d)), causal mask: each input sees itself and its past",
+  },
+  bahdanau: {
+    title: "Bahdanau attention",
+    formula: "a_tj = softmax_j(w_v^T tanh(W_q s_{t-1} + W_k h_j)): one map, one row per step",
+  },
+};
+
+const state = {
+  payload: null, // the last answer of /v1/explain
+  text: "",
+  chosen: 0, // the hypothesis whose maps are shown
+  view: null,
+  layer: 0,
+  head: "mean",
+  latest: 0, // number of the newest request; older answers are dropped
+  timer: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function element(tag, attributes = {}, text = null) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+// ---- talking to the server -------------------------------------------------------------
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+async function loadModels() {
+  let models = [];
+  try {
+    const answer = await fetch("/v1/models");
+    models = (await answer.json()).models || [];
+  } catch (err) {
+    showError("error: cannot list the models (" + err.message + ")");
+    return;
+  }
+  const select = $("model");
+  for (const model of models) {
+    const label = `${model.name} (${model.source}→${model.target}, ${model.family})`;
+    select.append(element("option", { value: model.name }, label));
+  }
+}
+
+async function explain(hypothesis) {
+  const number = ++state.latest;
+  const beam = Number($("beam").value);
+  const body = {
+    model: $("model").value,
+    text: state.text,
+    beam: beam,
+    nbest: Math.min(beam, MAX_NBEST),
+    hypothesis: hypothesis,
+  };
+  $("status").textContent = "translating…";
+  let answer, payload;
+  try {
+    answer = await fetch("/v1/explain", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    payload = await answer.json();
+  } catch (err) {
+    if (number === state.latest) {
+      $("status").textContent = "";
+      showError("error: no answer from the server (" + err.message + ")");
+    }
+    return;
+  }
+  if (number !== state.latest) return; // a newer request was sent meanwhile
+  $("status").textContent = "";
+  if (!answer.ok) {
+    showError(payload.error || `error: the server answered ${answer.status}`);
+    return;
+  }
+  showError("");
+  state.payload = payload;
+  state.chosen = hypothesis;
+  render();
+}
+
+function scheduleExplain() {
+  clearTimeout(state.timer);
+  state.text = $("text").value;
+  state.timer = setTimeout(() => explain(0), DEBOUNCE_MS);
+}
+
+// ---- the maps ----------------------------------------------------------------------------
+
+function hypothesis() {
+  return state.payload.hypotheses[state.chosen];
+}
+
+function viewNames() {
+  return Object.keys(hypothesis().maps);
+}
+
+// layers x heads x rows x columns, whatever the view (the GRU's one map is 1 x 1).
+function stack(view) {
+  const weights = hypothesis().maps[view];
+  return view === "bahdanau" ? [[weights]] : weights;
+}
+
+function meanOfHeads(heads) {
+  return heads[0].map((row, i) =>
+    row.map((_, j) => heads.reduce((sum, head) => sum + head[i][j], 0) / heads.length),
+  );
+}
+
+function matrix(view, layer, head) {
+  const heads = stack(view)[layer];
+  return head === "mean" ? meanOfHeads(heads) : heads[head];
+}
+
+// Row and column labels: cross and Bahdanau maps go from output pieces to source pieces;
+// decoder self-attention is over the decoder's inputs (<s> and the pieces before).
+function labels(view) {
+  const source = state.payload.source.pieces;
+  const target = hypothesis().pieces;
+  if (view === "encoder_self") return [source, source];
+  if (view === "decoder_self") {
+    const inputs = ["<s>", ...target.slice(0, -1)];
+    return [inputs, inputs];
+  }
+  return [target, source];
+}
+
+function colour(value) {
+  const v = Math.max(0, Math.min(1, value));
+  const r = Math.round(255 - v * (255 - 8));
+  const g = Math.round(255 - v * (255 - 48));
+  const b = Math.round(255 - v * (255 - 107));
+  return `rgb(${r},${g},${b})`;
+}
+
+function drawHeatmap() {
+  const weights = matrix(state.view, state.layer, state.head);
+  const [rows, columns] = labels(state.view);
+  const table = $("heatmap");
+  table.replaceChildren();
+  const head = element("thead");
+  const top = element("tr");
+  top.append(element("th"));
+  columns.forEach((label, j) => top.append(element("th", { "data-col": j }, label)));
+  head.append(top);
+  const body = element("tbody");
+  weights.forEach((row, i) => {
+    const tr = element("tr");
+    tr.append(element("th", { "data-row": i }, rows[i]));
+    row.forEach((value, j) => {
+      const cell = element("td", {
+        class: "cell",
+        "data-row": i,
+        "data-col": j,
+        "data-value": value.toFixed(4),
+        title: `${rows[i]} → ${columns[j]}: ${value.toFixed(3)}`,
+      });
+      cell.style.background = colour(value);
+      tr.append(cell);
+    });
+    body.append(tr);
+  });
+  table.append(head, body);
+  $("map-formula").textContent = VIEWS[state.view].formula;
+}
+
+function highlightCell(event) {
+  const cell = event.target.closest("td.cell");
+  for (const node of $("heatmap").querySelectorAll(".active")) node.classList.remove("active");
+  if (!cell) return;
+  const { row, col } = cell.dataset;
+  $("heatmap").querySelector(`tbody th[data-row="${row}"]`).classList.add("active");
+  $("heatmap").querySelector(`thead th[data-col="${col}"]`).classList.add("active");
+}
+
+function drawThumbnail(canvas, weights) {
+  canvas.width = weights[0].length;
+  canvas.height = weights.length;
+  const context = canvas.getContext("2d");
+  weights.forEach((row, i) =>
+    row.forEach((value, j) => {
+      context.fillStyle = colour(value);
+      context.fillRect(j, i, 1, 1);
+    }),
+  );
+}
+
+function drawGrid() {
+  const grid = $("grid");
+  grid.replaceChildren();
+  const layers = stack(state.view);
+  const heads = layers[0].length;
+  const columns = heads > 1 ? heads + 1 : 1;
+  grid.style.gridTemplateColumns = `repeat(${columns}, minmax(3rem, 8rem))`;
+  layers.forEach((_, layer) => {
+    const choices = heads > 1 ? [...Array(heads).keys(), "mean"] : [0];
+    for (const head of choices) {
+      const name = head === "mean" ? `layer ${layer + 1}, mean` : `layer ${layer + 1}, head ${head + 1}`;
+      const figure = element("figure", { "data-layer": layer, "data-head": head });
+      if (layer === state.layer && String(head) === String(state.head)) figure.classList.add("chosen");
+      const canvas = element("canvas", { "aria-label": name });
+      drawThumbnail(canvas, matrix(state.view, layer, head));
+      figure.append(canvas, element("figcaption", {}, state.view === "bahdanau" ? "" : name));
+      figure.addEventListener("click", () => {
+        state.layer = layer;
+        state.head = head;
+        renderMap();
+      });
+      grid.append(figure);
+    }
+  });
+}
+
+function fillSelect(select, values, labelOf, chosen) {
+  select.replaceChildren();
+  for (const value of values) {
+    const option = element("option", { value: value }, labelOf(value));
+    if (String(value) === String(chosen)) option.selected = true;
+    select.append(option);
+  }
+}
+
+function renderMap() {
+  const views = viewNames();
+  if (!views.includes(state.view)) state.view = views[0];
+  const layers = stack(state.view);
+  const heads = layers[0].length;
+  state.layer = Math.min(state.layer, layers.length - 1);
+  if (state.head !== "mean" && state.head >= heads) state.head = "mean";
+  if (heads === 1) state.head = 0;
+  fillSelect($("view"), views, (v) => VIEWS[v].title, state.view);
+  fillSelect($("layer"), [...layers.keys()], (l) => `${l + 1} of ${layers.length}`, state.layer);
+  const headChoices = heads > 1 ? ["mean", ...Array(heads).keys()] : [0];
+  fillSelect($("head"), headChoices, (h) => (h === "mean" ? "mean of heads" : `${h + 1} of ${heads}`), state.head);
+  $("layer").disabled = layers.length === 1;
+  $("head").disabled = heads === 1;
+  drawHeatmap();
+  drawGrid();
+  colourPieces(null, null);
+}
+
+// ---- pieces, hovering, alignment ---------------------------------------------------------
+
+// The source attention used when hovering pieces: cross-attention of the chosen decoder layer
+// and head (the Bahdanau weights for the GRU).
+function sourceAttention() {
+  if ("bahdanau" in hypothesis().maps) return matrix("bahdanau", 0, 0);
+  const layer = Math.min(state.layer, stack("cross").length - 1);
+  return matrix("cross", layer, state.head);
+}
+
+function drawPieces(container, pieces, side) {
+  container.replaceChildren(element("span", { class: "hint" }, side === "src" ? "source: " : "target: "));
+  pieces.forEach((piece, i) => {
+    const chip = element("span", { class: "piece", "data-index": i }, piece.replace(/^▁/, ""));
+    if (piece.startsWith("▁")) chip.classList.add("word-start");
+    chip.addEventListener("mouseenter", () => colourPieces(side, i));
+    chip.addEventListener("mouseleave", () => colourPieces(null, null));
+    container.append(chip);
+  });
+}
+
+function colourPieces(side, index) {
+  const src = $("src-pieces").querySelectorAll(".piece");
+  const tgt = $("tgt-pieces").querySelectorAll(".piece");
+  for (const chip of [...src, ...tgt]) {
+    chip.style.background = "";
+    chip.classList.remove("hovered");
+  }
+  if (side === null) return;
+  const weights = sourceAttention();
+  if (side === "tgt") {
+    tgt[index].classList.add("hovered");
+    weights[index].forEach((value, j) => (src[j].style.background = colour(value)));
+  } else {
+    src[index].classList.add("hovered");
+    weights.forEach((row, i) => (tgt[i].style.background = colour(row[index])));
+  }
+}
+
+function drawAlignment() {
+  const words = (list) => list.slice(0, -1); // the EOS "word" is not aligned
+  const source = words(state.payload.source.words);
+  const target = words(hypothesis().words);
+  const row = (container, list) => {
+    container.replaceChildren(...list.map((w, i) => element("span", { class: "word", "data-index": i }, w)));
+  };
+  row($("align-src"), source);
+  row($("align-tgt"), target);
+  $("alignment-rule").textContent = "Rule: " + state.payload.alignment_rule + ".";
+  drawLinks();
+}
+
+function drawLinks() {
+  const svg = $("align-links");
+  svg.replaceChildren();
+  if (!state.payload) return;
+  const box = svg.getBoundingClientRect();
+  const centre = (node) => {
+    const r = node.getBoundingClientRect();
+    return r.left + r.width / 2 - box.left;
+  };
+  const src = $("align-src").querySelectorAll(".word");
+  const tgt = $("align-tgt").querySelectorAll(".word");
+  for (const [u, v, weight] of hypothesis().alignment || []) {
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "line");
+    line.setAttribute("x1", centre(src[v]));
+    line.setAttribute("y1", 0);
+    line.setAttribute("x2", centre(tgt[u]));
+    line.setAttribute("y2", box.height);
+    line.setAttribute("stroke-width", 1 + 4 * weight);
+    line.setAttribute("data-link", `${u}-${v}`);
+    svg.append(line);
+  }
+}
+
+// ---- positional encoding -----------------------------------------------------------------
+
+function drawPositional() {
+  const panel = $("positional");
+  panel.replaceChildren();
+  const table = state.payload.positional;
+  if (!table) {
+    panel.append(element("p", {}, "The GRU has no positional encoding: its recurrence reads the " +
+      "source in order, so each h_j already depends on where token j stands."));
+    return;
+  }
+  const positions = table.length;
+  const dims = table[0].length;
+  panel.append(element("p", { class: "formula" },
+    `PE(p, 2i) = sin(p / 10000^(2i/${dims})), PE(p, 2i+1) = cos(p / 10000^(2i/${dims})): ` +
+    `positions 0..${positions - 1} (rows) x dimensions 0..${dims - 1} (columns), -1 red, +1 blue`));
+  const canvas = element("canvas", { id: "pe-matrix", "aria-label": "positional encoding matrix" });
+  canvas.width = dims;
+  canvas.height = positions;
+  canvas.style.width = `${Math.min(dims * 5, 900)}px`;
+  canvas.style.height = `${positions * 8}px`;
+  const context = canvas.getContext("2d");
+  table.forEach((row, p) =>
+    row.forEach((value, i) => {
+      const strength = Math.round(255 * (1 - Math.abs(value)));
+      context.fillStyle = value >= 0 ? `rgb(${strength},${strength},255)` : `rgb(255,${strength},${strength})`;
+      context.fillRect(i, p, 1, 1);
+    }),
+  );
+  panel.append(canvas, positionalCurves(table));
+}
+
+function positionalCurves(table) {
+  const width = 600, height = 160, dims = table[0].length;
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("width", width);
+  const chosen = [0, 1, 4, 8, 16, 32].filter((i) => i < dims);
+  const colours = ["#1c7ed6", "#e8590c", "#2b8a3e", "#862e9c", "#c92a2a", "#5c940d"];
+  const x = (p) => 30 + (p * (width - 140)) / Math.max(1, table.length - 1);
+  const y = (v) => height / 2 - v * (height / 2 - 10);
+  chosen.forEach((dim, n) => {
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", table.map((row, p) => `${x(p)},${y(row[dim])}`).join(" "));
+    line.setAttribute("fill", "none");
+    line.setAttribute("stroke", colours[n]);
+    line.setAttribute("stroke-width", 2);
+    const label = document.createElementNS("http://www.w3.org/2000/svg", "text");
+    label.setAttribute("x", width - 100);
+    label.setAttribute("y", 20 + 18 * n);
+    label.setAttribute("fill", colours[n]);
+    label.textContent = `dimension ${dim} (${dim % 2 ? "cos" : "sin"})`;
+    svg.append(line, label);
+  });
+  return svg;
+}
+
+// ---- the whole page ----------------------------------------------------------------------
+
+function drawNbest() {
+  const list = $("nbest");
+  list.replaceChildren();
+  state.payload.hypotheses.forEach((h, i) => {
+    const item = element("li", { "data-index": i }, h.text);
+    item.append(element("span", { class: "score" }, h.score.toFixed(3)));
+    if (i === state.chosen) item.classList.add("chosen");
+    item.addEventListener("click", () => explain(i));
+    list.append(item);
+  });
+}
+
+function render() {
+  $("result").hidden = false;
+  drawNbest();
+  drawPieces($("src-pieces"), state.payload.source.pieces, "src");
+  drawPieces($("tgt-pieces"), hypothesis().pieces, "tgt");
+  renderMap();
+  drawAlignment();
+  drawPositional();
+}
+
+function start() {
+  $("text").addEventListener("input", scheduleExplain);
+  $("model").addEventListener("change", scheduleExplain);
+  $("beam").addEventListener("change", scheduleExplain);
+  $("view").addEventListener("change", (e) => { state.view = e.target.value; renderMap(); });
+  $("layer").addEventListener("change", (e) => { state.layer = Number(e.target.value); renderMap(); });
+  $("head").addEventListener("change", (e) => {
+    state.head = e.target.value === "mean" ? "mean" : Number(e.target.value);
+    renderMap();
+  });
+  $("heatmap").addEventListener("mouseover", highlightCell);
+  window.addEventListener("resize", drawLinks);
+  loadModels();
+}
+
+start();
