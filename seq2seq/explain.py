@@ -1,9 +1,9 @@
 """Everything the attention explorer shows about one sentence, as plain JSON-ready data.
 
-`explain` translates a sentence with a `Translator`, then teacher-forces the chosen hypotheses
-through `Seq2SeqModel.attention_maps`, so the maps are the weights the model computes when it
-produces exactly those tokens. Shapes (no batch): S = source pieces, T = target pieces, both
-ending with the EOS piece; L = layers, H = heads.
+`explain` takes a sentence's n-best translations by a `Translator` and teacher-forces the
+chosen hypotheses through `Seq2SeqModel.attention_maps`, so the maps are the weights the model
+computes when it produces exactly those tokens. Shapes (no batch): S = source pieces,
+T = target pieces, both ending with the EOS piece; L = layers, H = heads.
 
     Transformer   encoder_self (L_enc, H, S, S)   decoder_self (L_dec, H, T, T)
                   cross (L_dec, H, T, S)
@@ -20,8 +20,6 @@ EOS piece is a word of its own. The word alignment is read off cross-attention:
 Weights are rounded to `DECIMALS` decimals to keep the payload small.
 """
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
@@ -31,7 +29,6 @@ from seq2seq.specials import BOS_ID, EOS_ID
 from seq2seq.translator import Translation, Translator
 
 MAX_TEXT_CHARS = 400
-MAX_BEAM = 8
 DECIMALS = 3
 WORD_START = "▁"
 ALIGNMENT_RULE = (
@@ -41,22 +38,8 @@ ALIGNMENT_RULE = (
 )
 
 
-@dataclass
-class ExplainRequest:
-    """What to explain: `text` translated by `model` with `beam` beams, the `nbest` best
-    hypotheses listed, and the maps of hypothesis `hypothesis` (of every one with `all_maps`)."""
-
-    model: str
-    text: str
-    beam: int | None = None
-    nbest: int = 1
-    hypothesis: int = 0
-    all_maps: bool = False
-
-
-def check_request(request: ExplainRequest) -> None:
-    """Raise a one-line UserError naming the field of a request that cannot be explained."""
-    text = request.text
+def check_text(text: str) -> None:
+    """Raise a one-line UserError for a text the explorer cannot explain."""
     if not text.strip():
         raise UserError("text: empty; type a sentence to translate")
     if len(text) > MAX_TEXT_CHARS:
@@ -65,13 +48,6 @@ def check_request(request: ExplainRequest) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise UserError(f"text: not valid UTF-8 at character {err.start + 1}") from None
-    if request.beam is not None and not 1 <= request.beam <= MAX_BEAM:
-        raise UserError(f"beam: {request.beam}; must be between 1 and {MAX_BEAM}")
-    beam = request.beam or 1
-    if not 1 <= request.nbest <= beam:
-        raise UserError(f"nbest: {request.nbest}; must be between 1 and the beam size {beam}")
-    if not 0 <= request.hypothesis < request.nbest:
-        raise UserError(f"hypothesis: {request.hypothesis}; must be below nbest {request.nbest}")
 
 
 def word_of_piece(pieces: list[str]) -> tuple[list[str], list[int]]:
@@ -147,29 +123,33 @@ def describe_hypothesis(
     return described
 
 
-def explain(translator: Translator, request: ExplainRequest) -> dict:
-    """The n-best translations of `request.text`, its pieces and words, and the attention
-    maps and word alignment of the chosen hypotheses. Raises UserError on a bad request."""
-    check_request(request)
-    beam = request.beam or 1
-    (nbest,) = translator.translate([request.text], beam_size=beam, nbest=request.nbest)
-    src_ids = translator.src_tokenizer.encode([request.text])[0]
-    if not src_ids:
-        raise UserError("text: no piece of it is known to the model's tokenizer")
-    src_words, src_index = word_of_piece(nbest[0].src_pieces)
+def explain(
+    translator: Translator,
+    text: str,
+    nbest: list[Translation],
+    hypothesis: int = 0,
+    all_maps: bool = False,
+) -> dict:
+    """What the explorer shows of the n-best translations `nbest` of `text` by `translator`: the
+    source and each hypothesis as pieces and words, and the attention maps and word alignment
+    of hypothesis number `hypothesis` (of every one with `all_maps`)."""
+    src_pieces = nbest[0].src_pieces
+    if not src_pieces:
+        raise UserError("text: nothing in it is left to translate once normalised")
+    src_ids = translator.src_tokenizer.encode([text])[0]
+    src_words, src_index = word_of_piece(src_pieces)
     hypotheses = []
     for number, translation in enumerate(nbest):
-        shown = request.all_maps or number == request.hypothesis
+        shown = all_maps or number == hypothesis
         maps = teacher_forced_maps(translator, src_ids, translation.tokens) if shown else None
         hypotheses.append(describe_hypothesis(translation, maps, src_index))
-    positions = torch.arange(max(len(src_ids), max(len(t.tokens) for t in nbest)) + 1)
+    positions = torch.arange(max(len(src_pieces), *(len(t.tgt_pieces) for t in nbest)))
     model = translator.model
     positional = model.positional(positions) if isinstance(model, TransformerSeq2Seq) else None
     return {
-        "model": request.model,
         "arch": "transformer" if positional is not None else "gru",
         "positional": None if positional is None else rounded(positional),
-        "source": {"pieces": nbest[0].src_pieces, "words": src_words, "word_of_piece": src_index},
+        "source": {"pieces": src_pieces, "words": src_words, "word_of_piece": src_index},
         "hypotheses": hypotheses,
         "alignment_rule": ALIGNMENT_RULE,
     }

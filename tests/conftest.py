@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from explorer_models import export_random_gru
 from reversal import prepare_reversal
 
 from seq2seq.prepare import prepare
@@ -109,3 +110,9 @@ def small_corpus(tmp_path: Path) -> Path:
         for lang, lines in by_lang.items():
             (folder / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="session")
+def random_gru(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An exported GRU + Bahdanau model with random weights (tests/explorer_models.py)."""
+    return export_random_gru(tmp_path_factory.mktemp("models"))

@@ -10,6 +10,7 @@ The modules, in the order a request meets them:
     metrics.py         the Prometheus metrics of one app
     state.py           what the routes share (`ServerState`), and the path from lines to answers
     libretranslate.py  LibreTranslate's API (`POST /translate`, `GET /languages`)
+    explorer.py        the attention explorer: its page (static/) and `POST /v1/explain`
     app.py             `create_app(models, limits)`: the FastAPI application
     main.py            the command line of scripts/serve.py: load the models, run uvicorn
 

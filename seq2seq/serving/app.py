@@ -6,6 +6,7 @@
     GET  /metrics        Prometheus text format (seq2seq.serving.metrics)
     GET  /openapi.json   the schema of all of these, browsable at /docs
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
+    GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
 
 Another router can be added to the app that `create_app` returns (`app.include_router`); its
 routes reach the models, the limits and the decoding worker through
@@ -19,7 +20,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from seq2seq.serving import libretranslate
+from seq2seq.serving import explorer, libretranslate
 from seq2seq.serving.http_errors import ReadBody, add_error_handlers
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.metrics import CountRequests, Metrics
@@ -115,4 +116,5 @@ def create_app(models: dict[str, ServedModel], limits: Limits | None = None) -> 
     app.include_router(v1)
     app.include_router(service)
     app.include_router(libretranslate.router)
+    app.include_router(explorer.router)
     return app

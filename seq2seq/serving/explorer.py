@@ -3,69 +3,93 @@
 The page is static HTML, CSS and JavaScript in `static/`, served as they are (no build step,
 nothing fetched from elsewhere). It asks `POST /v1/explain` for what `seq2seq.explain.explain`
 computes: the n-best translations, pieces, words, every attention map and the word alignment.
+The sentence is decoded by the server's decoding worker, like a /v1/translate request; the maps
+are computed in a thread of the pool, never in the event loop.
 """
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from seq2seq.errors import UserError
-from seq2seq.explain import ExplainRequest, explain
-from seq2seq.translator import Translator
+from seq2seq.explain import MAX_TEXT_CHARS, check_text, explain
+from seq2seq.serving.http_errors import ApiError
+from seq2seq.serving.schemas import ErrorBody
+from seq2seq.serving.state import StateDep
 
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {"explorer.js": "text/javascript", "explorer.css": "text/css"}
 
+ERRORS: dict[int | str, dict] = {
+    status: {"model": ErrorBody, "description": why}
+    for status, why in {
+        404: "no model of that name",
+        413: f"a text over {MAX_TEXT_CHARS} characters",
+        422: "an empty text, a lone surrogate, or a field of the wrong type or value",
+        503: "the queue is full, or the server is stopping (see Retry-After)",
+        504: "no answer within the server's time limit",
+    }.items()
+}
 
-class ExplainBody(BaseModel):
-    """POST /v1/explain: see `seq2seq.explain.ExplainRequest`."""
-
-    model: str
-    text: str
-    beam: int | None = None
-    nbest: int = 1
-    hypothesis: int = 0
-    all_maps: bool = False
+router = APIRouter()
 
 
-def json_response(content: dict, status_code: int = 200) -> Response:
+class ExplainRequest(BaseModel):
+    """POST /v1/explain."""
+
+    model: str | None = Field(None, description="a served model; default: the first")
+    text: str = Field(description=f"one sentence, at most {MAX_TEXT_CHARS} characters")
+    beam: int | None = Field(None, ge=1, description="beam size; default: the model's")
+    nbest: int = Field(1, ge=1, description="hypotheses listed, at most the beam size")
+    hypothesis: int = Field(0, ge=0, description="the hypothesis whose maps are returned")
+    all_maps: bool = Field(False, description="return the maps of every hypothesis")
+
+
+def json_response(content: dict) -> Response:
     """JSON without spaces: the maps are most of an answer, and spaces would add a fifth."""
     body = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
-    return Response(body, status_code=status_code, media_type="application/json")
+    return Response(body, media_type="application/json")
 
 
-def error_response(status_code: int, message: str) -> Response:
-    return json_response({"error": f"error: {message}"}, status_code)
+@router.get("/", include_in_schema=False)
+async def page() -> FileResponse:
+    return FileResponse(STATIC / "index.html", media_type="text/html")
 
 
-def explorer_router(translators: Mapping[str, Translator]) -> APIRouter:
-    """The explorer's routes over the loaded models, by name."""
-    router = APIRouter()
+@router.get("/explorer/{name}", include_in_schema=False)
+async def static_file(name: str) -> FileResponse:
+    if name not in STATIC_TYPES:
+        raise ApiError(404, f"/explorer/{name}: no such file")
+    return FileResponse(STATIC / name, media_type=STATIC_TYPES[name])
 
-    @router.get("/", include_in_schema=False)
-    def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
 
-    @router.get("/explorer/{name}", include_in_schema=False)
-    def static_file(name: str) -> Response:
-        if name not in STATIC_TYPES:
-            return error_response(404, f"/explorer/{name}: no such file")
-        return FileResponse(STATIC / name, media_type=STATIC_TYPES[name])
-
-    @router.post("/v1/explain")
-    def explain_sentence(body: ExplainBody) -> Response:
-        """Translations, pieces, words, attention maps and word alignment of one sentence."""
-        translator = translators.get(body.model)
-        if translator is None:
-            loaded = ", ".join(sorted(translators))
-            return error_response(404, f"model: no model {body.model!r}; loaded: {loaded}")
-        try:
-            return json_response(explain(translator, ExplainRequest(**body.model_dump())))
-        except UserError as err:
-            return error_response(400, str(err))
-
-    return router
+@router.post("/v1/explain", responses=ERRORS, tags=["explorer"])
+async def explain_sentence(request: ExplainRequest, state: StateDep) -> Response:
+    """The n-best translations of `text` with scores; source and target pieces and the words
+    they belong to; every attention map of the chosen hypothesis (weights rounded to 3
+    decimals); a word alignment read off cross-attention (see `alignment_rule`); and the
+    positional encoding of the positions shown (Transformer)."""
+    served = state.model(request.model)
+    if len(request.text) > MAX_TEXT_CHARS:
+        message = f"text: {len(request.text)} characters, over the explorer's limit of "
+        raise ApiError(413, message + f"{MAX_TEXT_CHARS}")
+    try:
+        check_text(request.text)
+    except UserError as err:
+        raise ApiError(422, str(err)) from None
+    if request.hypothesis >= request.nbest:
+        message = f"hypothesis: {request.hypothesis} is not below nbest ({request.nbest})"
+        raise ApiError(422, message)
+    options = state.options(served, request.beam, request.nbest)
+    (nbest,) = await state.translate(served, [request.text], options)
+    try:
+        payload = await run_in_threadpool(
+            explain, served.translator, request.text, nbest, request.hypothesis, request.all_maps
+        )
+    except UserError as err:
+        raise ApiError(422, str(err)) from None
+    return json_response({"model": served.name, **payload})

@@ -3,6 +3,7 @@
 "use strict";
 
 const DEBOUNCE_MS = 250;
+const SVG = "http://www.w3.org/2000/svg";
 const MAX_NBEST = 5;
 const VIEWS = {
   cross: {
@@ -55,7 +56,7 @@ async function loadModels() {
   let models = [];
   try {
     const answer = await fetch("/v1/models");
-    models = (await answer.json()).models || [];
+    models = await answer.json();
   } catch (err) {
     showError("error: cannot list the models (" + err.message + ")");
     return;
@@ -329,7 +330,7 @@ function drawLinks() {
   const src = $("align-src").querySelectorAll(".word");
   const tgt = $("align-tgt").querySelectorAll(".word");
   for (const [u, v, weight] of hypothesis().alignment || []) {
-    const line = document.createElementNS("http://www.w3.org/2000/svg", "line");
+    const line = document.createElementNS(SVG, "line");
     line.setAttribute("x1", centre(src[v]));
     line.setAttribute("y1", 0);
     line.setAttribute("x2", centre(tgt[u]));
@@ -374,7 +375,7 @@ function drawPositional() {
 
 function positionalCurves(table) {
   const width = 600, height = 160, dims = table[0].length;
-  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", width);
   const chosen = [0, 1, 4, 8, 16, 32].filter((i) => i < dims);
@@ -382,12 +383,12 @@ function positionalCurves(table) {
   const x = (p) => 30 + (p * (width - 140)) / Math.max(1, table.length - 1);
   const y = (v) => height / 2 - v * (height / 2 - 10);
   chosen.forEach((dim, n) => {
-    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    const line = document.createElementNS(SVG, "polyline");
     line.setAttribute("points", table.map((row, p) => `${x(p)},${y(row[dim])}`).join(" "));
     line.setAttribute("fill", "none");
     line.setAttribute("stroke", colours[n]);
     line.setAttribute("stroke-width", 2);
-    const label = document.createElementNS("http://www.w3.org/2000/svg", "text");
+    const label = document.createElementNS(SVG, "text");
     label.setAttribute("x", width - 100);
     label.setAttribute("y", 20 + 18 * n);
     label.setAttribute("fill", colours[n]);

@@ -1,0 +1,31 @@
+"""Models for the explorer's tests: the shipped Transformers, and a GRU + Bahdanau model with
+random weights and the shipped en-de tokenizer, exported like a shipped model."""
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from seq2seq.checkpoint import Inference
+from seq2seq.config import ModelConfig
+from seq2seq.export import export_model, load_exported
+from seq2seq.models import build_model
+
+ROOT = Path(__file__).resolve().parents[1]
+EN_DE = ROOT / "models" / "transformer-tiny.multi30k.en-de"
+DE_EN = ROOT / "models" / "transformer-tiny.multi30k.de-en"
+GRU_NAME = "gru-random.multi30k.en-de"
+
+
+def export_random_gru(folder: Path) -> Path:
+    """Export a small GRU (random weights, seed 0) with the en-de model's tokenizer and decoding
+    settings to `folder / GRU_NAME`; returns that folder."""
+    shipped = load_exported(EN_DE)
+    model_cfg = ModelConfig(name="gru", arch="gru", embed_dim=32, hidden_size=64)
+    config = dataclasses.replace(shipped.config, model=model_cfg)
+    torch.manual_seed(0)
+    vocab = shipped.src_tokenizer.vocab_size
+    model = build_model(model_cfg, vocab, vocab, config.data.joint_vocab, verbose=False)
+    inference = Inference(model.eval(), config, shipped.src_tokenizer, shipped.tgt_tokenizer, 0)
+    export_model(inference, folder / GRU_NAME, dtype=torch.float32)
+    return folder / GRU_NAME

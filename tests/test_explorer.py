@@ -1,0 +1,158 @@
+"""The attention explorer's API: POST /v1/explain answers with the model's own weights, words
+and alignment, the page's files are served, and bad input gets one line."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from explorer_models import DE_EN, EN_DE, GRU_NAME
+from fastapi.testclient import TestClient
+
+from seq2seq.explain import MAX_TEXT_CHARS, word_alignment, word_of_piece
+from seq2seq.export import CARD, load_exported
+from seq2seq.positional import PositionalEncoding
+from seq2seq.serving.app import create_app
+from seq2seq.serving.explorer import STATIC
+from seq2seq.serving.registry import ServedModel, served_model
+from seq2seq.specials import BOS_ID, EOS_ID
+
+SENTENCE = "A man in a blue shirt is standing on a ladder ."
+ROUNDING = 5e-4  # the API rounds weights to 3 decimals
+
+
+@pytest.fixture(scope="module")
+def models(random_gru: Path) -> dict[str, ServedModel]:
+    return {
+        folder.name: served_model(
+            folder.name, load_exported(folder), torch.device("cpu"), folder / CARD
+        )
+        for folder in (EN_DE, DE_EN, random_gru)
+    }
+
+
+@pytest.fixture(scope="module")
+def client(models: dict[str, ServedModel]) -> Iterator[TestClient]:
+    with TestClient(create_app(models)) as client:
+        yield client
+
+
+def expected_maps(served: ServedModel, text: str, tokens: list[int]) -> dict[str, torch.Tensor]:
+    translator = served.translator
+    src = torch.tensor([[*translator.src_tokenizer.encode([text])[0], EOS_ID]])
+    with torch.no_grad():
+        maps = translator.model.attention_maps(
+            src, torch.tensor([src.shape[1]]), torch.tensor([[BOS_ID, *tokens]])
+        )
+    return {name: weights[0] for name, weights in maps.items()}
+
+
+def test_word_of_piece_starts_a_word_at_each_marked_piece() -> None:
+    pieces = ["▁Ein", "▁Mann", "es", "▁.", "</s>"]
+    assert word_of_piece(pieces) == (["Ein", "Mannes", ".", "</s>"], [0, 1, 1, 2, 3])
+
+
+def test_word_alignment_sums_source_pieces_and_averages_target_pieces() -> None:
+    # target words: [0, 0] [1] </s>; source words: [0] [1, 1] </s>
+    attention = torch.tensor(
+        [
+            [0.5, 0.25, 0.25, 0.0],  # word 0 -> word 1 (0.5 summed) ties word 0 (0.5) ...
+            [0.1, 0.3, 0.3, 0.3],  # ... and this piece makes word 1 win: (0.5 + 0.6) / 2
+            [0.7, 0.1, 0.1, 0.1],
+            [0.0, 0.0, 0.0, 1.0],
+        ]
+    )
+    links = word_alignment(attention, [0, 1, 1, 2], [0, 0, 1, 2])
+    assert links == [[0, 1, 0.55], [1, 0, 0.7]]
+
+
+def test_transformer_maps_are_the_models_teacher_forced_weights(client, models) -> None:
+    name = EN_DE.name
+    body = {"model": name, "text": SENTENCE, "beam": 3, "nbest": 3, "hypothesis": 1}
+    answer = client.post("/v1/explain", json=body)
+    assert answer.status_code == 200, answer.text
+    payload = answer.json()
+    assert payload["model"] == name and payload["arch"] == "transformer"
+    assert len(payload["hypotheses"]) == 3
+    assert ["maps" in h for h in payload["hypotheses"]] == [False, True, False]
+    chosen = payload["hypotheses"][1]
+    source = payload["source"]
+    S, T = len(source["pieces"]), len(chosen["pieces"])
+    assert source["pieces"][-1] == chosen["pieces"][-1] == "</s>"
+    tokens = models[name].translator.tgt_tokenizer.encode([chosen["text"]])[0]
+    expected = expected_maps(models[name], SENTENCE, tokens)
+    shapes = {"encoder_self": (4, 4, S, S), "decoder_self": (4, 4, T, T), "cross": (4, 4, T, S)}
+    for view, shape in shapes.items():
+        weights = torch.tensor(chosen["maps"][view])
+        assert weights.shape == shape
+        torch.testing.assert_close(weights, expected[view].float(), rtol=0, atol=ROUNDING)
+    # One link per target word but </s>, to a source word but </s>.
+    assert [u for u, _, _ in chosen["alignment"]] == list(range(len(chosen["words"]) - 1))
+    assert all(0 <= v < len(source["words"]) - 1 for _, v, _ in chosen["alignment"])
+    positional = torch.tensor(payload["positional"])
+    assert positional.shape == (max(S, *(len(h["pieces"]) for h in payload["hypotheses"])), 128)
+    encodings = PositionalEncoding(128)(torch.arange(len(positional)))
+    torch.testing.assert_close(positional, encodings, rtol=0, atol=ROUNDING)
+
+
+def test_gru_answers_one_bahdanau_map_per_step(client, models) -> None:
+    answer = client.post("/v1/explain", json={"model": GRU_NAME, "text": SENTENCE, "beam": 2})
+    assert answer.status_code == 200, answer.text
+    payload = answer.json()
+    (hypothesis,) = payload["hypotheses"]
+    assert payload["arch"] == "gru" and payload["positional"] is None
+    assert list(hypothesis["maps"]) == ["bahdanau"]
+    weights = torch.tensor(hypothesis["maps"]["bahdanau"])
+    assert weights.shape == (len(hypothesis["pieces"]), len(payload["source"]["pieces"]))
+    tokens = models[GRU_NAME].translator.tgt_tokenizer.encode([hypothesis["text"]])[0]
+    if len(tokens) + 1 == len(hypothesis["pieces"]):  # the text re-encodes to the same pieces
+        expected = expected_maps(models[GRU_NAME], SENTENCE, tokens)["bahdanau"]
+        torch.testing.assert_close(weights, expected, rtol=0, atol=ROUNDING)
+    torch.testing.assert_close(weights.sum(1), torch.ones(len(weights)), rtol=0, atol=0.01)
+
+
+def test_all_maps_gives_every_hypothesis_its_maps(client) -> None:
+    body = {"model": DE_EN.name, "text": "Ein Hund rennt .", "beam": 2, "nbest": 2}
+    payload = client.post("/v1/explain", json={**body, "all_maps": True}).json()
+    assert all(
+        set(h["maps"]) == {"encoder_self", "decoder_self", "cross"} for h in payload["hypotheses"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({"text": "   "}, 422, "text: empty"),
+        (
+            {"text": "x" * 5000},
+            413,
+            f"5000 characters, over the explorer's limit of {MAX_TEXT_CHARS}",
+        ),
+        ({"text": "a \ud800 b"}, 422, "text: not valid UTF-8 at character 3"),
+        ({"text": "hi", "model": "nope"}, 404, "model: no model named 'nope'"),
+        ({"text": "hi", "beam": 2, "nbest": 2, "hypothesis": 2}, 422, "hypothesis: 2 is not below"),
+        ({"text": "hi", "beam": 0}, 422, "beam:"),
+    ],
+)
+def test_bad_requests_get_one_line(client, body, status, message) -> None:
+    # json.dumps escapes the lone surrogate, as a browser's JSON.stringify does.
+    headers = {"Content-Type": "application/json"}
+    answer = client.post("/v1/explain", content=json.dumps(body), headers=headers)
+    assert answer.status_code == status
+    error = answer.json()["error"]
+    assert message in error and "\n" not in error
+
+
+def test_page_and_its_files_are_served_and_self_contained(client) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for name, kind in [("explorer.js", "text/javascript"), ("explorer.css", "text/css")]:
+        assert f"/explorer/{name}" in page.text
+        answer = client.get(f"/explorer/{name}")
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind)
+    assert client.get("/explorer/..%2Fexplorer.py").status_code == 404
+    # Nothing is fetched from elsewhere: the page works offline. (The SVG namespace is a name.)
+    for path in STATIC.iterdir():
+        text = path.read_text(encoding="utf-8").replace("http://www.w3.org/2000/svg", "")
+        assert "http:" not in text and "https:" not in text and "//cdn" not in text
