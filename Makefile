@@ -5,9 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint data train translate serve bench tensorboard
+.PHONY: install chromium test lint data train translate serve explore bench tensorboard
 
-install: $(STAMP)
+install: $(STAMP) chromium
 
 # torch is installed on its own first, so that the project's dependencies find it and never
 # pull another (CUDA) build.
@@ -17,6 +17,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q $(TORCH)
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
+
+# The explorer's browser tests drive Debian's chromium: installed here where missing (as root),
+# else named. Playwright only drives it; it never downloads a browser.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	@test -x $(CHROMIUM) || echo "note: $(CHROMIUM) is missing; the browser tests need it (as root: apt-get install chromium)"
 
 test: $(STAMP)
 	$(PY) -m pytest
@@ -55,6 +63,14 @@ SERVE_MODELS ?= transformer-tiny.multi30k.en-de transformer-tiny.multi30k.de-en 
 	transformer-small.tatoeba.en-fr gru-small.multi30k.en-de
 serve: $(STAMP)
 	$(PY) scripts/serve.py $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
+
+# make explore [ARGS="--port 8080 ..."]
+# The attention explorer (docs/explore.md) with every shipped model, en-de first (the page's
+# default): http://127.0.0.1:8000/
+FIRST_MODEL := transformer-tiny.multi30k.en-de
+EXPLORE_MODELS ?= $(FIRST_MODEL) $(filter-out $(FIRST_MODEL),$(notdir $(wildcard models/*)))
+explore: $(STAMP)
+	$(PY) scripts/serve.py $(foreach model,$(EXPLORE_MODELS),--model $(model)) $(ARGS)
 
 # make bench [ARGS="--quick" | ARGS="--growth" | ARGS="--checkpoint-dir checkpoints"] [MIRROR=dir|url]
 # Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.

@@ -25,8 +25,9 @@ const VIEWS = {
 };
 
 const state = {
-  payload: null, // the last answer of /v1/explain
-  text: "",
+  payload: null, // the answer of /v1/explain shown
+  shown: "", // the text it answers
+  text: "", // the text in the box
   chosen: 0, // the hypothesis whose maps are shown
   view: null,
   layer: 0,
@@ -68,12 +69,12 @@ async function loadModels() {
   }
 }
 
-async function explain(hypothesis) {
+async function explain(text, hypothesis) {
   const number = ++state.latest;
   const beam = Number($("beam").value);
   const body = {
     model: $("model").value,
-    text: state.text,
+    text: text,
     beam: beam,
     nbest: Math.min(beam, MAX_NBEST),
     hypothesis: hypothesis,
@@ -102,6 +103,7 @@ async function explain(hypothesis) {
   }
   showError("");
   state.payload = payload;
+  state.shown = text;
   state.chosen = hypothesis;
   render();
 }
@@ -109,7 +111,7 @@ async function explain(hypothesis) {
 function scheduleExplain() {
   clearTimeout(state.timer);
   state.text = $("text").value;
-  state.timer = setTimeout(() => explain(0), DEBOUNCE_MS);
+  state.timer = setTimeout(() => explain(state.text, 0), DEBOUNCE_MS);
 }
 
 // ---- the maps ----------------------------------------------------------------------------
@@ -119,7 +121,7 @@ function hypothesis() {
 }
 
 function viewNames() {
-  return Object.keys(hypothesis().maps);
+  return Object.keys(VIEWS).filter((view) => view in hypothesis().maps);
 }
 
 // layers x heads x rows x columns, whatever the view (the GRU's one map is 1 x 1).
@@ -373,27 +375,45 @@ function drawPositional() {
   panel.append(canvas, positionalCurves(table));
 }
 
+// A few dimensions of PE as curves over a continuous position (the formula above), with the
+// server's values at the integer positions as dots.
 function positionalCurves(table) {
-  const width = 600, height = 160, dims = table[0].length;
+  const width = 720, height = 170, plot = 560, dims = table[0].length;
+  const last = Math.max(1, table.length - 1);
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", width);
   const chosen = [0, 1, 4, 8, 16, 32].filter((i) => i < dims);
   const colours = ["#1c7ed6", "#e8590c", "#2b8a3e", "#862e9c", "#c92a2a", "#5c940d"];
-  const x = (p) => 30 + (p * (width - 140)) / Math.max(1, table.length - 1);
+  const x = (p) => 10 + (p * (plot - 20)) / last;
   const y = (v) => height / 2 - v * (height / 2 - 10);
+  const pe = (p, dim) => {
+    const angle = p / Math.pow(10000, (dim - (dim % 2)) / dims);
+    return dim % 2 ? Math.cos(angle) : Math.sin(angle);
+  };
   chosen.forEach((dim, n) => {
+    const points = [];
+    for (let step = 0; step <= 200; step++) points.push((last * step) / 200);
     const line = document.createElementNS(SVG, "polyline");
-    line.setAttribute("points", table.map((row, p) => `${x(p)},${y(row[dim])}`).join(" "));
+    line.setAttribute("points", points.map((p) => `${x(p)},${y(pe(p, dim))}`).join(" "));
     line.setAttribute("fill", "none");
     line.setAttribute("stroke", colours[n]);
-    line.setAttribute("stroke-width", 2);
+    line.setAttribute("stroke-width", 1.5);
+    svg.append(line);
+    table.forEach((row, p) => {
+      const dot = document.createElementNS(SVG, "circle");
+      dot.setAttribute("cx", x(p));
+      dot.setAttribute("cy", y(row[dim]));
+      dot.setAttribute("r", 2.5);
+      dot.setAttribute("fill", colours[n]);
+      svg.append(dot);
+    });
     const label = document.createElementNS(SVG, "text");
-    label.setAttribute("x", width - 100);
-    label.setAttribute("y", 20 + 18 * n);
+    label.setAttribute("x", plot + 10);
+    label.setAttribute("y", 20 + 20 * n);
     label.setAttribute("fill", colours[n]);
     label.textContent = `dimension ${dim} (${dim % 2 ? "cos" : "sin"})`;
-    svg.append(line, label);
+    svg.append(label);
   });
   return svg;
 }
@@ -407,13 +427,16 @@ function drawNbest() {
     const item = element("li", { "data-index": i }, h.text);
     item.append(element("span", { class: "score" }, h.score.toFixed(3)));
     if (i === state.chosen) item.classList.add("chosen");
-    item.addEventListener("click", () => explain(i));
+    item.addEventListener("click", () => explain(state.shown, i));
     list.append(item);
   });
 }
 
 function render() {
-  $("result").hidden = false;
+  const result = $("result");
+  result.hidden = false;
+  result.dataset.text = state.shown; // what is shown, for whoever reads the page
+  result.dataset.model = state.payload.model;
   drawNbest();
   drawPieces($("src-pieces"), state.payload.source.pieces, "src");
   drawPieces($("tgt-pieces"), hypothesis().pieces, "tgt");

@@ -1,0 +1,226 @@
+"""The attention explorer in a real browser: Debian's chromium, driven by Playwright.
+
+The server is scripts/serve.py with the two shipped Transformers and a random GRU, on a free
+port of 127.0.0.1. Every map drawn is compared with the API's answer for the same request.
+"""
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from explorer_models import DE_EN, EN_DE, GRU_NAME, ROOT
+from playwright.sync_api import Browser, ConsoleMessage, Page, Route, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SENTENCE = "A man in a blue shirt is standing on a ladder ."
+TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their mean)
+
+
+@pytest.fixture(scope="module")
+def server(random_gru: Path) -> Iterator[str]:
+    """The URL of scripts/serve.py serving the three models; stopped after the module."""
+    command = [sys.executable, str(ROOT / "scripts" / "serve.py"), "--port", "0"]
+    for folder in (EN_DE, DE_EN, random_gru):
+        command += ["--model", str(folder)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        line = process.stdout.readline()  # "serving a, b on http://127.0.0.1:PORT"
+        assert " on http://127.0.0.1:" in line, line
+        yield line.split(" on ")[-1].strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing: as root, apt-get install chromium (or make install)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def console_error(message: ConsoleMessage) -> bool:
+    """An error in the console, but for the browser's note of an answer of /v1/explain with an
+    error status (the page shows it: the bad-input tests ask for those)."""
+    answered = message.location.get("url", "").endswith("/v1/explain")
+    return message.type == "error" and not answered
+
+
+@pytest.fixture
+def page(browser: Browser, server: str) -> Iterator[Page]:
+    """The explorer, loaded; the test fails on any JavaScript error or console error."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda message: console_error(message) and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(server + "/")
+    page.wait_for_selector("#model option", state="attached")
+    yield page
+    context.close()
+    assert errors == []
+
+
+def api(server: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        server + "/v1/explain",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.load(answer)
+
+
+def shown_request(page: Page, hypothesis: int = 0) -> dict:
+    """The request the page sends for what it shows now."""
+    beam = int(page.input_value("#beam"))
+    return {
+        "model": page.input_value("#model"),
+        "text": page.input_value("#text"),
+        "beam": beam,
+        "nbest": min(beam, 5),
+        "hypothesis": hypothesis,
+    }
+
+
+def heatmap(page: Page) -> list[list[float]]:
+    """The weights of the heatmap's cells, row by row."""
+    return page.eval_on_selector(
+        "#heatmap tbody",
+        "body => [...body.rows].map(row => [...row.querySelectorAll('td.cell')]"
+        ".map(cell => Number(cell.dataset.value)))",
+    )
+
+
+def mean_of_heads(heads: list[list[list[float]]]) -> list[list[float]]:
+    return [
+        [sum(head[i][j] for head in heads) / len(heads) for j in range(len(heads[0][0]))]
+        for i in range(len(heads[0]))
+    ]
+
+
+def assert_same_map(shown: list[list[float]], expected: list[list[float]]) -> None:
+    assert len(shown) == len(expected) and len(shown[0]) == len(expected[0])
+    for shown_row, expected_row in zip(shown, expected, strict=True):
+        assert shown_row == pytest.approx(expected_row, abs=TOLERANCE)
+
+
+def type_sentence(page: Page, text: str) -> None:
+    page.fill("#text", text)
+    wait_until_shown(page, text)
+
+
+def wait_until_shown(page: Page, text: str, model: str | None = None) -> None:
+    """Wait until the page shows the answer for `text` (and `model`) and waits for no other."""
+    page.wait_for_function(
+        "([text, model]) => { const shown = document.getElementById('result').dataset;"
+        " return shown.text === text && (model === null || shown.model === model)"
+        " && document.getElementById('status').textContent === ''; }",
+        arg=[text, model],
+    )
+
+
+def test_typing_shows_the_translation_and_the_apis_cross_attention(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    answer = api(server, shown_request(page))
+    shown = page.locator("#nbest li").all_inner_texts()
+    assert len(shown) == len(answer["hypotheses"]) == 4
+    assert shown[0].startswith(answer["hypotheses"][0]["text"])
+    cross = answer["hypotheses"][0]["maps"]["cross"]
+    rows, columns = len(answer["hypotheses"][0]["pieces"]), len(answer["source"]["pieces"])
+    assert page.locator("#heatmap td.cell").count() == rows * columns  # T x S cells
+    assert_same_map(heatmap(page), mean_of_heads(cross[0]))  # layer 1, mean of heads
+    assert page.locator("#grid canvas").count() == 4 * 5  # 4 layers x (4 heads + their mean)
+    links = page.locator("#align-links line").count()
+    assert links == len(answer["hypotheses"][0]["alignment"]) > 0
+
+
+def test_switching_view_layer_head_and_model_shows_the_apis_map(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    maps = api(server, shown_request(page))["hypotheses"][0]["maps"]
+    page.select_option("#layer", "2")
+    page.select_option("#head", "1")
+    assert_same_map(heatmap(page), maps["cross"][2][1])
+    page.select_option("#view", "encoder_self")
+    assert_same_map(heatmap(page), maps["encoder_self"][2][1])
+    page.select_option("#view", "decoder_self")
+    page.select_option("#head", "mean")
+    assert_same_map(heatmap(page), mean_of_heads(maps["decoder_self"][2]))
+    page.locator("#grid figure[data-layer='3'][data-head='0']").click()
+    assert_same_map(heatmap(page), maps["decoder_self"][3][0])
+
+    page.select_option("#model", GRU_NAME)
+    wait_until_shown(page, SENTENCE, GRU_NAME)
+    answer = api(server, shown_request(page))
+    assert page.locator("#view option").all_inner_texts() == ["Bahdanau attention"]
+    assert_same_map(heatmap(page), answer["hypotheses"][0]["maps"]["bahdanau"])
+    assert page.locator("#positional").inner_text().startswith("The GRU has no positional")
+
+
+def test_clicking_a_hypothesis_shows_its_maps(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    page.locator("#nbest li").nth(2).click()
+    page.wait_for_selector("#nbest li.chosen[data-index='2']")
+    answer = api(server, shown_request(page, hypothesis=2))
+    chosen = answer["hypotheses"][2]
+    assert page.locator("#tgt-pieces .piece").count() == len(chosen["pieces"])
+    assert_same_map(heatmap(page), mean_of_heads(chosen["maps"]["cross"][0]))
+
+
+def test_a_late_answer_never_replaces_a_newer_one(page: Page) -> None:
+    held: list[Route] = []
+
+    def hold_first(route: Route) -> None:
+        if not held:
+            held.append(route)  # answered only after the second request's answer is shown
+        else:
+            route.continue_()
+
+    page.route("**/v1/explain", hold_first)
+    page.fill("#text", "A dog runs .")
+    page.wait_for_function("document.querySelector('#status').textContent !== ''")
+    type_sentence(page, SENTENCE)
+    newer = page.locator("#nbest").inner_text()
+    held[0].continue_()
+    page.wait_for_timeout(1000)
+    assert page.locator("#nbest").inner_text() == newer
+    assert page.input_value("#text") == SENTENCE
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x" * 5000, "5000 characters, over the explorer's limit"),
+        ("", "text: empty"),
+        ("a \ud800 b", "text: not valid UTF-8"),
+    ],
+)
+def test_bad_input_shows_a_message(page: Page, text: str, message: str) -> None:
+    type_sentence(page, SENTENCE)
+    # Set the value from JavaScript: a lone surrogate cannot be typed, but can be pasted.
+    page.eval_on_selector(
+        "#text",
+        "(box, text) => { box.value = text; box.dispatchEvent(new Event('input')); }",
+        text,
+    )
+    page.wait_for_selector("#error:not([hidden])")
+    assert message in page.inner_text("#error")
+    assert page.locator("#nbest li").count() > 0  # the last translation stays on the page
