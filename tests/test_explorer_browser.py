@@ -1,30 +1,19 @@
 """The attention explorer in a real browser: Debian's chromium, driven by Playwright.
 
 The server is scripts/serve.py with the two shipped Transformers and a random GRU, on a free
-port of 127.0.0.1. Every map drawn is compared with the API's answer for the same request.
+port of 127.0.0.1; server and browser start as in benchmarks/explore.py. Every map drawn is
+compared with the API's answer for the same request.
 """
 
 import json
-import subprocess
-import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from explorer_models import DE_EN, EN_DE, GRU_NAME, ROOT
+from explore import CHROMIUM, CHROMIUM_ARGS, post, serve
+from explorer_models import DE_EN, EN_DE, GRU_NAME
 from playwright.sync_api import Browser, ConsoleMessage, Page, Route, sync_playwright
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SENTENCE = "A man in a blue shirt is standing on a ladder ."
 TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their mean)
 
@@ -32,19 +21,8 @@ TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their 
 @pytest.fixture(scope="module")
 def server(random_gru: Path) -> Iterator[str]:
     """The URL of scripts/serve.py serving the three models; stopped after the module."""
-    command = [sys.executable, str(ROOT / "scripts" / "serve.py"), "--port", "0"]
-    for folder in (EN_DE, DE_EN, random_gru):
-        command += ["--model", str(folder)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    try:
-        line = process.stdout.readline()  # "serving a, b on http://127.0.0.1:PORT"
-        assert " on http://127.0.0.1:" in line, line
-        yield line.split(" on ")[-1].strip()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with serve([str(EN_DE), str(DE_EN), str(random_gru)]) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -80,13 +58,7 @@ def page(browser: Browser, server: str) -> Iterator[Page]:
 
 
 def api(server: str, body: dict) -> dict:
-    request = urllib.request.Request(
-        server + "/v1/explain",
-        json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        return json.load(answer)
+    return json.loads(post(server + "/v1/explain", body))
 
 
 def shown_request(page: Page, hypothesis: int = 0) -> dict:
