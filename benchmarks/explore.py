@@ -4,15 +4,18 @@
     benchmarks/explore.py                              # the shipped en-de model, 20 requests
     benchmarks/explore.py --screenshot docs/explore.png
 
-Starts scripts/serve.py on a free port of 127.0.0.1 with the shipped models and sends one 20-word
-sentence, one request at a time, to POST /v1/translate (the baseline: the translation alone)
-and to POST /v1/explain (the translation, every map of the best hypothesis and the word
-alignment), alternating, after `--warmup` untimed requests of each; prints the median and 90th
-percentile of each, with the CPU and its load. The payload is what the page loads for the
-sentence: the page, its script and style sheet, GET /v1/models and the /v1/explain answer.
+Starts scripts/serve.py on a free port of 127.0.0.1 with the shipped models and sends one
+20-word sentence, one request at a time, to POST /v1/translate (the baseline: the translation
+alone), then to POST /v1/explain (the translation, every map of the best hypothesis and the
+word alignment), after `--warmup` untimed requests of each; prints the median and 90th
+percentile of the wall-clock time of each, the server process's CPU time per request (with
+--threads 1, about the time the request takes on an idle core), the CPU and its load. The
+payload is what the page loads for the sentence: the page, its script and style sheet,
+GET /v1/models and the /v1/explain answer.
 
---screenshot takes the picture of docs/explore.md with Debian's chromium (driven by
-Playwright, as the browser tests do): the page with the sentence typed in.
+Writes results/bench/explore-<cpu>-<time>.json. --screenshot takes the picture of
+docs/explore.md with Debian's chromium (driven by Playwright, as the browser tests do): the
+page with the sentence typed in.
 """
 
 import argparse
@@ -26,6 +29,9 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -44,10 +50,15 @@ SENTENCE = (
 )  # 20 words
 
 
+class Server(NamedTuple):
+    url: str
+    pid: int
+
+
 @contextmanager
-def serve(models: list[str], *options: str) -> Iterator[str]:
-    """scripts/serve.py with `models` (names or folders) on a free port of 127.0.0.1; yields
-    its URL and stops it on leaving."""
+def serve(models: list[str], *options: str) -> Iterator[Server]:
+    """scripts/serve.py with `models` (names or folders) on a free port of 127.0.0.1, stopped
+    on leaving."""
     command = [sys.executable, str(ROOT / "scripts" / "serve.py"), "--port", "0", *options]
     for model in models:
         command += ["--model", model]
@@ -58,10 +69,16 @@ def serve(models: list[str], *options: str) -> Iterator[str]:
         line = process.stdout.readline()  # "serving a, b on http://127.0.0.1:PORT"
         if " on http://127.0.0.1:" not in line:
             raise RuntimeError(f"scripts/serve.py did not start: {line!r}")
-        yield line.split(" on ")[-1].strip()
+        yield Server(line.split(" on ")[-1].strip(), process.pid)
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (Linux: /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def post(url: str, body: dict) -> bytes:
@@ -77,39 +94,58 @@ def get(url: str) -> bytes:
         return answer.read()
 
 
-def timed(url: str, body: dict) -> float:
-    start = time.perf_counter()
-    post(url, body)
-    return time.perf_counter() - start
+def timed(server: Server, path: str, body: dict, requests: int) -> tuple[list[float], float]:
+    """Wall-clock seconds of each of `requests` requests, and the server's CPU seconds per
+    request (which a loaded machine inflates far less than the wall clock)."""
+    seconds = []
+    cpu_before = cpu_seconds(server.pid)
+    for _ in range(requests):
+        start = time.perf_counter()
+        post(server.url + path, body)
+        seconds.append(time.perf_counter() - start)
+    return seconds, (cpu_seconds(server.pid) - cpu_before) / requests
 
 
-def summary(seconds: list[float]) -> str:
+def figures(seconds: list[float], cpu: float) -> dict[str, float]:
     milliseconds = sorted(s * 1000 for s in seconds)
-    p90 = milliseconds[int(0.9 * (len(milliseconds) - 1))]
-    return f"median {statistics.median(milliseconds):.0f} ms, p90 {p90:.0f} ms"
+    return {
+        "median_ms": round(statistics.median(milliseconds), 1),
+        "p90_ms": round(milliseconds[int(0.9 * (len(milliseconds) - 1))], 1),
+        "server_cpu_ms": round(cpu * 1000, 1),
+    }
 
 
-def measure(url: str, model: str, beam: int, requests: int, warmup: int) -> None:
+def measure(server: Server, model: str, beam: int, requests: int, warmup: int) -> dict:
+    """The figures of one model and beam: latency of both endpoints, payload sizes."""
     translate = {"model": model, "lines": [SENTENCE], "beam": beam}
     explain = {"model": model, "text": SENTENCE, "beam": beam, "nbest": min(beam, 5)}
-    for _ in range(warmup):
-        timed(url + "/v1/translate", translate)
-        timed(url + "/v1/explain", explain)
-    times: dict[str, list[float]] = {"translate": [], "explain": []}
-    for _ in range(requests):
-        times["translate"].append(timed(url + "/v1/translate", translate))
-        times["explain"].append(timed(url + "/v1/explain", explain))
-    answer = post(url + "/v1/explain", explain)
-    page = sum(
-        len(get(url + path))
-        for path in ("/", "/explorer/explorer.js", "/explorer/explorer.css", "/v1/models")
-    )
-    print(f"model {model}, beam {beam}, {len(SENTENCE.split())} words, {requests} requests each")
-    print(f"POST /v1/translate  {summary(times['translate'])}   (baseline)")
-    print(f"POST /v1/explain    {summary(times['explain'])}")
+    timed(server, "/v1/translate", translate, warmup)
+    timed(server, "/v1/explain", explain, warmup)
+    result = {
+        "translate": figures(*timed(server, "/v1/translate", translate, requests)),
+        "explain": figures(*timed(server, "/v1/explain", explain, requests)),
+    }
+    files = ("/", "/explorer/explorer.js", "/explorer/explorer.css", "/v1/models")
+    result["explain_answer_bytes"] = len(post(server.url + "/v1/explain", explain))
+    result["page_bytes"] = sum(len(get(server.url + path)) for path in files)
+    return result
+
+
+def report(record: dict) -> None:
+    print(f"{record['device']}; server threads: {record['server_threads']}")
     print(
-        f"payload: /v1/explain answer {len(answer) / 1000:.1f} kB + page {page / 1000:.1f} kB "
-        f"= {(len(answer) + page) / 1000:.1f} kB"
+        f"model {record['model']}, beam {record['beam']}, {record['words']} words, "
+        f"{record['requests']} requests each; load average {record['load_average_before']}"
+    )
+    for endpoint in ("translate", "explain"):
+        f = record[endpoint]
+        print(
+            f"POST /v1/{endpoint:9}  median {f['median_ms']:.0f} ms, p90 {f['p90_ms']:.0f} ms, "
+            f"server CPU {f['server_cpu_ms']:.0f} ms/request"
+        )
+    answer, page = record["explain_answer_bytes"] / 1000, record["page_bytes"] / 1000
+    print(
+        f"payload: /v1/explain answer {answer:.1f} kB + page {page:.1f} kB = {answer + page:.1f} kB"
     )
 
 
@@ -140,19 +176,36 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=4, help="as the page asks by default")
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="scripts/serve.py --threads (default: its own)")
     parser.add_argument("--screenshot", type=Path, help="save the page's picture here (PNG)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-    from common import cpu_description
+    from common import default_out, record_header
 
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"CPU: {cpu_description()}; load average before: {load}")
     shipped = sorted(p.parent.name for p in (ROOT / "models").glob("*/model.safetensors"))
-    with serve([args.model, *(name for name in shipped if name != args.model)]) as url:
-        measure(url, args.model, args.beam, args.requests, args.warmup)
+    models = [args.model, *(name for name in shipped if name != args.model)]
+    options = ["--threads", str(args.threads)] if args.threads else []
+    record = {
+        **record_header("explore"),
+        "command": " ".join(["benchmarks/explore.py", *sys.argv[1:]]),
+        "server_threads": args.threads or torch.get_num_threads(),
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
+        "model": args.model,
+        "beam": args.beam,
+        "words": len(SENTENCE.split()),
+        "requests": args.requests,
+    }
+    del record["threads"]  # the benchmark's own process does no work: the server's count
+    with serve(models, *options) as server:
+        record.update(measure(server, args.model, args.beam, args.requests, args.warmup))
         if args.screenshot:
-            screenshot(url, args.screenshot)
-    print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            screenshot(server.url, args.screenshot)
+    record["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    report(record)
+    out = default_out("explore")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(f"record: {out}")
 
 
 if __name__ == "__main__":

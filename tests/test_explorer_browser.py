@@ -21,8 +21,8 @@ TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their 
 @pytest.fixture(scope="module")
 def server(random_gru: Path) -> Iterator[str]:
     """The URL of scripts/serve.py serving the three models; stopped after the module."""
-    with serve([str(EN_DE), str(DE_EN), str(random_gru)]) as url:
-        yield url
+    with serve([str(EN_DE), str(DE_EN), str(random_gru)]) as started:
+        yield started.url
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from seq2seq.errors import UserError
@@ -40,6 +40,8 @@ router = APIRouter()
 
 class ExplainRequest(BaseModel):
     """POST /v1/explain."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(None, description="a served model; default: the first")
     text: str = Field(description=f"one sentence, at most {MAX_TEXT_CHARS} characters")
