@@ -6,6 +6,7 @@ compared with the API's answer for the same request.
 """
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,6 +146,27 @@ def test_switching_view_layer_head_and_model_shows_the_apis_map(page: Page, serv
     assert page.locator("#view option").all_inner_texts() == ["Bahdanau attention"]
     assert_same_map(heatmap(page), answer["hypotheses"][0]["maps"]["bahdanau"])
     assert page.locator("#positional").inner_text().startswith("The GRU has no positional")
+
+
+def test_hovering_a_piece_colours_the_pieces_by_its_weights(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    cross = api(server, shown_request(page))["hypotheses"][0]["maps"]["cross"]
+    expected = mean_of_heads(cross[0])  # layer 1, mean of heads: what the map shows
+    backgrounds = "chips => chips.map(chip => chip.style.background)"
+    page.locator("#tgt-pieces .piece").nth(1).hover()
+    shown = page.eval_on_selector_all("#src-pieces .piece", backgrounds)
+    row = expected[1]
+    assert shown[row.index(max(row))] == colour(max(row)) and shown.count("") == 0
+    page.locator("#src-pieces .piece").nth(0).hover()
+    shown = page.eval_on_selector_all("#tgt-pieces .piece", backgrounds)
+    column = [row[0] for row in expected]
+    assert shown == [colour(value) for value in column]
+
+
+def colour(value: float) -> str:
+    """The page's colour of a weight (explorer.js `colour`): white to dark blue."""
+    r, g, b = (math.floor(255 - value * (255 - end) + 0.5) for end in (8, 48, 107))  # Math.round
+    return f"rgb({r}, {g}, {b})"
 
 
 def test_clicking_a_hypothesis_shows_its_maps(page: Page, server) -> None:
