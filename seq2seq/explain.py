@@ -28,7 +28,6 @@ from seq2seq.models import TransformerSeq2Seq
 from seq2seq.specials import BOS_ID, EOS_ID
 from seq2seq.translator import Translation, Translator
 
-MAX_TEXT_CHARS = 400
 DECIMALS = 3
 WORD_START = "▁"
 ALIGNMENT_RULE = (
@@ -42,8 +41,6 @@ def check_text(text: str) -> None:
     """Raise a one-line UserError for a text the explorer cannot explain."""
     if not text.strip():
         raise UserError("text: empty; type a sentence to translate")
-    if len(text) > MAX_TEXT_CHARS:
-        raise UserError(f"text: {len(text)} characters; at most {MAX_TEXT_CHARS} are explained")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:

@@ -16,11 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from seq2seq.errors import UserError
-from seq2seq.explain import MAX_TEXT_CHARS, check_text, explain
+from seq2seq.explain import check_text, explain
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.schemas import ErrorBody
 from seq2seq.serving.state import StateDep
 
+MAX_TEXT_CHARS = 400  # the maps grow with its square: 400 characters give a few MB of JSON
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {"explorer.js": "text/javascript", "explorer.css": "text/css"}
 
