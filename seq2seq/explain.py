@@ -30,10 +30,13 @@ from seq2seq.translator import Translation, Translator
 
 DECIMALS = 3
 WORD_START = "▁"
+ALIGNED_WEIGHTS = {
+    "transformer": "cross-attention averaged over every decoder layer and head",
+    "gru": "the Bahdanau weights",
+}
 ALIGNMENT_RULE = (
-    "cross-attention averaged over every decoder layer and head; pieces summed over each "
-    "source word and averaged over each target word; each target word linked to the source "
-    "word it attends to most"
+    "{weights}; pieces summed over each source word and averaged over each target word; each "
+    "target word linked to the source word it attends to most"
 )
 
 
@@ -106,6 +109,8 @@ def teacher_forced_maps(translator: Translator, src_ids: list[int], tokens: list
 def describe_hypothesis(
     translation: Translation, maps: dict[str, Tensor] | None, src_words: list[int]
 ) -> dict:
+    """One hypothesis as the explorer's answer gives it (with its maps and alignment when
+    `maps` is given); src_words: the word index of every source piece."""
     words, index = word_of_piece(translation.tgt_pieces)
     described = {
         "text": translation.text,
@@ -116,7 +121,8 @@ def describe_hypothesis(
     }
     if maps is not None:
         described["maps"] = {name: rounded(weights) for name, weights in maps.items()}
-        described["alignment"] = word_alignment(source_attention(maps), src_words, index)
+        attention = source_attention(maps)
+        described["alignment"] = word_alignment(attention, src_words, index)
     return described
 
 
@@ -142,11 +148,11 @@ def explain(
         hypotheses.append(describe_hypothesis(translation, maps, src_index))
     positions = torch.arange(max(len(src_pieces), *(len(t.tgt_pieces) for t in nbest)))
     model = translator.model
-    positional = model.positional(positions) if isinstance(model, TransformerSeq2Seq) else None
+    arch = "transformer" if isinstance(model, TransformerSeq2Seq) else "gru"
     return {
-        "arch": "transformer" if positional is not None else "gru",
-        "positional": None if positional is None else rounded(positional),
+        "arch": arch,
+        "positional": rounded(model.positional(positions)) if arch == "transformer" else None,
         "source": {"pieces": src_pieces, "words": src_words, "word_of_piece": src_index},
         "hypotheses": hypotheses,
-        "alignment_rule": ALIGNMENT_RULE,
+        "alignment_rule": ALIGNMENT_RULE.format(weights=ALIGNED_WEIGHTS[arch]),
     }

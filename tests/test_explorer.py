@@ -102,6 +102,7 @@ def test_gru_answers_one_bahdanau_map_per_step(client, models) -> None:
     payload = answer.json()
     (hypothesis,) = payload["hypotheses"]
     assert payload["arch"] == "gru" and payload["positional"] is None
+    assert payload["alignment_rule"].startswith("the Bahdanau weights; pieces summed")
     assert list(hypothesis["maps"]) == ["bahdanau"]
     weights = torch.tensor(hypothesis["maps"]["bahdanau"])
     assert weights.shape == (len(hypothesis["pieces"]), len(payload["source"]["pieces"]))

@@ -281,7 +281,7 @@ function sourceAttention() {
 function drawPieces(container, pieces, side) {
   container.replaceChildren(element("span", { class: "hint" }, side === "src" ? "source: " : "target: "));
   pieces.forEach((piece, i) => {
-    const chip = element("span", { class: "piece", "data-index": i }, piece.replace(/^▁/, ""));
+    const chip = element("span", { class: "piece", "data-index": i }, piece.replace(/^▁(.)/, "$1"));
     if (piece.startsWith("▁")) chip.classList.add("word-start");
     chip.addEventListener("mouseenter", () => colourPieces(side, i));
     chip.addEventListener("mouseleave", () => colourPieces(null, null));
@@ -324,6 +324,8 @@ function drawLinks() {
   const svg = $("align-links");
   svg.replaceChildren();
   if (!state.payload) return;
+  // As wide as the longer sentence: the rows and the links scroll sideways together.
+  svg.style.width = `${Math.max($("align-src").scrollWidth, $("align-tgt").scrollWidth)}px`;
   const box = svg.getBoundingClientRect();
   const centre = (node) => {
     const r = node.getBoundingClientRect();
