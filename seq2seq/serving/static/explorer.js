@@ -429,7 +429,9 @@ function drawNbest() {
     const item = element("li", { "data-index": i }, h.text);
     item.append(element("span", { class: "score" }, h.score.toFixed(3)));
     if (i === state.chosen) item.classList.add("chosen");
+    item.tabIndex = 0; // reachable by keyboard: Enter picks it
     item.addEventListener("click", () => explain(state.shown, i));
+    item.addEventListener("keydown", (e) => e.key === "Enter" && explain(state.shown, i));
     list.append(item);
   });
 }
