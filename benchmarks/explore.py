@@ -13,7 +13,7 @@ percentile of the wall-clock time of each, the server process's CPU time per req
 payload is what the page loads for the sentence: the page, its script and style sheet,
 GET /v1/models and the /v1/explain answer.
 
-Writes results/bench/explore-<cpu>-<time>.json. --screenshot takes the picture of
+Writes results/bench/explore/explore-<cpu>-<time>.json. --screenshot takes the picture of
 docs/explore.md with Debian's chromium (driven by Playwright, as the browser tests do): the
 page with the sentence typed in.
 """
@@ -202,7 +202,7 @@ def main() -> None:
             screenshot(server.url, args.screenshot)
     record["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     report(record)
-    out = default_out("explore")
+    out = Path("results/bench/explore") / default_out("explore").name  # beside, as scale's
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"record: {out}")
