@@ -26,7 +26,7 @@ chromium:
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 	@test -x $(CHROMIUM) || echo "note: $(CHROMIUM) is missing; the browser tests need it (as root: apt-get install chromium)"
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m pytest
 
 LINT_PATHS := seq2seq scripts tests benchmarks examples
@@ -60,7 +60,7 @@ translate: $(STAMP)
 # Serves the shipped models over HTTP on 127.0.0.1:8000 (docs/serve.md), the first one the
 # default; Ctrl-C stops it.
 SERVE_MODELS ?= transformer-tiny.multi30k.en-de transformer-tiny.multi30k.de-en \
-	transformer-small.tatoeba.en-fr gru-small.multi30k.en-de
+	transformer-small.tatoeba.en-fr transformer-small.tatoeba.fr-en gru-small.multi30k.en-de
 serve: $(STAMP)
 	$(PY) scripts/serve.py $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
 
