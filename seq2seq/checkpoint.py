@@ -44,7 +44,7 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
     disk) is a UserError that says the previous file is intact."""
     try:
         write_atomically(Path(path), lambda tmp: torch.save(checkpoint, tmp))
-    except OSError as err:
+    except Exception as err:  # whatever the writer turns a failure into: see _write_error
         raise _write_error(path, err) from None
 
 
@@ -53,12 +53,21 @@ def copy_checkpoint(source: str | Path, path: str | Path) -> None:
     try:
         with open(source, "rb") as src:
             write_atomically(Path(path), lambda tmp: shutil.copyfileobj(src, tmp))
-    except OSError as err:
+    except Exception as err:  # whatever the writer turns a failure into: see _write_error
         raise _write_error(path, err) from None
 
 
-def _write_error(path: str | Path, err: OSError) -> UserError:
-    reason = err.strerror or str(err)
+def _write_error(path: str | Path, err: Exception) -> UserError:
+    """The one-line error of a failed save, whatever exception the writer raised: torch.save's
+    zip writer turns a full disk into a RuntimeError ("unexpected pos ...") raised while the
+    OSError is handled, so the OSError is looked for among the exceptions that led to `err`."""
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, OSError):
+        reason = cause.strerror or str(cause)
+    else:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
     return UserError(f"{path}: cannot write the checkpoint ({reason}); the previous one is intact")
 
 
