@@ -16,8 +16,11 @@ Ctrl-C or SIGTERM ends the current update, saves last.pt and exits with 130 or 1
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from itertools import islice
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -32,6 +35,7 @@ from seq2seq.errors import UserError
 from seq2seq.files import remove_temporary_files
 from seq2seq.loss import token_losses
 from seq2seq.reproducibility import rng_state
+from seq2seq.run_lock import RunFolderLock
 from seq2seq.run_log import RunLog
 from seq2seq.signals import StopSignals
 from seq2seq.training_run import (
@@ -276,13 +280,14 @@ def train(cfg: Config, prepare_missing: bool = False) -> Progress:
     env = distributed.init_distributed(device.type)
     device = distributed.local_device(device, env)
     try:
-        run = set_up(cfg, prepare_missing, device, env)
-        progress = start(run)
-        if finished_reason(cfg, progress) is None:
-            with StopSignals() as signals:
-                train_loop(run, progress, signals)
-        # Rank 0 may still be validating and saving: tear the group down only when all are done.
-        distributed.barrier(env)
+        with lock_run_folder(run_dir_of(cfg), env):
+            run = set_up(cfg, prepare_missing, device, env)
+            progress = start(run)
+            if finished_reason(cfg, progress) is None:
+                with StopSignals() as signals:
+                    train_loop(run, progress, signals)
+            # Rank 0 may still be validating and saving: end the group only when all are done.
+            distributed.barrier(env)
         return progress
     except OSError as err:  # a full disk, a run folder under a file, ...
         where = err.filename or run_dir_of(cfg)
@@ -291,11 +296,28 @@ def train(cfg: Config, prepare_missing: bool = False) -> Progress:
         distributed.shutdown(env)
 
 
+@contextmanager
+def lock_run_folder(run_dir: Path, env: distributed.Dist) -> Iterator[None]:
+    """Hold the run folder's lock (`seq2seq.run_lock`) on rank 0 for the block; when it is
+    refused, every rank stops with rank 0's message."""
+    with ExitStack() as stack:
+        refusal = None
+        if env.is_main:
+            try:
+                stack.enter_context(RunFolderLock(run_dir))
+            except UserError as err:
+                refusal = str(err)
+        refusal = distributed.broadcast_object(refusal, env)
+        if refusal is not None:
+            raise UserError(refusal)
+        yield
+
+
 def start(run: Run) -> Progress:
     """Resume from last.pt or start a new run, saying which; a finished run only says so."""
     run_dir, env = run.run_dir, run.env
-    if env.is_main and run_dir.is_dir():
-        remove_temporary_files(run_dir)  # left by a save that was killed
+    if env.is_main:
+        remove_temporary_files(run_dir)  # left by a save that was killed; the lock is ours
     progress = resume(run)
     if progress is not None and (reason := finished_reason(run.cfg, progress)):
         if env.is_main:
@@ -306,7 +328,6 @@ def start(run: Run) -> Progress:
         return progress
     if progress is None and env.is_main:
         print(f"no checkpoint in {run_dir}: starting a new run")
-        run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.toml").write_text(dump_toml(run.cfg.to_dict()), encoding="utf-8")
     distributed.barrier(env)
     return progress or Progress()
