@@ -21,8 +21,14 @@ def main() -> None:
         action="store_true",
         help="prepare the corpus named in [data] when data.prepared is missing",
     )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every file of data.prepared against its manifest's checksums first",
+    )
     args = parser.parse_args()
-    train(load_config(args.config, args.overrides), prepare_missing=args.prepare)
+    cfg = load_config(args.config, args.overrides)
+    train(cfg, prepare_missing=args.prepare, verify_data=args.verify)
 
 
 if __name__ == "__main__":

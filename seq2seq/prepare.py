@@ -11,7 +11,8 @@ filters the training pairs (`seq2seq.clean`), trains sentencepiece on them
     spm.model spm.vocab                   the joint sentencepiece model and its pieces
                                           (separate vocabularies: spm.en.model, spm.de.model, ...)
     manifest.json                         corpus, settings, licence, line counts, cleaning
-                                          report, SHA256 of the source files and of every file
+                                          report, SHA256 of the source files, SHA256 and size
+                                          of every file
 
 The folder is built in a temporary folder beside it and renamed into place at the end, so a
 failure never leaves a half-written folder and never damages a good one. Preparing again with
@@ -266,6 +267,7 @@ def _build(
         },
         "ids": {"dtype": dtype, "offsets_dtype": "int64"},
         "files": {path.name: sha256_file(path) for path in sorted(folder.iterdir())},
+        "sizes": {path.name: path.stat().st_size for path in sorted(folder.iterdir())},
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest

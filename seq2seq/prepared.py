@@ -4,6 +4,12 @@
 `ParallelDataset` over the folder's arrays, read from the files as batches need them: nothing
 is tokenised again when a run starts or resumes, and the processes of one machine share the
 pages through the page cache.
+
+A folder is checked before use, cheaply every time: `load` compares every file's size with the
+one the manifest records, and `dataset` checks a split's arrays (the offsets start at 0, never
+decrease and end at the length of the ids; the ids are below the vocabulary size) in one pass
+over them. `verify` compares every file's SHA256 with the manifest's (scripts/train.py
+--verify). A damaged folder is one `UserError` naming the file and how to rebuild it.
 """
 
 import json
@@ -17,12 +23,14 @@ import numpy as np
 
 from seq2seq.batching import ParallelDataset
 from seq2seq.corpora import SPLITS, Pairs
+from seq2seq.download import sha256_file
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines
 from seq2seq.prepare import FORMAT_VERSION, MANIFEST
 from seq2seq.tokenizer import Tokenizer
 
 HINT = "prepare it with `make data` or scripts/prepare_data.py"
+CHECK_CHUNK = 1 << 22  # array elements read at a time by the checks
 
 
 class FileArray:
@@ -66,6 +74,24 @@ class FileArray:
         self._open()
 
 
+def damaged(folder: Path, name: str, problem: str) -> UserError:
+    """The error for a damaged file `name` of a prepared folder: what is wrong, how to rebuild."""
+    return UserError(
+        f"{folder / name}: {problem}; the prepared folder is damaged: rebuild it with "
+        f"scripts/prepare_data.py --out {folder} and the settings in its {MANIFEST}"
+    )
+
+
+def _check_sizes(folder: Path, sizes: dict[str, int]) -> None:
+    """Every file the size the manifest records (folders prepared before sizes were recorded
+    have their arrays checked by `PreparedData.dataset` only)."""
+    for name, size in sizes.items():
+        path = folder / name
+        found = path.stat().st_size if path.is_file() else 0
+        if found != size:
+            raise damaged(folder, name, f"{found:,} bytes, but {size:,} when it was prepared")
+
+
 @dataclass
 class PreparedData:
     """A prepared folder: its manifest, its tokenizers and its splits.
@@ -88,6 +114,8 @@ class PreparedData:
             manifest = json.loads(path.read_text(encoding="utf-8"))
             version, names = manifest["format_version"], list(manifest["files"])
             tokenizer = manifest["tokenizer"]
+            if not {"lines", "ids", "settings"} <= manifest.keys():
+                raise KeyError("lines, ids or settings")
             models = (tokenizer["src_model"], tokenizer["tgt_model"], tokenizer["joint"])
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"{path}: damaged manifest ({err!r}); {HINT}") from None
@@ -101,10 +129,17 @@ class PreparedData:
         missing = [name for name in names if not (folder / name).is_file()]
         if missing:
             raise UserError(f"{folder}: missing {', '.join(missing)}; {HINT}")
+        _check_sizes(folder, manifest.get("sizes", {}))
         src_model, tgt_model, joint = models
         src_tokenizer = Tokenizer.load(folder / src_model)
         tgt_tokenizer = src_tokenizer if joint else Tokenizer.load(folder / tgt_model)
         return cls(folder, manifest, src_tokenizer, tgt_tokenizer)
+
+    def verify(self) -> None:
+        """Compare every file's SHA256 with the one the manifest records (reads everything)."""
+        for name, sha256 in self.manifest["files"].items():
+            if sha256_file(self.folder / name) != sha256:
+                raise damaged(self.folder, name, "its SHA256 differs from the one in the manifest")
 
     def check_vocabulary(self, vocab_size: int, joint: bool) -> None:
         """`UserError` unless the folder was prepared with this vocabulary (a configuration's
@@ -147,9 +182,40 @@ class PreparedData:
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         dtypes = self.manifest["ids"]
-        arrays = [
-            FileArray(self.folder / f"{split}.{lang}.{kind}", dtypes[key])
-            for lang in (self.src, self.tgt)
-            for kind, key in (("ids", "dtype"), ("offsets", "offsets_dtype"))
-        ]
+        arrays = []
+        for lang, tokenizer in ((self.src, self.src_tokenizer), (self.tgt, self.tgt_tokenizer)):
+            name = f"{split}.{lang}"
+            ids = FileArray(self.folder / f"{name}.ids", dtypes["dtype"])
+            offsets = FileArray(self.folder / f"{name}.offsets", dtypes["offsets_dtype"])
+            self._check_arrays(name, ids, offsets, self.manifest["lines"][split])
+            self._check_ids(f"{name}.ids", ids, tokenizer.vocab_size)
+            arrays += [ids, offsets]
         return ParallelDataset(*arrays)
+
+    def _check_arrays(self, name: str, ids: FileArray, offsets: FileArray, lines: int) -> None:
+        """The offsets of `lines` lines: lines + 1 of them, from 0, never decreasing, ending at
+        the number of ids; each file a whole number of elements."""
+        for array in (ids, offsets):
+            if array.path.stat().st_size != len(array) * array.dtype.itemsize:
+                raise damaged(self.folder, array.path.name, "cut off in the middle of a number")
+        if len(offsets) != lines + 1:
+            problem = f"holds {len(offsets) - 1:,} lines, but the split has {lines:,}"
+            raise damaged(self.folder, f"{name}.offsets", problem)
+        previous = 0
+        for start in range(0, len(offsets), CHECK_CHUNK):
+            chunk = offsets[start : start + CHECK_CHUNK]
+            if chunk[0] < previous or (np.diff(chunk) < 0).any() or (start == 0 and chunk[0]):
+                raise damaged(self.folder, f"{name}.offsets", "offsets out of order")
+            previous = chunk[-1]
+        if previous != len(ids):
+            problem = f"{len(ids):,} token ids, but the offsets end at {previous:,}"
+            raise damaged(self.folder, f"{name}.ids", problem)
+
+    def _check_ids(self, name: str, ids: FileArray, vocab_size: int) -> None:
+        """Every token id in [0, vocab_size)."""
+        for start in range(0, len(ids), CHECK_CHUNK):
+            chunk = ids[start : start + CHECK_CHUNK]
+            if chunk.max() >= vocab_size or chunk.min() < 0:
+                bad = int(chunk[(chunk >= vocab_size) | (chunk < 0)][0])
+                problem = f"token id {bad} is outside the vocabulary of {vocab_size}"
+                raise damaged(self.folder, name, problem)

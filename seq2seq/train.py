@@ -274,14 +274,17 @@ def log_first_validation(run: Run, progress: Progress, log: RunLog, seconds: flo
 # ---------------------------------------------------------------------------------------------
 
 
-def train(cfg: Config, prepare_missing: bool = False) -> Progress:
-    """Train (or resume) the run described by `cfg`; returns where training ended."""
+def train(cfg: Config, prepare_missing: bool = False, verify_data: bool = False) -> Progress:
+    """Train (or resume) the run described by `cfg`; returns where training ended.
+
+    prepare_missing: prepare data.prepared first when it is missing. verify_data: check every
+    file of data.prepared against its manifest's checksums first (sizes are always checked)."""
     device = pick_device(cfg.train.device, "train.device")
     env = distributed.init_distributed(device.type)
     device = distributed.local_device(device, env)
     try:
         with lock_run_folder(run_dir_of(cfg), env):
-            run = set_up(cfg, prepare_missing, device, env)
+            run = set_up(cfg, prepare_missing, device, env, verify_data)
             progress = start(run)
             if finished_reason(cfg, progress) is None:
                 with StopSignals() as signals:

@@ -69,7 +69,11 @@ class Run:
 # ---------------------------------------------------------------------------------------------
 
 
-def load_data(cfg: Config, prepare_missing: bool, env: distributed.Dist) -> PreparedData:
+def load_data(
+    cfg: Config, prepare_missing: bool, env: distributed.Dist, verify: bool = False
+) -> PreparedData:
+    """The prepared folder of `cfg`, checked (file sizes; every checksum when `verify`), and
+    prepared first when missing and `prepare_missing`."""
     folder = Path(cfg.data.prepared)
     if not (folder / "manifest.json").is_file():
         if not prepare_missing:
@@ -88,6 +92,8 @@ def load_data(cfg: Config, prepare_missing: bool, env: distributed.Dist) -> Prep
             )
         distributed.barrier(env)
     data = PreparedData.load(folder)
+    if verify:
+        data.verify()
     data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
     # The checkpoints' configuration names the corpus the folder holds, whatever data.corpus
     # said: the model's domain is read from it (seq2seq.corpora.domain_of).
@@ -119,11 +125,18 @@ def make_scheduler(
     )
 
 
-def set_up(cfg: Config, prepare_missing: bool, device: torch.device, env: distributed.Dist) -> Run:
+def set_up(
+    cfg: Config,
+    prepare_missing: bool,
+    device: torch.device,
+    env: distributed.Dist,
+    verify_data: bool = False,
+) -> Run:
     """Data, model (seeded), optimizer and schedule of a new run; `resume` restores a saved one."""
     dtype = autocast_dtype(cfg.train.precision, device)
     decode_dtype(cfg.decode.precision, device)  # a bad one fails now, not at the first validation
-    data = load_data(cfg, prepare_missing, env)
+    data = load_data(cfg, prepare_missing, env, verify_data)
+    train_set, valid_set = data.dataset("train"), data.dataset("valid")  # checked here
     valid_lines = data.lines("valid")
     if cfg.train.valid_max_sentences:
         valid_lines = tuple(side[: cfg.train.valid_max_sentences] for side in valid_lines)
@@ -144,8 +157,8 @@ def set_up(cfg: Config, prepare_missing: bool, device: torch.device, env: distri
         dtype=dtype,
         run_dir=run_dir_of(cfg),
         data=data,
-        train_set=data.dataset("train"),
-        valid_set=data.dataset("valid"),
+        train_set=train_set,
+        valid_set=valid_set,
         valid_lines=valid_lines,
         raw_model=raw_model,
         model=distributed.wrap_model(model, device, env),

@@ -10,6 +10,7 @@ reversal corpus prepared with a 32-piece vocabulary and an untrained two-layer T
 import contextlib
 import hashlib
 import io
+import json
 import os
 import pickle
 import runpy
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from reversal import prepare_reversal
@@ -103,6 +105,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "bad_utf8.txt").write_bytes(b"a b c\nd \xff e\n")
     (root / "ref_link.txt").symlink_to(root / "ref.txt")
     (root / "folder").mkdir()
+    damaged = {name: root / name for name in ("cut_ids", "cut_offsets", "edited", "big_id")}
+    for folder in damaged.values():
+        shutil.copytree(prepared, folder)
+    (damaged["cut_ids"] / "train.src.ids").write_bytes(b"")
+    offsets = damaged["cut_offsets"] / "valid.tgt.offsets"
+    offsets.write_bytes(offsets.read_bytes()[:-16])
+    manifest = json.loads((damaged["edited"] / "manifest.json").read_text())
+    manifest["files"]["train.src"] = "0" * 64
+    (damaged["edited"] / "manifest.json").write_text(json.dumps(manifest))
+    ids = np.fromfile(damaged["big_id"] / "train.tgt.ids", dtype=np.uint16)
+    ids[0] = 99
+    ids.tofile(damaged["big_id"] / "train.tgt.ids")
     empty_valid = root / "empty_valid"
     shutil.copytree(root / "data" / "raw", empty_valid)
     for side in ("src", "tgt"):
@@ -122,6 +136,13 @@ CONFIG = ["--config", "{good.toml}"]
 CKPT = ["--checkpoint", "{good.pt}"]
 SRC_REF = ["--src", "{src.txt}", "--ref", "{ref.txt}"]
 RECORD = ["--name", "x", "--trained-on", "cpu", "--train-hours", "1", "--command", "make"]
+
+
+def prepared_at(name: str) -> list[str]:
+    """Overrides that train on the world's prepared folder `name` (a damaged copy)."""
+    return [f'data.prepared="{{{name}}}"', "data.vocab_size=32"]
+
+
 FILES = ["--corpus", "files", "--src", "src", "--tgt", "tgt", "--data-dir", "{data}/raw"]
 CASES: dict[str, Case | object] = {
     # Configuration values, overrides and files (scripts/train.py).
@@ -158,6 +179,17 @@ CASES: dict[str, Case | object] = {
     "unknown train option": Case("train", [*CONFIG, "--resume"], "unrecognized arguments"),
     "run_dir under a file": Case(
         "train", [*CONFIG, "data.vocab_size=32", 'train.run_dir="{file}/run"'], "Not a directory"
+    ),
+    # Damaged prepared folders (scripts/train.py): sizes always, checksums with --verify.
+    "truncated ids": Case("train", [*CONFIG, *prepared_at("cut_ids")], "train.src.ids: 0 bytes"),
+    "truncated offsets": Case(
+        "train", [*CONFIG, *prepared_at("cut_offsets")], "valid.tgt.offsets: 72 bytes, but 88 when"
+    ),
+    "edited checksum": Case(
+        "train", [*CONFIG, *prepared_at("edited"), "--verify"], "train.src: its SHA256 differs"
+    ),
+    "id beyond vocabulary": Case(
+        "train", [*CONFIG, *prepared_at("big_id")], "token id 99 is outside the vocabulary of 32"
     ),
     "vocab_size != prepared": pytest.param(
         Case("train", [*CONFIG, "data.vocab_size=5000"], "vocab_size")

@@ -5,6 +5,7 @@ and the data errors of prepare (vocabulary, empty valid split, Ctrl-C, configura
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -213,3 +214,64 @@ def test_ctrl_c_while_sentencepiece_trains_stops_at_once(shared_data: Path, tmp_
     assert time.perf_counter() - started < 2
     assert process.returncode == 130
     assert os.listdir(tmp_path) == []  # no partial folder, no empty data/
+
+
+def _damaged_copy(reversal: Path, folder: Path, keep_sizes: bool = False) -> Path:
+    """A copy of the prepared folder; without the recorded sizes unless `keep_sizes` (as a
+    folder prepared before they were recorded), so the array checks themselves are reached."""
+    shutil.copytree(reversal, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if not keep_sizes:
+        del manifest["sizes"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("cut offsets", r"valid\.tgt\.offsets: holds 49 lines, but the split has 50; the prepared"),
+        ("cut ids", r"valid\.src\.ids: \d+ token ids, but the offsets end at \d+; the prepared"),
+        ("odd ids", r"valid\.src\.ids: cut off in the middle of a number"),
+        ("unordered offsets", r"valid\.src\.offsets: offsets out of order"),
+        ("id over vocabulary", r"valid\.tgt\.ids: token id 40 is outside the vocabulary of 32"),
+    ],
+)
+def test_damaged_arrays_are_named_before_use(
+    reversal: Path, tmp_path: Path, damage: str, message: str
+) -> None:
+    folder = _damaged_copy(reversal, tmp_path / "p")
+    ids, offsets = folder / "valid.src.ids", folder / "valid.src.offsets"
+    if damage == "cut offsets":
+        path = folder / "valid.tgt.offsets"
+        path.write_bytes(path.read_bytes()[:-8])
+    elif damage == "cut ids":
+        ids.write_bytes(ids.read_bytes()[:-2])
+    elif damage == "odd ids":
+        ids.write_bytes(ids.read_bytes()[:-1])
+    elif damage == "unordered offsets":
+        values = np.fromfile(offsets, dtype=np.int64)
+        values[[3, 4]] = values[[4, 3]]
+        values.tofile(offsets)
+    else:
+        values = np.fromfile(folder / "valid.tgt.ids", dtype=np.uint16)
+        values[7] = 40
+        values.tofile(folder / "valid.tgt.ids")
+    data = PreparedData.load(folder)
+    with pytest.raises(UserError, match=message + ".*rebuild it with scripts/prepare_data.py"):
+        data.dataset("valid")
+    data.dataset("train")  # the other splits stay usable
+
+
+def test_sizes_are_checked_at_load_and_checksums_on_request(reversal: Path, tmp_path: Path):
+    folder = _damaged_copy(reversal, tmp_path / "p", keep_sizes=True)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["test.src"] = "0" * 64  # an edited checksum: the files are intact
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    data = PreparedData.load(folder)
+    with pytest.raises(UserError, match=r"p/test\.src: its SHA256 differs from the one in"):
+        data.verify()
+    text = folder / "valid.src"
+    text.write_text(text.read_text()[:-3])
+    with pytest.raises(UserError, match=r"p/valid\.src: \d+ bytes, but \d+ when it was prepared"):
+        PreparedData.load(folder)
