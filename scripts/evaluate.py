@@ -46,7 +46,7 @@ from seq2seq.evaluation import EvalResult, check_aligned, evaluate
 from seq2seq.files import read_lines, write_atomically
 from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepared import PreparedData
-from seq2seq.translator import Translator
+from seq2seq.translator import SourceTooLong, Translator
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 
@@ -167,7 +167,16 @@ def main() -> None:
         prepared = PreparedData.load(inference.config.data.prepared)
         sources, references = prepared.lines(args.split)
     translator = Translator.from_inference(inference, device)
-    result = evaluate(translator, sources, references)
+    translator.check_beam_size(translator.decode_cfg.beam_size)
+    try:
+        result = evaluate(translator, sources, references)
+    except SourceTooLong as err:
+        where = (
+            f"--src {args.src}"
+            if prepared is None
+            else prepared.folder / f"{args.split}.{prepared.src}"
+        )
+        raise UserError(f"{where}:{err.index + 1}: {err.problem}") from None
     if args.output:
         text = "".join(f"{line}\n" for line in result.hypotheses).encode()
         try:

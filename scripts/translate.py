@@ -39,7 +39,7 @@ from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import text_lines
 from seq2seq.plots import attention_figure, attention_text
-from seq2seq.translator import Translation, Translator
+from seq2seq.translator import SourceTooLong, Translation, Translator
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 HISTORY_FILE = Path.home() / ".seq2seq_history"
@@ -90,7 +90,18 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, str]:
     beam = decode_cfg.beam_size
     if not 1 <= args.nbest <= beam:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
-    return Translator.from_inference(inference, device), domain_of(inference.config.data.corpus)
+    translator = Translator.from_inference(inference, device)
+    translator.check_beam_size(beam)
+    return translator, domain_of(inference.config.data.corpus)
+
+
+def warn_if_truncated(name: str, translation: Translation, limit: int) -> None:
+    """Say on stderr that input line `name` (e.g. "standard input:3") was cut short."""
+    if translation.truncated_from is not None:
+        print(
+            f"warning: {name}: {translation.truncated_from:,} pieces, cut to the first {limit}",
+            file=sys.stderr,
+        )
 
 
 def attention_path(save_attention: str, number: int | None) -> Path:
@@ -145,6 +156,7 @@ def interactive(translator: Translator, args: argparse.Namespace, domain: str) -
     print(f"{model} is trained on {domain}; other kinds of text may come out wrong.")
     print("Type a sentence and press Enter. Ctrl-C cancels the line, Ctrl-D quits.")
     need_attention = args.show_attention or bool(args.save_attention)
+    limit = translator.source_limit(translator.decode_cfg.beam_size)
     saved = 0
     while True:
         try:
@@ -152,12 +164,16 @@ def interactive(translator: Translator, args: argparse.Namespace, domain: str) -
             if not line.strip():
                 continue
             nbest = translator.translate([line], nbest=args.nbest, need_attention=need_attention)[0]
+        except SourceTooLong as err:
+            print(f"error: {err.problem}", file=sys.stderr)
+            continue
         except KeyboardInterrupt:
             print()
             continue
         except EOFError:
             print()
             return
+        warn_if_truncated("this line", nbest[0], limit)
         show(nbest, args.show_attention)
         if args.save_attention and nbest[0].attention is not None:
             path = attention_path(args.save_attention, saved)
@@ -173,18 +189,29 @@ def read_chunks(lines: Iterable[str]) -> Iterator[list[str]]:
         yield chunk
 
 
-def batch_mode(translator: Translator, args: argparse.Namespace, lines: Iterable[str]) -> None:
-    """One output line per input line (N with --nbest N), translated a chunk at a time.
+def batch_mode(
+    translator: Translator, args: argparse.Namespace, lines: Iterable[str], name: str
+) -> None:
+    """One output line per input line (N with --nbest N), translated a chunk at a time; `name`
+    (e.g. "standard input") names the input in errors and warnings.
 
     The attention map of input line k (from 0, as in the n-best lines) is FILE-k.png; an empty
     line has none.
     """
     need_attention = args.show_attention or bool(args.save_attention)
+    limit = translator.source_limit(translator.decode_cfg.beam_size)
     line_number = 0
     for chunk in read_chunks(lines):
         # Every chunk but the last is full, so a first chunk of one line is the whole input.
         numbered = line_number > 0 or len(chunk) > 1
-        for nbest in translator.translate(chunk, nbest=args.nbest, need_attention=need_attention):
+        try:
+            translated = translator.translate(
+                chunk, nbest=args.nbest, need_attention=need_attention
+            )
+        except SourceTooLong as err:
+            raise UserError(f"{name}:{line_number + err.index + 1}: {err.problem}") from None
+        for nbest in translated:
+            warn_if_truncated(f"{name}:{line_number + 1}", nbest[0], limit)
             if args.nbest == 1:
                 print(nbest[0].text)
             else:
@@ -223,7 +250,7 @@ def main() -> None:
             interactive(translator, args, domain)
             return
         name = "standard input" if args.input is None else f"--input {args.input}"
-        batch_mode(translator, args, text_lines(stream, name))
+        batch_mode(translator, args, text_lines(stream, name), name)
 
 
 if __name__ == "__main__":

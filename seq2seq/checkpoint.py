@@ -31,6 +31,7 @@ import torch
 from seq2seq.config import Config, config_from_dict
 from seq2seq.errors import UserError
 from seq2seq.files import write_atomically
+from seq2seq.model_size import check_model_fits
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.tokenizer import Tokenizer
@@ -186,6 +187,7 @@ def model_from_checkpoint(
     """Rebuild the model described by a checkpoint and load its weights."""
     try:
         config = config_from_dict(checkpoint["config"])
+        check_model_fits(config, src_vocab_size, tgt_vocab_size, torch.device("cpu"), False)
     except UserError as err:
         raise UserError(f"{path}: {err}") from None
     model = build_model(

@@ -235,6 +235,18 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         "fp32) (default: the checkpoint's decode.precision)",
     )
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
+    parser.add_argument(
+        "--max-src-pieces",
+        type=number(int, RULES["decode.max_src_pieces"]),
+        metavar="N",
+        help="refuse an input line of more than N sentencepiece pieces (default: the "
+        "checkpoint's decode.max_src_pieces, 256 unless set)",
+    )
+    parser.add_argument(
+        "--truncate",
+        action="store_true",
+        help="cut a longer input line to the limit, with a warning, instead of refusing it",
+    )
 
 
 def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> None:
@@ -256,6 +268,9 @@ def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> 
             )
         decode_cfg.precision = args.precision
     decode_cfg.stop_early |= args.stop_early
+    if args.max_src_pieces is not None:
+        decode_cfg.max_src_pieces = args.max_src_pieces
+    decode_cfg.truncate_src |= args.truncate
 
 
 # --- The terminal (scripts/translate.py's prompt) ---------------------------------------------

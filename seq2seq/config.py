@@ -144,6 +144,8 @@ class DecodeConfig:
     # instructions (AVX512_BF16 or AMX), else fp32; or "bf16", "fp16" (CUDA only), "fp32", or
     # "int8" (CPU only: int8 linear layers, the rest fp32; seq2seq/quantize.py)
     valid_beam_size: int = 1  # beam used for BLEU during training validation
+    max_src_pieces: int = 256  # a longer input line is refused (seq2seq.translator)...
+    truncate_src: bool = False  # ...or, when true, cut to max_src_pieces with a warning
 
 
 @dataclass

@@ -103,6 +103,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "decode.batch_size": AT_LEAST_1,
     "decode.precision": DECODE_PRECISIONS,
     "decode.valid_beam_size": AT_LEAST_1,
+    "decode.max_src_pieces": AT_LEAST_1,
 }
 
 

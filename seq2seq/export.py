@@ -24,6 +24,7 @@ import torch
 from seq2seq.checkpoint import Inference
 from seq2seq.config import config_from_dict
 from seq2seq.errors import UserError
+from seq2seq.model_size import check_model_fits
 from seq2seq.models import build_model
 from seq2seq.tokenizer import Tokenizer
 
@@ -107,13 +108,12 @@ def load_exported(folder: str | Path, device: str | torch.device = "cpu") -> Inf
         src_tokenizer = tgt_tokenizer = _tokenizer(folder / JOINT_TOKENIZER)
     else:
         src_tokenizer, tgt_tokenizer = (_tokenizer(folder / n) for n in SEPARATE_TOKENIZERS)
-    model = build_model(
-        config.model,
-        src_tokenizer.vocab_size,
-        tgt_tokenizer.vocab_size,
-        config.data.joint_vocab,
-        verbose=False,
-    )
+    vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
+    try:
+        check_model_fits(config, *vocab_sizes, torch.device("cpu"), training=False)
+    except UserError as err:
+        raise UserError(f"{folder / DESCRIPTION}: {err}") from None
+    model = build_model(config.model, *vocab_sizes, config.data.joint_vocab, verbose=False)
     try:
         safetensors.torch.load_model(model, str(folder / WEIGHTS), strict=True)
     except (OSError, RuntimeError, safetensors.SafetensorError) as err:

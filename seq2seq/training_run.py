@@ -14,11 +14,13 @@ from seq2seq.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoi
 from seq2seq.config import Config, config_from_dict
 from seq2seq.device import autocast_dtype, decode_dtype
 from seq2seq.errors import UserError
+from seq2seq.model_size import check_model_fits
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.prepare import prepare
 from seq2seq.prepared import PreparedData
 from seq2seq.reproducibility import rng_state, seed_everything, set_rng_state
+from seq2seq.translator import source_limit
 
 
 class TrainingDiverged(UserError):
@@ -140,8 +142,10 @@ def set_up(
     valid_lines = data.lines("valid")
     if cfg.train.valid_max_sentences:
         valid_lines = tuple(side[: cfg.train.valid_max_sentences] for side in valid_lines)
-    seed_everything(cfg.train.seed)
     vocab_sizes = (data.src_tokenizer.vocab_size, data.tgt_tokenizer.vocab_size)
+    check_against_data(cfg, train_set, valid_set, vocab_sizes[1])
+    check_model_fits(cfg, *vocab_sizes, device, training=True)
+    seed_everything(cfg.train.seed)
     raw_model = build_model(cfg.model, *vocab_sizes, data.joint, verbose=env.is_main).to(device)
     optimizer = torch.optim.AdamW(
         raw_model.parameters(),
@@ -166,6 +170,35 @@ def set_up(
         scheduler=make_scheduler(cfg, optimizer),
         scaler=torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
     )
+
+
+def check_against_data(
+    cfg: Config, train_set: ParallelDataset, valid_set: ParallelDataset, tgt_vocab_size: int
+) -> None:
+    """The values of `cfg` that only the data can refute: a batch must hold the longest training
+    sentence, a beam cannot be wider than the target vocabulary, and validation must be able to
+    translate every valid sentence it uses."""
+    longest = int(max(train_set.src_lens.max(), train_set.tgt_lens.max()))
+    if cfg.train.max_tokens < longest:
+        raise UserError(
+            f"train.max_tokens={cfg.train.max_tokens}: smaller than the longest training "
+            f"sentence ({longest} tokens, special tokens included); set it to at least {longest}"
+        )
+    for key in ("beam_size", "valid_beam_size"):
+        beam = getattr(cfg.decode, key)
+        if beam > tgt_vocab_size:
+            raise UserError(
+                f"decode.{key}={beam}: larger than the target vocabulary ({tgt_vocab_size} pieces)"
+            )
+    used = valid_set.src_lens[: cfg.train.valid_max_sentences or None] - 1  # pieces, no EOS
+    limit = source_limit(cfg.decode, cfg.decode.valid_beam_size)
+    if not cfg.decode.truncate_src and len(used) and used.max() > limit:
+        line = int(used.argmax()) + 1
+        raise UserError(
+            f"decode.max_src_pieces={cfg.decode.max_src_pieces}: valid sentence {line} has "
+            f"{int(used.max())} pieces, more than validation can take ({limit}); raise "
+            "decode.max_src_pieces or set decode.truncate_src=true"
+        )
 
 
 def run_dir_of(cfg: Config) -> Path:

@@ -28,6 +28,25 @@ from seq2seq.tokenizer import Tokenizer
 MAX_BATCH_TOKENS = 16_000  # padded source tokens times beam size per decoding batch
 
 
+def source_limit(decode_cfg: DecodeConfig, beam_size: int) -> int:
+    """The most pieces an input line may have (EOS not counted): decode.max_src_pieces, and at
+    most what one sentence's beams fit in the decoding budget of MAX_BATCH_TOKENS padded source
+    tokens, so decoding memory is bounded whatever the input."""
+    return max(1, min(decode_cfg.max_src_pieces, MAX_BATCH_TOKENS // beam_size - 1))
+
+
+class SourceTooLong(UserError):
+    """An input line over the source length limit (`Translator.source_limit`).
+
+    index: the line's position in the list given to `Translator.translate` (from 0);
+    problem: the message without the line's position, for callers that name it better
+    (e.g. "--input FILE:LINE")."""
+
+    def __init__(self, index: int, problem: str) -> None:
+        super().__init__(f"input line {index + 1}: {problem}")
+        self.index, self.problem = index, problem
+
+
 @dataclass
 class Translation:
     """One translation of one input line.
@@ -35,7 +54,8 @@ class Translation:
     text: the detokenized output; score: its length-penalised log-probability (seq2seq.search);
     tokens: the output ids (no BOS/EOS); src_pieces / tgt_pieces: the sentencepiece pieces of
     input and output, each ending with the EOS piece; attention: (len(tgt_pieces),
-    len(src_pieces)) cross-attention averaged over heads, or None unless asked for.
+    len(src_pieces)) cross-attention averaged over heads, or None unless asked for;
+    truncated_from: see `Translator.source_limit`.
     """
 
     text: str
@@ -44,6 +64,7 @@ class Translation:
     src_pieces: list[str]
     tgt_pieces: list[str]
     attention: Tensor | None = None
+    truncated_from: int | None = None  # the input's length in pieces when it was cut short
 
 
 class Translator:
@@ -114,7 +135,9 @@ class Translator:
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
             raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
+        self.check_beam_size(beam_size)
         sources = self.src_tokenizer.encode(lines)
+        cut = self._bound_lengths(sources, beam_size)
         results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
         order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
         was_training = self.model.training
@@ -126,12 +149,49 @@ class Translator:
                     hypotheses = self._search(batch_sources, beam_size, nbest, need_attention)
                 translations = self._translations(batch_sources, hypotheses)
                 for i, nbest_list in zip(batch, translations, strict=True):
+                    for translation in nbest_list:
+                        translation.truncated_from = cut.get(i)
                     results[i] = nbest_list
                 if on_batch:
                     on_batch(len(batch))
         finally:
             self.model.train(was_training)
         return results
+
+    def check_beam_size(self, beam_size: int) -> None:
+        """`UserError` for a beam wider than the target vocabulary: a search keeps `beam_size`
+        distinct candidates, and there are no more than the vocabulary's pieces to extend."""
+        vocab_size = self.tgt_tokenizer.vocab_size
+        if beam_size > vocab_size:
+            raise UserError(
+                f"beam size {beam_size}: larger than the target vocabulary ({vocab_size} pieces)"
+            )
+
+    def source_limit(self, beam_size: int) -> int:
+        """The most pieces an input line may have (see `source_limit`). A longer line is a
+        `SourceTooLong` error, or with decode.truncate_src cut to the limit (its translations
+        then have `truncated_from` set)."""
+        return source_limit(self.decode_cfg, beam_size)
+
+    def _bound_lengths(self, sources: list[list[int]], beam_size: int) -> dict[int, int]:
+        """Apply `source_limit` to `sources` in place; returns {index: pieces} of those cut."""
+        limit, cut = self.source_limit(beam_size), {}
+        for i, ids in enumerate(sources):
+            if len(ids) <= limit:
+                continue
+            if not self.decode_cfg.truncate_src:
+                if limit < self.decode_cfg.max_src_pieces:
+                    why = f"the decoding budget ({MAX_BATCH_TOKENS:,} tokens) at beam {beam_size}"
+                else:
+                    why = "decode.max_src_pieces (--max-src-pieces)"
+                raise SourceTooLong(
+                    i,
+                    f"{len(ids):,} pieces, more than the {limit} that {why} allows; split the "
+                    "line, or cut it with --truncate (decode.truncate_src)",
+                )
+            cut[i] = len(ids)
+            del ids[limit:]
+        return cut
 
     def _batches(
         self, order: list[int], sources: list[list[int]], beam_size: int
