@@ -16,7 +16,7 @@ from pathlib import Path
 from seq2seq.checkpoint import load_for_inference
 from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
-from seq2seq.export import DTYPES, WEIGHTS, default_export_folder, export_model
+from seq2seq.export import DTYPES, check_export_target, default_export_folder, export_model
 
 
 def main() -> None:
@@ -28,14 +28,20 @@ def main() -> None:
     parser.add_argument(
         "--dtype", choices=sorted(DTYPES), default="bf16", help="weight precision (default: bf16)"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an exported model already in --out, or write inside the repository's "
+        "models/ folder (the shipped models)",
+    )
     args = parser.parse_args()
     out = Path(args.out) if args.out else default_export_folder(args.checkpoint)
-    if out.exists() and not (out / WEIGHTS).is_file():
-        raise UserError(
-            f"--out {out}: exists and is not an exported model folder; not replacing it"
-        )
+    check_export_target(out, args.force)
     inference = load_for_inference(args.checkpoint)
-    export_model(inference, out, DTYPES[args.dtype])
+    try:
+        export_model(inference, out, DTYPES[args.dtype])
+    except OSError as err:
+        raise UserError(f"--out {out}: cannot write ({err.strerror or err})") from None
     size = sum(path.stat().st_size for path in out.iterdir())
     print(f"exported {args.checkpoint} (step {inference.step}) to {out}: {size / 1e6:.1f} MB")
 

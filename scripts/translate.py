@@ -27,6 +27,7 @@ from seq2seq.cli import (
     add_decode_options,
     add_model_options,
     apply_decode_options,
+    check_output,
     load_model,
     number,
     run_cli,
@@ -74,8 +75,8 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--input", metavar="FILE", help="translate FILE instead of standard input")
     args = parser.parse_args()
-    if args.save_attention and not Path(args.save_attention).resolve().parent.is_dir():
-        parser.error(f"--save-attention {args.save_attention}: its folder does not exist")
+    if args.save_attention:
+        check_output("--save-attention", args.save_attention, [args.input])
     return args
 
 

@@ -28,6 +28,7 @@ from seq2seq.config import DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, RULES
 from seq2seq.errors import UserError
 from seq2seq.export import find_model, load_exported
+from seq2seq.files import check_output_location
 
 Number = TypeVar("Number", int, float)
 
@@ -85,24 +86,25 @@ def check_output(
     create_folder: bool = False,
 ) -> None:
     """Refuse, before any work is done, an output file that would overwrite one of the `inputs`
-    or that cannot be written: a folder, a file in a read-only folder, or in a missing folder
-    (unless `create_folder`: then the nearest existing folder above it must be writable)."""
+    or that cannot be written: a folder, a path through a loop of symbolic links, a file in a
+    folder that takes no files (read-only, /proc), or in a missing folder (unless
+    `create_folder`: then the nearest existing folder above it must take files)."""
     target = Path(path)
+    resolved = check_output_location(option, target)
     for given in filter(None, inputs):
         source = Path(given)
-        same = source.resolve() == target.resolve()
+        try:
+            same = source.resolve() == resolved
+        except (OSError, RuntimeError):  # an input through a symbolic link loop fails when read
+            continue
         if same or (source.exists() and target.exists() and source.samefile(target)):
             raise UserError(f"{option} {path}: is also an input ({given}); choose another file")
     if target.is_dir():
         raise UserError(f"{option} {path}: is a folder; give a file name")
-    folder = target.resolve().parent
-    while create_folder and not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.exists():
+    folder = resolved.parent
+    if not create_folder and not folder.exists():
         raise UserError(f"{option} {path}: the folder {folder} does not exist")
-    if not folder.is_dir():
-        raise UserError(f"{option} {path}: {folder} is not a folder")
-    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+    if target.exists() and not os.access(target, os.W_OK):
         raise UserError(f"{option} {path}: not writable")
 
 

@@ -24,6 +24,7 @@ import torch
 from seq2seq.checkpoint import Inference
 from seq2seq.config import config_from_dict
 from seq2seq.errors import UserError
+from seq2seq.files import check_output_location
 from seq2seq.model_size import check_model_fits
 from seq2seq.models import build_model
 from seq2seq.tokenizer import Tokenizer
@@ -34,12 +35,39 @@ CARD = "card.json"
 JOINT_TOKENIZER = "sentencepiece.model"
 SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"  # the repository's models/
 EXPORTED = Path("exported")  # where exports go by default, ignored by git (models/ is shipped)
 
 
 def default_export_folder(checkpoint: str | Path) -> Path:
     """exported/<run>: the folder of a checkpoint of checkpoints/<run>/ exported by default."""
     return EXPORTED / Path(checkpoint).resolve().parent.name
+
+
+SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"  # the repository's models/
+
+
+def check_export_target(out: Path, force: bool, option: str = "--out") -> None:
+    """Refuse, before any work, to write the folder `out` (given by `option`) where the user did
+    not ask to replace anything: a folder that is there already (an exported model is replaced
+    only when `force`; anything else never), or any folder inside the repository's models/,
+    which holds the shipped models (only when `force`). Also `check_output_location`."""
+    resolved = check_output_location(option, out)
+    if out.exists() and not (out / WEIGHTS).is_file():
+        raise UserError(
+            f"{option} {out}: exists and is not an exported model folder; not replacing it"
+        )
+    if force:
+        return
+    if out.exists():
+        raise UserError(
+            f"{option} {out}: holds an exported model already; pass --force to replace it"
+        )
+    if resolved.is_relative_to(SHIPPED_MODELS):
+        raise UserError(
+            f"{option} {out}: inside the repository's models/ folder, which holds the shipped "
+            "models; export elsewhere, or pass --force to write there"
+        )
 
 
 def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:

@@ -54,6 +54,27 @@ def read_lines(path: Path, name: str | None = None) -> list[str]:
     return list(iter_lines(path, name))
 
 
+def check_output_location(option: str, path: str | Path) -> Path:
+    """Resolve the output `path` given by `option` and check, before any work, that it can be
+    written: no loop of symbolic links on the way, and the nearest existing folder above it
+    takes new files (tried by making one: this refuses read-only and special file systems such
+    as /proc, for root too). Returns the resolved path; a problem is a one-line `UserError`."""
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: Python's "Symlink loop from ..."
+        raise UserError(f"{option} {path}: a loop of symbolic links") from None
+    folder = resolved.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UserError(f"{option} {path}: {folder} is not a folder")
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        raise UserError(f"{option} {path}: cannot write in {folder} ({err.strerror})") from None
+    return resolved
+
+
 def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Call `write` on a temporary file beside `path`, fsync it, then rename it over `path`.
 

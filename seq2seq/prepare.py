@@ -48,7 +48,7 @@ from seq2seq.corpora import (
 )
 from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror, sha256_file
 from seq2seq.errors import UserError
-from seq2seq.files import iter_lines
+from seq2seq.files import check_output_location, iter_lines
 from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 
 T = TypeVar("T")
@@ -95,6 +95,7 @@ def prepare(
     if spm_sample < MIN_SPM_SAMPLE:
         raise UserError(f"--spm-sample {spm_sample}: must be >= {MIN_SPM_SAMPLE}")
     out = Path(out) if out else default_out(corpus, src, tgt)
+    check_output_location("--out", out)
     settings: dict[str, Any] = {
         "corpus": corpus,
         "src": src,
