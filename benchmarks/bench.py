@@ -66,9 +66,9 @@ from results_table import growth_section, throughput_section
 
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import Inference, load_for_inference
-from seq2seq.cli import run_cli, tune_process
+from seq2seq.cli import ArgumentParser, number, run_cli, tune_process
 from seq2seq.config import MODEL_PRESETS, TrainConfig, load_config
-from seq2seq.config_rules import DECODE_PRECISIONS, PRECISIONS
+from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, DECODE_PRECISIONS, PRECISIONS, RULES
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.loss import token_losses
@@ -581,15 +581,11 @@ def find_checkpoints(folder: str | Path, models: list[str], data: str) -> dict[s
 # ---------------------------------------------------------------------------------------------
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be >= 1")
-    return value
+positive = number(int, AT_LEAST_1)
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     defaults = BenchmarkSettings()
@@ -614,7 +610,7 @@ def make_parser() -> argparse.ArgumentParser:
         choices=DECODE_PRECISIONS,
         help="decoding precision as decode.precision (default: auto, as in decoding)",
     )
-    parser.add_argument("--seed", type=int)
+    parser.add_argument("--seed", type=number(int, RULES["train.seed"]))
     parser.add_argument("--quick", action="store_true", help=f"smaller settings: {QUICK}")
     parser.add_argument("--out", type=Path, help="the JSON file (default: results/bench/...)")
     throughput = parser.add_argument_group("throughput (the default)")
@@ -623,7 +619,9 @@ def make_parser() -> argparse.ArgumentParser:
         "--max-tokens", type=positive, help=f"tokens per batch (default: {defaults.max_tokens})"
     )
     throughput.add_argument(
-        "--warmup-steps", type=int, help=f"untimed steps (default: {defaults.warmup_steps})"
+        "--warmup-steps",
+        type=number(int, AT_LEAST_0),
+        help=f"untimed steps (default: {defaults.warmup_steps})",
     )
     throughput.add_argument("--steps", type=positive, help=f"timed (default: {defaults.steps})")
     throughput.add_argument(

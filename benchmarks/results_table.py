@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from seq2seq.cli import run_cli
+from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
 from seq2seq.model_result import ModelResult
 
@@ -389,7 +389,7 @@ def update_file(path: Path, results_dir: Path, models_dir: Path | None = None) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="results folder")

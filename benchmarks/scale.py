@@ -21,7 +21,6 @@ against corpus size.
 Peak RSS is the largest resident set of the process or its children (wait4's ru_maxrss).
 """
 
-import argparse
 import json
 import os
 import platform
@@ -34,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.model_result import git_state
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,7 +188,7 @@ def plot(results: list[dict[str, Any]], reference: dict[str, float], path: Path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", required=True, help="folder holding tatoeba-eng-fra/")
     parser.add_argument(
         "--sizes",
@@ -273,4 +273,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--train-child":
         train_child(Path(sys.argv[2]), sys.argv[3:])
     else:
-        main()
+        run_cli(main)

@@ -37,7 +37,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from seq2seq.attention import masked_softmax
-from seq2seq.cli import run_cli
+from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
 
 NOISE_STD = 0.5  # standard deviation of the Gaussian noise on the training targets
@@ -132,7 +132,7 @@ def draw(
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
