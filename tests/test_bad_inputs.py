@@ -27,12 +27,27 @@ import pytest
 import torch
 from reversal import prepare_reversal
 
-from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
+from seq2seq.checkpoint import (
+    CHECKPOINT_FORMAT,
+    load_for_inference,
+    save_checkpoint,
+    tokenizer_entry,
+)
 from seq2seq.config import dump_toml, load_config
+from seq2seq.errors import UserError
+from seq2seq.export import export_model
 from seq2seq.models import build_model
 from seq2seq.prepared import PreparedData
+from seq2seq.translator import SourceTooLong, Translator
 
 ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "models" / "transformer-tiny.multi30k.en-de"
+
+
+def script_path(name: str) -> Path:
+    """scripts/<name>.py, or benchmarks/<name>.py."""
+    path = ROOT / "scripts" / f"{name}.py"
+    return path if path.is_file() else ROOT / "benchmarks" / f"{name}.py"
 
 
 class Payload:
@@ -121,6 +136,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(root / "data" / "raw", empty_valid)
     for side in ("src", "tgt"):
         (empty_valid / f"valid.{side}").write_text("")
+
+    (root / "long.txt").write_text("a " * 50_000 + "\n", encoding="utf-8")  # 100,000 characters
+    (root / "long_ref.txt").write_text("a\n", encoding="utf-8")
+    huge = {**config, "model": {**config["model"], "embed_dim": 1_000_000}}
+    save_checkpoint({**checkpoint, "config": huge}, root / "huge.pt")
+    export_model(load_for_inference(root / "good.pt"), root / "exported")
+    shutil.copytree(root / "exported", root / "huge_model")
+    description = json.loads((root / "huge_model" / "model.json").read_text())
+    description["config"]["model"]["embed_dim"] = 1_000_000
+    (root / "huge_model" / "model.json").write_text(json.dumps(description))
+    (root / "loop").symlink_to("loop")  # a symbolic link to itself
+    (root / "read_only").mkdir(mode=0o555)
     return root
 
 
@@ -191,6 +218,33 @@ CASES: dict[str, Case | object] = {
     "id beyond vocabulary": Case(
         "train", [*CONFIG, *prepared_at("big_id")], "token id 99 is outside the vocabulary of 32"
     ),
+    # Sizes that cannot fit the machine, values the data refutes (scripts/train.py).
+    "embed_dim=1000000": Case(
+        "train", [*CONFIG, "model.embed_dim=1000000", "data.vocab_size=32"], "GiB to train on"
+    ),
+    "max_tokens=1": Case(
+        "train",
+        [*CONFIG, "train.max_tokens=1", "data.vocab_size=32"],
+        "train.max_tokens=1: smaller than the longest training sentence (15 tokens",
+    ),
+    "beam over vocabulary": Case(
+        "train",
+        [*CONFIG, "decode.beam_size=100", "data.vocab_size=32"],
+        "decode.beam_size=100: larger than the target vocabulary (32 pieces)",
+    ),
+    "valid line over limit": Case(
+        "train",
+        [*CONFIG, "decode.max_src_pieces=3", "data.vocab_size=32"],
+        "decode.max_src_pieces=3: valid sentence ",
+    ),
+    "max_src_pieces=0": Case("train", [*CONFIG, "decode.max_src_pieces=0"], "=0: must be >= 1"),
+    "run folder in /proc": Case(
+        "train", [*CONFIG, "data.vocab_size=32", 'train.run_dir="/proc/run"'], "run folder /proc"
+    ),
+    "read-only run folder": pytest.param(
+        Case("train", [*CONFIG, "data.vocab_size=32", 'train.run_dir="{read_only}"'], "denied"),
+        marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes in read-only folders"),
+    ),
     "vocab_size != prepared": pytest.param(
         Case("train", [*CONFIG, "data.vocab_size=5000"], "vocab_size")
     ),
@@ -233,6 +287,30 @@ CASES: dict[str, Case | object] = {
         "standard input:3: not UTF-8 text (bad byte at byte 1",
         b"a\nb\n\xe9t\xe9\n",
     ),
+    "line of 100,000 characters": Case(
+        "translate",
+        CKPT,
+        "standard input:2: 50,000 pieces, more than the 256 that decode.max_src_pieces",
+        b"a b c\n" + b"a " * 50_000 + b"\n",
+    ),
+    "long line at a wide beam": Case(
+        "translate",
+        [*CKPT, "--beam", "30", "--max-src-pieces", "1000", "--input", "{long.txt}"],
+        "long.txt:1: 50,000 pieces, more than the 532 that the decoding budget (16,000 tokens)",
+    ),
+    "max src pieces 0": Case("translate", [*CKPT, "--max-src-pieces", "0"], "0: must be >= 1"),
+    "beam 10000": Case(
+        "translate", [*CKPT, "--beam", "10000"], "beam size 10000: larger than the target vocab"
+    ),
+    "huge model checkpoint": Case(
+        "translate", ["--checkpoint", "{huge.pt}"], "huge.pt: model transformer-tiny (embed_dim"
+    ),
+    "huge exported model": Case(
+        "translate", ["--model", "{huge_model}"], "parameters need at least"
+    ),
+    "attention into a loop": Case(
+        "translate", [*CKPT, "--save-attention", "{loop}/map.png"], "a loop of symbolic links"
+    ),
     "attention into no folder": Case(
         "translate", [*CKPT, "--save-attention", "{none}/map.png"], "does not exist"
     ),
@@ -246,6 +324,15 @@ CASES: dict[str, Case | object] = {
         "evaluate", [*CKPT, *SRC_REF, "--output", "{none}/hyp.txt"], "does not exist"
     ),
     "output is a folder": Case("evaluate", [*CKPT, *SRC_REF, "--output", "{folder}"], "folder"),
+    "output into a loop": Case(
+        "evaluate", [*CKPT, *SRC_REF, "--output", "{loop}"], "{loop}: a loop of symbolic links"
+    ),
+    "evaluate a long line": Case(
+        "evaluate",
+        [*CKPT, "--src", "{long.txt}", "--ref", "{long_ref.txt}"],
+        "--src {long.txt}:1: 50,000 pieces, more than the 256",
+    ),
+    "evaluate beam 10000": Case("evaluate", [*CKPT, "--beam", "10000"], "larger than the target"),
     "src without ref": Case("evaluate", [*CKPT, "--src", "{src.txt}"], "go together"),
     "split and src": Case("evaluate", [*CKPT, *SRC_REF, "--split", "test"], "not both"),
     "split train": Case("evaluate", [*CKPT, "--split", "train"], "invalid choice: 'train'"),
@@ -299,7 +386,25 @@ CASES: dict[str, Case | object] = {
         "export_model", ["--checkpoint", "{plain.pt}", "--out", "{m}"], "with pickle"
     ),
     "export over a file": Case("export_model", [*CKPT, "--out", "{file}"], "not replacing it"),
+    "export into /proc": Case("export_model", [*CKPT, "--out", "/proc/m"], "write in /proc"),
+    "export into a loop": Case("export_model", [*CKPT, "--out", "{loop}"], "loop of symbolic"),
+    "export over an export": Case(
+        "export_model", [*CKPT, "--out", "{exported}"], "exported model already; pass --force"
+    ),
+    "export over a shipped model": Case(
+        "export_model", [*CKPT, "--out", str(SHIPPED)], "exported model already; pass --force"
+    ),
+    "export into models/": Case(
+        "export_model", [*CKPT, "--out", str(ROOT / "models" / "mine")], "repository's models/"
+    ),
     "export dtype": Case("export_model", [*CKPT, "--out", "{m}", "--dtype", "fp4"], "fp4"),
+    "prepare into a loop": Case("prepare_data", [*FILES, "--out", "{loop}/p"], "loop of symbol"),
+    "prepare into /proc": Case("prepare_data", [*FILES, "--out", "/proc/p"], "write in /proc"),
+    # benchmarks/
+    "bench beams 0": Case("bench", ["--beams", "0"], "argument --beams: 0: must be >= 1"),
+    "bench seed text": Case("bench", ["--seed", "x"], "--seed: 'x' is not an integer"),
+    "scale without mirror": Case("scale", [], "required: --mirror"),
+    "results_table option": Case("results_table", ["--nope"], "unrecognized arguments: --nope"),
     "vocab size text": Case("prepare_data", ["--vocab-size", "many"], "--vocab-size"),
     "no data dir": Case(
         "prepare_data", ["--corpus", "files", "--data-dir", "{none}", "--out", "{p}"], "none"
@@ -341,7 +446,7 @@ def script_process(name: str, args: list[str], stdin: bytes) -> Iterator[io.Stri
     """sys.argv, stdin, stdout and stderr as a subprocess of `name` would see them."""
     saved = sys.argv, sys.stdin
     stderr = io.StringIO()
-    sys.argv = [str(ROOT / "scripts" / f"{name}.py"), *args]
+    sys.argv = [str(script_path(name)), *args]
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     try:
         with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
@@ -375,6 +480,7 @@ def test_bad_input_is_one_line_and_damages_nothing(case: Case, world: Path) -> N
     after = checksums(world)
     assert {path: after.get(path) for path in before} == before
     assert not (world / "pwned").exists()  # the code payload never ran
+    assert not (ROOT / "models" / "mine").exists()  # nothing written among the shipped models
 
 
 SUBPROCESS_CASES = [
@@ -392,7 +498,7 @@ def test_the_same_from_a_real_process(world: Path) -> None:
     before = checksums(world)
 
     def run(case: Case) -> subprocess.CompletedProcess:
-        script = ROOT / "scripts" / f"{case.script}.py"
+        script = script_path(case.script)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
         command = [sys.executable, str(script), *expand(case.args, world)]
         return subprocess.run(command, input=case.stdin, capture_output=True, env=env, timeout=120)
@@ -404,3 +510,35 @@ def test_the_same_from_a_real_process(world: Path) -> None:
         message = expand([case.message], world)[0]
         assert_one_line_error(result.returncode, result.stderr.decode(), message)
     assert checksums(world) == before
+
+
+def test_truncate_cuts_a_long_line_with_a_warning(world: Path) -> None:
+    """--truncate: the over-long line is translated as its first N pieces, with one warning."""
+    script = [sys.executable, str(script_path("translate")), "--checkpoint", str(world / "good.pt")]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    lines = b"a b c\n" + b"a " * 50_000 + b"\n"
+    cut = subprocess.run(
+        [*script, "--truncate", "--max-src-pieces", "8"], input=lines, capture_output=True, env=env
+    )
+    assert cut.returncode == 0, cut.stderr.decode()
+    assert cut.stderr.decode() == "warning: standard input:2: 50,000 pieces, cut to the first 8\n"
+    first_eight = subprocess.run(
+        script, input=b"a b c\n" + b"a " * 8 + b"\n", capture_output=True, env=env
+    )
+    assert first_eight.returncode == 0, first_eight.stderr.decode()
+    assert cut.stdout == first_eight.stdout and cut.stdout.count(b"\n") == 2
+
+
+def test_the_python_api_bounds_its_input_too(world: Path) -> None:
+    inference = load_for_inference(world / "good.pt")
+    inference.config.decode.max_src_pieces = 4
+    translator = Translator.from_inference(inference, "cpu")
+    with pytest.raises(SourceTooLong, match=r"^input line 2: 5 pieces, more than the 4 that") as e:
+        translator.translate(["a b c", "a b c d e"])
+    assert e.value.index == 1
+    with pytest.raises(UserError, match=r"^beam size 33: larger than the target vocabulary \(32"):
+        translator.translate(["a b c"], beam_size=33)
+    inference.config.decode.truncate_src = True
+    [[kept]], [[cut]] = translator.translate(["a b c d"]), translator.translate(["a b c d e"])
+    assert (kept.truncated_from, cut.truncated_from) == (None, 5)
+    assert cut.tokens == kept.tokens and cut.src_pieces == kept.src_pieces

@@ -116,7 +116,7 @@ def corpus_side(run: Path, split: str, lang: str) -> list[str]:
     return (run.parent / "corpus" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
 
 
-LONG_LINE = " ".join(["The big red dog sees the old house."] * 12)  # training lines: 2-7 words
+LONG_LINE = " ".join(["The big red dog sees the old house."] * 6)  # training lines: 2-7 words
 AWKWARD = ["A dog runs.", "", "   ", "Ωμέγα 漢字 ✓ runs.", LONG_LINE, "The cat sleeps."]
 
 
