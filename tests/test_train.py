@@ -1,6 +1,7 @@
 """Training through the real entry point: learning, exact resume after kill -9, TensorBoard,
 non-finite losses, bad configurations, and 2-process torchrun on CPU."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from seq2seq.config import load_config
 from seq2seq.errors import UserError
 from seq2seq.evaluation import evaluate
 from seq2seq.prepared import PreparedData
+from seq2seq.run_lock import RunFolderLock
 from seq2seq.training_run import Progress
 from seq2seq.translator import Translator
 
@@ -289,6 +291,15 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
         str(ROOT / "scripts" / "train.py"),
         *args,
     ]
+    with RunFolderLock(run_dir):  # another process trains in the folder: both ranks stop
+        refused = subprocess.run(
+            command, env=ENV, capture_output=True, text=True, cwd=ROOT, timeout=600
+        )
+    assert refused.returncode != 0
+    message = f"error: run folder {run_dir}: in use by a training process (pid {os.getpid()});"
+    assert refused.stderr.count(message) == 2, refused.stderr[-3000:]  # each rank stops
+    assert sorted(p.name for p in run_dir.iterdir()) == ["train.lock"]
+
     result = subprocess.run(command, env=ENV, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("done at step 6") == 1  # only rank 0 logs
@@ -297,6 +308,7 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
         "best.pt",
         "config.toml",
         "last.pt",
+        "train.lock",
         "train.log",
     ]
     checkpoint = load_checkpoint(run_dir / "last.pt")
