@@ -72,11 +72,12 @@ class Translator:
 
     decode_cfg gives the defaults: beam size, length penalty, maximum output length
     (max_len_ratio * source length + max_len_const), the repetition guards (no-repeat n-gram
-    size, piece-repeat limit), the number of sentences per batch, and the precision: the model
-    runs under autocast in `dtype` (bf16 where decode_cfg.precision is "auto" and the device
-    computes in it quickly; None: fp32), while the beam's log-probabilities and scores stay in
-    fp32. With "int8" (CPU only) a copy of the model with int8 linear layers decodes, in fp32
-    otherwise (seq2seq/quantize.py).
+    size, piece-repeat limit), the number of sentences per batch, the longest input line
+    (max_src_pieces, or truncate_src), and the precision: the model runs under autocast in
+    `dtype` (bf16 where decode_cfg.precision is "auto" and the device computes in it quickly;
+    None: fp32), while the beam's log-probabilities and scores stay in fp32. With "int8" (CPU
+    only) a copy of the model with int8 linear layers decodes, in fp32 otherwise
+    (seq2seq/quantize.py).
     """
 
     def __init__(
@@ -130,7 +131,9 @@ class Translator:
         without running the model. Sentences are decoded longest first, in batches of at most
         decode_cfg.batch_size sentences and MAX_BATCH_TOKENS padded source tokens times beams;
         `on_batch(n)`, if given, is called after each with its number of sentences (e.g. a
-        progress bar's `update`).
+        progress bar's `update`). A line over `source_limit` is a `SourceTooLong` error (or cut,
+        with decode.truncate_src), and a beam wider than the target vocabulary a `UserError`,
+        both before anything is decoded.
         """
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
