@@ -1,7 +1,9 @@
 """Whether a model fits the machine, estimated before anything is allocated.
 
-The parameters are counted exactly by building the model on PyTorch's "meta" device, which
-records shapes and allocates nothing. Memory is then estimated from them:
+`count_parameters` counts the parameters from the configuration alone, layer by layer as
+seq2seq/models builds them (a test checks it against the built models). Building on PyTorch's
+"meta" device would allocate nothing too, but its first `normal_` imports torch._dynamo, about
+5 s at every start. Memory is then estimated from the count:
 
     inference   4 bytes a parameter (fp32 weights)
     training    16 bytes a parameter (weights, gradients, AdamW's two moments, fp32), plus the
@@ -20,7 +22,6 @@ import torch
 
 from seq2seq.config import Config, ModelConfig
 from seq2seq.errors import UserError
-from seq2seq.models import build_model
 
 GIB = 1 << 30
 
@@ -29,10 +30,35 @@ def count_parameters(
     cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocab: bool
 ) -> int:
     """The number of parameters of the model `cfg` describes (shared weights counted once),
-    without allocating it."""
-    with torch.device("meta"):
-        model = build_model(cfg, src_vocab_size, tgt_vocab_size, joint_vocab, verbose=False)
-    return model.num_parameters()
+    without building it."""
+    d, vocab = cfg.embed_dim, tgt_vocab_size
+    embeddings = vocab * d + (0 if cfg.share_embeddings and joint_vocab else src_vocab_size * d)
+    output = 0 if cfg.tie_output else d * vocab  # no bias
+    if cfg.arch == "gru":
+        hidden = cfg.hidden_size
+        encoder = _gru(d, hidden // 2, cfg.encoder_layers, directions=2)
+        bridge = hidden * hidden + hidden
+        attention = 2 * hidden * hidden + hidden  # W_q, W_k, w_v, no biases
+        decoder = _gru(d + hidden, hidden, cfg.decoder_layers, directions=1)
+        readout = (2 * hidden + d) * d + d
+        return embeddings + encoder + bridge + attention + decoder + readout + output
+    attention = 4 * (d * d + d)  # q, k, v and output projections
+    ffn = 2 * d * cfg.ffn_size + cfg.ffn_size + d
+    norm = 2 * d
+    encoder = cfg.encoder_layers * (attention + ffn + 2 * norm)
+    decoder = cfg.decoder_layers * (2 * attention + ffn + 3 * norm)
+    final_norms = 2 * norm if cfg.pre_norm else 0
+    return embeddings + encoder + decoder + final_norms + output
+
+
+def _gru(input_size: int, hidden: int, layers: int, directions: int) -> int:
+    """Parameters of `torch.nn.GRU`: per layer and direction, three gates of input and hidden
+    weights, each with a bias."""
+    total = 0
+    for layer in range(layers):
+        inputs = input_size if layer == 0 else hidden * directions
+        total += directions * (3 * hidden * (inputs + hidden) + 6 * hidden)
+    return total
 
 
 def device_memory(device: torch.device) -> int | None:
