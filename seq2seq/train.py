@@ -8,7 +8,8 @@
             attention maps and sample translations to TensorBoard, step-N.pt / best.pt / last.pt
         every `save_every_minutes`: last.pt
 
-A run folder holds everything: config.toml, train.log, TensorBoard events, checkpoints. Starting
+A run folder holds everything: config.toml, train.log, TensorBoard events, checkpoints, and
+train.lock, which one process at a time holds while it trains (seq2seq/run_lock.py). Starting
 the same command again resumes from last.pt exactly: weights, optimizer, schedule, step, epoch,
 the position inside the epoch and every random generator come back as they were saved.
 Ctrl-C or SIGTERM ends the current update, saves last.pt and exits with 130 or 143.
