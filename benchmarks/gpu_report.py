@@ -15,7 +15,6 @@ memory.used in MiB, sampled every 0.5 s). The record, `gpu-<device>-<time>.json`
 - test-set decoding of the best checkpoint: sentences/s and BLEU with beam 5 and greedy.
 """
 
-import argparse
 import json
 import statistics
 from pathlib import Path
@@ -23,6 +22,10 @@ from typing import Any
 
 from bench import bench_path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from seq2seq.cli import ArgumentParser, number, run_cli
+from seq2seq.config_rules import AT_LEAST_0
+from seq2seq.errors import UserError
 
 BLEU_TARGETS = (35.0, 40.0)
 
@@ -106,13 +109,20 @@ def report(work: Path, command: str, steps: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", type=Path, help="the folder gpu.sh wrote its steps' files into")
     parser.add_argument("--out-dir", type=Path, default=Path("results/bench"))
     parser.add_argument("--command", default="bash benchmarks/gpu.sh")
-    parser.add_argument("--steps", type=int, default=0, help="train.max_steps of the run")
+    parser.add_argument(
+        "--steps", type=number(int, AT_LEAST_0), default=0, help="train.max_steps of the run"
+    )
     args = parser.parse_args()
-    record = report(args.work, args.command, args.steps)
+    if not args.work.is_dir():
+        raise UserError(f"{args.work}: not a folder written by benchmarks/gpu.sh")
+    try:
+        record = report(args.work, args.command, args.steps)
+    except (OSError, KeyError, ValueError) as err:
+        raise UserError(f"{args.work}: incomplete benchmark folder ({err!r})") from None
     out = args.out_dir / bench_path("gpu-", record["environment"]["device_name"]).name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -131,4 +141,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)
