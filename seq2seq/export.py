@@ -44,9 +44,6 @@ def default_export_folder(checkpoint: str | Path) -> Path:
     return EXPORTED / Path(checkpoint).resolve().parent.name
 
 
-SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"  # the repository's models/
-
-
 def check_export_target(out: Path, force: bool, option: str = "--out") -> None:
     """Refuse, before any work, to write the folder `out` (given by `option`) where the user did
     not ask to replace anything: a folder that is there already (an exported model is replaced
