@@ -457,3 +457,25 @@ def test_load_benchmark_runs_a_real_server(tmp_path: Path, shared_data: Path) ->
     assert record["batch_mode"]["sentences"] == 12
     assert record["environment"]["device_name"]
     assert out.with_suffix(".png").is_file()
+
+
+def test_a_line_of_more_pieces_than_the_model_decodes_is_413(
+    models: dict[str, ServedModel],
+) -> None:
+    """Checked before queueing, so a long line never fails the other requests of its batch."""
+    served = models[MODEL]
+    cfg = served.translator.decode_cfg
+    long_line = "A dog runs in the snow with a red ball."
+    pieces = len(served.translator.src_tokenizer.encode([long_line])[0])
+    saved, cfg.max_src_pieces = cfg.max_src_pieces, 4
+    try:
+        with TestClient(create_app(models, Limits())) as client:
+            answer = client.post("/v1/translate", json={"lines": ["A dog.", long_line]})
+            short = client.post("/v1/translate", json={"lines": ["A dog."]})
+    finally:
+        cfg.max_src_pieces = saved
+    assert (answer.status_code, answer.json()) == (
+        413,
+        {"error": f"lines[1]: {pieces} pieces, over the limit of 4 pieces per line at beam 5"},
+    )
+    assert short.status_code == 200

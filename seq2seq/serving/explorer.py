@@ -88,7 +88,7 @@ async def explain_sentence(request: ExplainRequest, state: StateDep) -> Response
         message = f"hypothesis: {request.hypothesis} is not below nbest ({request.nbest})"
         raise ApiError(422, message)
     options = state.options(served, request.beam, request.nbest)
-    (nbest,) = await state.translate(served, [request.text], options)
+    (nbest,) = await state.translate(served, [request.text], options, field="text")
     try:
         payload = await run_in_threadpool(
             explain, served.translator, request.text, nbest, request.hypothesis, request.all_maps

@@ -76,7 +76,7 @@ async def translate(request: Request, state: StateDep) -> dict[str, Any]:
     nbest = body.alternatives + 1
     beam = max(served.translator.decode_cfg.beam_size, nbest)
     options = state.options(served, beam=beam, nbest=nbest)
-    results = iter(await state.translate(served, lines, options))
+    results = iter(await state.translate(served, lines, options, field="q"))
     translated = []
     for text in texts:
         nbest_lists = [next(results) for _ in text.split("\n")]

@@ -84,13 +84,29 @@ class ServerState:
             need_attention=need_attention,
         )
 
+    def check_pieces(
+        self, served: ServedModel, lines: list[str], beam: int, field: str = "lines"
+    ) -> None:
+        """413 for a line of more sentencepiece pieces than the model decodes at this beam
+        (`Translator.source_limit`), before it is queued beside other requests' lines."""
+        translator = served.translator
+        if translator.decode_cfg.truncate_src:
+            return
+        limit = translator.source_limit(beam)
+        for number, ids in enumerate(translator.src_tokenizer.encode(lines)):
+            if len(ids) > limit:
+                message = f"{field}[{number}]: {len(ids)} pieces, over the limit of {limit}"
+                raise ApiError(413, message + f" pieces per line at beam {beam}")
+
     async def translate(
-        self, served: ServedModel, lines: list[str], options: DecodeOptions
+        self, served: ServedModel, lines: list[str], options: DecodeOptions, field: str = "lines"
     ) -> list[list[Translation]]:
         """Queue `lines` for the worker and wait for their translations, in input order.
 
-        503 with Retry-After when the queue is full or the server is stopping; 504 when the
-        answer takes longer than `Limits.timeout_s`."""
+        413 for a line over the model's length in pieces (`check_pieces`, `field` names the
+        request's field); 503 with Retry-After when the queue is full or the server is
+        stopping; 504 when the answer takes longer than `Limits.timeout_s`."""
+        self.check_pieces(served, lines, options.beam, field)
         try:
             future = self.worker.submit(served.name, lines, options)
         except (QueueFull, Stopping) as err:
