@@ -88,6 +88,11 @@ def test_models_describes_the_model_and_its_card(client: TestClient) -> None:
     [info] = client.get("/v1/models").json()
     assert (info["name"], info["source"], info["target"]) == (MODEL, "en", "de")
     assert (info["family"], info["parameters"]) == ("transformer-tiny", card["parameters"])
+    assert (
+        info["domain"]
+        == card["domain"]
+        == ("Flickr image captions (Multi30k: 29,000 training pairs describing photos)")
+    )
     assert (info["precision"], info["beam"]) == ("int8", 5)
     assert info["scores"]["bleu"] == card["bleu"]
     assert info["scores"]["signatures"] == card["signatures"]

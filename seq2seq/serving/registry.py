@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from seq2seq.checkpoint import Inference
+from seq2seq.corpora import domain_of
 from seq2seq.errors import UserError
 from seq2seq.translator import Translator
 
@@ -24,6 +25,7 @@ class ServedModel:
     source: str  # language codes, e.g. "en" and "de"
     target: str
     family: str  # the model preset, e.g. "transformer-tiny"
+    domain: str  # the text it was trained on, so what it translates well (corpora.domain_of)
     parameters: int
     scores: dict[str, Any] | None  # the model card's test scores, when it has one
 
@@ -35,6 +37,7 @@ class ServedModel:
             "source": self.source,
             "target": self.target,
             "family": self.family,
+            "domain": self.domain,
             "parameters": self.parameters,
             "precision": self.translator.precision,
             "beam": cfg.beam_size,
@@ -56,6 +59,7 @@ def served_model(
         source=config.data.src,
         target=config.data.tgt,
         family=config.model.name,
+        domain=domain_of(config.data.corpus),
         parameters=sum(p.numel() for p in inference.model.parameters()),
         scores=read_card_scores(card) if card is not None and card.is_file() else None,
     )

@@ -40,6 +40,7 @@ class ModelInfo(BaseModel):
     source: str
     target: str
     family: str
+    domain: str = Field(description="the text the model was trained on, so what it translates well")
     parameters: int
     precision: str
     beam: int
