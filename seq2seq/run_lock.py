@@ -1,11 +1,15 @@
 """One writer per run folder: an exclusive lock that training holds while it runs.
 
-The lock is `flock` on the empty file `train.lock` in the run folder. The operating system
-releases it when the process ends, however it ends (a kill -9 included), so a lock is never left
-stale; the file stays, unchanged. A second process names the holder from Linux's /proc/locks.
-Under torchrun, rank 0 holds it for the whole run.
+The lock is a POSIX record lock (`fcntl.lockf`) on the empty file `train.lock` in the run
+folder. The operating system releases it when the process ends, however it ends (a kill -9
+included), so a lock is never left stale; the file stays, unchanged. Unlike `flock`, a record
+lock belongs to the process alone: DataLoader worker processes forked from the trainer do not
+share it, so a killed trainer's lock is free at once, even while its workers are still exiting.
+A second process names the holder from Linux's /proc/locks. Under torchrun, rank 0 holds it for
+the whole run.
 """
 
+import errno
 import fcntl
 import os
 import tempfile
@@ -39,10 +43,14 @@ class RunFolderLock:
         except OSError as err:
             raise UserError(f"run folder {self.run_dir}: {err.strerror or err}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
             holder = lock_holder(fd)
             os.close(fd)
+            if err.errno not in (errno.EAGAIN, errno.EACCES):  # e.g. no locks on this file system
+                raise UserError(
+                    f"run folder {self.run_dir}: cannot lock it ({err.strerror})"
+                ) from None
             raise UserError(
                 f"run folder {self.run_dir}: in use by a training process ({holder}); wait for "
                 "it to end, or choose another train.run_name (or train.run_dir)"
@@ -66,8 +74,8 @@ class RunFolderLock:
 
 
 def lock_holder(fd: int) -> str:
-    """Who holds the flock on the open file `fd`: "pid N" from /proc/locks, whose lines read
-    "1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF" (hexadecimal device
+    """Who holds the record lock on the open file `fd`: "pid N" from /proc/locks, whose lines
+    read "1: POSIX  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF" (hexadecimal device
     numbers); "another process" where that is not known (not Linux)."""
     stat = os.fstat(fd)
     file_id = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
@@ -77,6 +85,6 @@ def lock_holder(fd: int) -> str:
         return "another process"
     for line in locks.splitlines():
         fields = line.split()  # a process waiting for a lock has "->" as its second field
-        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == file_id:
+        if len(fields) > 5 and fields[1] == "POSIX" and fields[5] == file_id:
             return f"pid {fields[4]}"
     return "another process"

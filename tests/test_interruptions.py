@@ -20,6 +20,7 @@ from seq2seq import train as train_module
 from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
+from seq2seq.run_lock import RunFolderLock
 from seq2seq.signals import StopSignals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,3 +324,31 @@ def test_two_trainers_cannot_share_a_run_folder(reversal: Path, tmp_path: Path) 
     assert third.returncode == 0, third.stderr[-2000:]
     assert load_checkpoint(run_dir / "last.pt")["step"] == 2
     assert not in_flight.exists()
+
+
+def test_a_killed_trainers_forked_workers_do_not_keep_its_run_folder_lock(tmp_path: Path) -> None:
+    """DataLoader workers are forked from the trainer: after a kill -9 of the trainer, the lock
+    is free at once, even while a forked child still runs (a flock would stay held by it)."""
+    code = (
+        "import os, sys, time\n"
+        "from seq2seq.run_lock import RunFolderLock\n"
+        "RunFolderLock(sys.argv[1]).__enter__()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print(child, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True
+    )
+    child = int(trainer.stdout.readline())
+    try:
+        trainer.kill()
+        trainer.wait()
+        with RunFolderLock(tmp_path / "run"):  # would be refused while the child held it
+            os.kill(child, 0)  # the forked child is still running
+    finally:
+        os.kill(child, signal.SIGKILL)
+        trainer.stdout.close()
