@@ -66,11 +66,12 @@ from results_table import growth_section, throughput_section
 
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.checkpoint import Inference, load_for_inference
-from seq2seq.cli import ArgumentParser, number, run_cli, tune_process
+from seq2seq.cli import ArgumentParser, number, run_cli
 from seq2seq.config import MODEL_PRESETS, TrainConfig, load_config
 from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, DECODE_PRECISIONS, PRECISIONS, RULES
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
+from seq2seq.fast.process import tune_process
 from seq2seq.loss import token_losses
 from seq2seq.metrics import corpus_scores
 from seq2seq.model_result import git_state
@@ -258,7 +259,7 @@ def make_training_step(
 
     def step(batch: Batch) -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype)
+        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, model.fast)
         scaler.scale(loss / batch.num_tgt_tokens).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)

@@ -18,10 +18,7 @@ K = keys (source or target positions), H = heads, D = model size, d = D / H per 
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-
-from seq2seq.dropout import Dropout
 
 
 def padding_mask(valid_lens: Tensor, num_keys: int) -> Tensor:
@@ -86,7 +83,7 @@ class AdditiveAttention(nn.Module):
         self.query_proj = nn.Linear(query_size, attention_size, bias=False)  # W_q
         self.key_proj = nn.Linear(key_size, attention_size, bias=False)  # W_k
         self.score_proj = nn.Linear(attention_size, 1, bias=False)  # w_v
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def project_keys(self, keys: Tensor) -> Tensor:
         """(B, S, key_size) -> (B, S, A): W_k k for every key, once per source batch."""
@@ -118,7 +115,7 @@ class DotProductAttention(nn.Module):
 
     def __init__(self, dropout: float = 0.0) -> None:
         super().__init__()
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(
         self, queries: Tensor, keys: Tensor, values: Tensor, valid: Tensor | None
@@ -131,31 +128,6 @@ class DotProductAttention(nn.Module):
         return self.dropout(weights) @ values, weights
 
 
-def fused_kernel_pays(device: torch.device) -> bool:
-    """Whether PyTorch's fused attention kernel beats the explicit operations on `device`.
-
-    On CUDA it does (no (Q, K) weight matrix in memory). On a CPU it did not in any case
-    measured on a 2-core AMD EPYC with AVX512_BF16 (torch 2.13): training transformer-small ran
-    4-11% faster with the explicit operations (bf16 and fp32), transformer-tiny 1.5%, and the
-    attention of a decoder step (one query per row, 640 rows, 8-30 keys) 1.4-5.6 times faster.
-    """
-    return device.type == "cuda"
-
-
-def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
-    """The same maths as `DotProductAttention` through PyTorch's fused kernel (no weights).
-
-    q (B, H, Q, d), k and v (B, H, K, d), mask broadcastable to (B, H, Q, K) -> (B, H, Q, d).
-    Some kernels return NaN for a query with no valid key; such rows are given every key to
-    keep the kernel finite, then their output is set to zero, as `masked_softmax` does.
-    """
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
-    has_key = mask.any(dim=-1, keepdim=True)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout)
-    return out.masked_fill(~has_key, 0.0)
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Vaswani et al., 2017):
 
@@ -166,6 +138,8 @@ class MultiHeadAttention(nn.Module):
     `project_q` and `project_kv` give per-head queries and keys/values (B, H, L, d), which can
     be computed once (the source keys/values of cross-attention) or grown one position per
     step (self-attention), and `attend` runs the attention and the output projection.
+
+    seq2seq.fast.attention.BeamGroupedAttention computes the same faster in beam search.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0) -> None:
@@ -204,36 +178,18 @@ class MultiHeadAttention(nn.Module):
         """Attention of projected queries over projected keys/values, then W_o.
 
         Args:
-            q: (B * G, H, Q, d); k, v: (B, H, K, d). G = 1 except in beam search, where the G
-                consecutive rows of a sentence's beams query the same source keys: they are
-                regrouped into (B, H, G * Q, d), one matrix product per sentence and head.
+            q: (B, H, Q, d); k, v: (B, H, K, d).
             mask: None, key valid lengths (B,), or a boolean mask broadcastable to (B, H, Q, K)
-                (e.g. `padding_mask` (B, 1, 1, K) or `causal_mask` (Q, K)), True = attend;
-                with G > 1, the same for every query (a padding mask).
-            need_weights: return the per-head weights. They come from the explicit
-                `DotProductAttention`; without them the fused kernel runs where it is faster
-                (see `fused_kernel_pays`), with the same result.
+                (e.g. `padding_mask` (B, 1, 1, K) or `causal_mask` (Q, K)), True = attend.
+            need_weights: return the per-head weights.
 
         Returns:
-            output (B * G, Q, D) and weights (B * G, H, Q, K) or None.
+            output (B, Q, D) and weights (B, H, Q, K) or None.
         """
         if mask is not None and mask.dtype != torch.bool:
             mask = padding_mask(mask, k.shape[-2])
-        explicit = need_weights or not fused_kernel_pays(q.device)
-        groups = q.shape[0] // k.shape[0]
-        if groups > 1:  # (B * G, H, Q, d) -> (B, H, G * Q, d)
-            q = q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)
-        if explicit:
-            context, weights = self.attention(q, k, v, mask)
-        else:
-            dropout = self.attention.dropout.p if self.training else 0.0
-            context, weights = fused_attention(q, k, v, mask, dropout), None
-        out = self.out_proj(self.merge_heads(context))
-        if groups > 1:  # (B, G * Q, D) -> (B * G, Q, D); weights (B, H, G * Q, K) likewise
-            out = out.unflatten(1, (groups, -1)).flatten(0, 1)
-            if weights is not None:
-                weights = weights.unflatten(2, (groups, -1)).transpose(1, 2).flatten(0, 1)
-        return out, weights
+        context, weights = self.attention(q, k, v, mask)
+        return self.out_proj(self.merge_heads(context)), weights if need_weights else None
 
     def forward(
         self, queries: Tensor, keys_values: Tensor, mask: Tensor | None, need_weights: bool = False

@@ -13,9 +13,8 @@ A checkpoint is a plain dictionary saved with `torch.save`:
 Loading uses `torch.load(weights_only=True)`, whose unpickler accepts only tensors and plain
 containers: a file carrying a pickled code payload is refused before anything in it runs. It
 maps the file (`mmap=True`, private: nothing is ever written back) instead of reading it, so only
-the tensors used are read: decoding reads the 30 MB of model weights of a 91 MB training
-checkpoint, not its optimizer state, which lowered the peak RSS of a beam-5 decoding of the test
-set by about 50 MiB.
+the tensors used are read: decoding reads the model weights of a training checkpoint, not its
+optimizer state (docs/benchmarks.md).
 """
 
 import pickle

@@ -1,5 +1,5 @@
-"""What the command-line scripts share: the runner, the model and decoding options, process tuning,
-the terminal of the interactive prompt.
+"""What the command-line scripts share: the runner, the model and decoding options, the terminal
+of the interactive prompt.
 
 The library never calls these on import; each script does, from its `__main__` block:
 
@@ -12,7 +12,6 @@ file with one `error:` line before any work is done.
 
 import argparse
 import atexit
-import ctypes
 import os
 import signal
 import sys
@@ -28,6 +27,7 @@ from seq2seq.config import DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, RULES
 from seq2seq.errors import UserError
 from seq2seq.export import find_model, load_exported
+from seq2seq.fast.process import tune_process
 from seq2seq.files import check_output_location
 
 Number = TypeVar("Number", int, float)
@@ -36,7 +36,7 @@ Number = TypeVar("Number", int, float)
 def run_cli(main: Callable[[], None], tune: bool = False) -> None:
     """Run a script's `main`, turning `UserError` and Ctrl-C into a one-line error and exit code.
 
-    tune: first call `tune_process` (the scripts that train or decode)."""
+    tune: first call `seq2seq.fast.process.tune_process` (the scripts that train or decode)."""
     if tune:
         tune_process()
     try:
@@ -106,69 +106,6 @@ def check_output(
         raise UserError(f"{option} {path}: the folder {folder} does not exist")
     if target.exists() and not os.access(target, os.W_OK):
         raise UserError(f"{option} {path}: not writable")
-
-
-# --- Process tuning ---------------------------------------------------------------------------
-
-
-def tune_process() -> None:
-    """Cap oneDNN's kernel cache and keep freed memory in the process (`keep_freed_memory`).
-
-    oneDNN, which runs torch's bf16 matrix multiplies on a CPU, keeps a compiled kernel for every
-    shape it has seen, up to 1,024 by default. Token-budget batches bring new shapes almost every
-    step, and that cache grew a bf16 training process of transformer-small from about 1,430 to
-    1,830 MiB peak RSS; with 16 entries a step was as fast on 1 thread and about 4% slower on 2
-    (within the run-to-run spread). oneDNN reads the variable once, at its first kernel, so call
-    this before any computation. A value set in the environment is kept."""
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
-    keep_freed_memory()
-
-
-M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
-M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 32 << 20
-TRIM_THRESHOLD = 1 << 30
-
-# glibc's environment variables for the same settings: when the user set one, theirs stands.
-USER_MALLOC_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
-
-
-def is_glibc() -> bool:
-    """Whether this process runs on glibc (most Linux systems; not macOS, Windows or musl)."""
-    try:
-        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
-    except (AttributeError, ValueError, OSError):
-        return False
-
-
-def keep_freed_memory() -> bool:
-    """Raise glibc's mmap threshold to 32 MiB and its trim threshold to 1 GiB.
-
-    torch allocates a CPU tensor with malloc. glibc serves a large request (from 128 KiB, rising
-    to the largest size freed so far, at most 32 MiB) with a fresh mmap and gives it back to the
-    kernel on free, and it returns the free top of its heap to the kernel beyond a threshold.
-    Every training step and decoder step allocates and frees the same large tensors (a beam
-    step's (640, 8000) log-probabilities are 20 MB), so each time the kernel hands out zeroed
-    pages again, one page fault per 4 KiB: 500,000 faults in one beam-5 decoding of the
-    Multi30k test set.
-
-    Serving every request below 32 MiB (glibc's own upper bound for that threshold) from the
-    heap and keeping up to 1 GiB of free heap, a beam-5 decoding of the test set took 200,000
-    faults (most of them loading the model); transformer-small training (bf16, 2,800-token
-    batches, 2 threads) ran at 3,321 / 3,572 target tokens/s against 3,157 / 2,896, at the same
-    peak RSS (1,384 / 1,361 MiB against 1,352 / 1,360). Serving requests up to 1 GiB from the
-    heap as well (the logits of a training batch are 45-90 MB) was faster still (3,575 / 3,994)
-    but raised the peak RSS by 15% (1,586 / 1,559 MiB).
-
-    Returns False where not done: not glibc, or the user set malloc's thresholds in the
-    environment."""
-    if not is_glibc() or any(name in os.environ for name in USER_MALLOC_SETTINGS):
-        return False
-    libc = ctypes.CDLL(None)
-    return bool(
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-        and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
 
 
 # --- Decoding options (scripts/translate.py, scripts/evaluate.py) -------------------------------

@@ -52,8 +52,8 @@ def decode_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 def cpu_has_fast_bf16() -> bool:
     """Whether torch's CPU kernels can do bf16 matrix products quickly (AVX-512 and up).
 
-    Without it, bf16 autocast on the CPU falls back to generic kernels: measured 9x (Transformer)
-    and 19x (GRU) slower per training step than fp32 on an AVX2-only CPU.
+    Without it, bf16 autocast on the CPU falls back to generic kernels, many times slower per
+    training step than fp32 (docs/benchmarks.md).
     """
     return torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2")
 
@@ -61,8 +61,7 @@ def cpu_has_fast_bf16() -> bool:
 def cpu_has_bf16_instructions() -> bool:
     """Whether the CPU multiplies bf16 in hardware (AVX512_BF16 or AMX), where `auto` picks bf16.
 
-    There bf16 autocast made a training step 1.4-2.1x faster than fp32 and reached the same valid
-    BLEU step for step, and beam search 1.2x faster at the same BLEU (measured on a 2-core AMD
-    EPYC: README, "Training" and "Benchmarks").
+    There bf16 autocast makes a training step and beam search faster than fp32 at the same BLEU
+    (docs/benchmarks.md).
     """
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()

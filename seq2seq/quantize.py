@@ -7,8 +7,8 @@ instructions where the CPU has them) and scaled back to fp32. Everything else (e
 attention, layer norms, the search's scores) stays fp32. This is PyTorch's eager dynamic
 quantization (FBGEMM / oneDNN kernels): no calibration data, no retraining.
 
-Measured on a 2-core AMD EPYC with AVX512_VNNI (README, "Benchmarks"): beam-5 decoding of the
-Multi30k test set 1.3x faster than bf16 autocast for transformer-small at the same BLEU.
+On a CPU with VNNI, beam search is faster than under bf16 autocast at the same BLEU
+(docs/benchmarks.md).
 
 PyTorch has deprecated this eager API (its warning says "will be removed in 2.10"; torch 2.13
 still has it) in favour of torchao's flow, which on a CPU is fast only under torch.compile,

@@ -107,7 +107,9 @@ def train_update(run: Run, group: list[Batch]) -> Update | None:
     run.optimizer.zero_grad(set_to_none=True)
     for i, batch in enumerate(group):
         with distributed.sync_gradients(model, env, i == len(group) - 1):
-            loss, nll = token_losses(model, batch, run.cfg.train.label_smoothing, run.dtype)
+            loss, nll = token_losses(
+                model, batch, run.cfg.train.label_smoothing, run.dtype, run.raw_model.fast
+            )
             run.scaler.scale(loss * env.world_size / num_tokens).backward()
         sums += torch.stack([loss.detach(), nll])
     loss_value, nll_value = (distributed.all_reduce_sum(sums, env) / num_tokens).tolist()

@@ -253,8 +253,8 @@ class Translator:
     ) -> list[list[Translation]]:
         """Detokenize the hypotheses of one batch of sentences and attach the pieces.
 
-        One sentencepiece call detokenizes the whole batch: a call costs about 0.1 ms on its own,
-        a tenth of a second for a test set of 1000 sentences decoded one by one.
+        One sentencepiece call detokenizes the whole batch: each call has a fixed cost, which
+        one call per sentence would pay a thousand times for a test set (docs/benchmarks.md).
         """
         texts = iter(self.tgt_tokenizer.decode([h.tokens for nbest in hypotheses for h in nbest]))
         translations = []

@@ -1,4 +1,4 @@
-"""Process tuning by the scripts (seq2seq.cli.tune_process): oneDNN's cache and glibc's malloc."""
+"""Process tuning (seq2seq.fast.process.tune_process): oneDNN's cache and glibc's malloc."""
 
 import os
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.cli import is_glibc
+from seq2seq.fast.process import is_glibc
 
 # Each round allocates three 20 MiB blocks (the size of a beam step's fp32 log-probabilities),
 # fills and frees them, and prints the page faults the round took. By default glibc maps them
@@ -30,7 +30,7 @@ for _ in range(4):
         libc.free(block)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
-TUNED = "from seq2seq.cli import tune_process; tune_process()"
+TUNED = "from seq2seq.fast.process import tune_process; tune_process()"
 
 
 def page_faults_per_round(setup: str, env: dict[str, str] | None = None) -> list[int]:

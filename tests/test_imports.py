@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_cli import PAGES, page_faults_per_round
 
-from seq2seq.cli import is_glibc
+from seq2seq.fast.process import is_glibc
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "seq2seq"
@@ -47,7 +47,7 @@ def test_importing_every_module_leaves_the_environment_unchanged() -> None:
 @pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
 def test_importing_every_module_leaves_malloc_untouched(monkeypatch) -> None:
     # Untouched, glibc hands the freed blocks back and every round faults again (test_cli.py);
-    # with seq2seq.cli.tune_process's settings, only the first round does.
+    # with seq2seq.fast.process.tune_process's settings, only the first round does.
     for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
         monkeypatch.delenv(name, raising=False)
     faults = page_faults_per_round(IMPORT_ALL, dict(os.environ))

@@ -14,7 +14,6 @@ from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
 from seq2seq.quantize import quantized_copy
 from seq2seq.search import (
     _banned_log_probs,
-    _best_candidates,
     beam_search,
     gnmt_penalty,
     greedy_search,
@@ -257,35 +256,6 @@ def test_stop_early_ends_a_sentence_when_its_best_candidate_ends(arch, trained, 
 def repeated_ngrams(tokens: list[int], n: int) -> bool:
     ngrams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     return len(ngrams) != len(set(ngrams))
-
-
-@pytest.mark.parametrize("vocab_size", [8000, 6000, 8009])  # chunks of 64, 60; none
-@pytest.mark.parametrize("beams", [1, 5])
-def test_best_candidates_equal_topk_of_the_sum(vocab_size, beams):
-    generator = torch.Generator().manual_seed(vocab_size + beams)
-    sentences, n = 6, 2 * beams
-
-    def check(beam_scores: torch.Tensor, log_probs: torch.Tensor, exact: int) -> None:
-        values, index = _best_candidates(beam_scores, log_probs, n)
-        total = (beam_scores.view(-1, 1) + log_probs).view(sentences, -1)
-        expected = total.topk(exact, dim=1)
-        assert torch.equal(values[:, :exact], expected.values)
-        assert torch.equal(index[:, :exact], expected.indices)
-        assert torch.equal(total.gather(1, index), values)
-
-    beam_scores = torch.randn(sentences, beams, generator=generator) * 5
-    log_probs = torch.randn(sentences * beams, vocab_size, generator=generator)
-    check(beam_scores, log_probs, n)
-    # The first step: only beam 0 is live.
-    beam_scores[:, 1:] = float("-inf")
-    check(beam_scores, log_probs, n)
-    # The forced EOS of the last step leaves K finite candidates among K * V: the first K
-    # answers are exact and the rest point at -inf entries.
-    log_probs.fill_(float("-inf"))
-    log_probs[:, EOS_ID] = torch.randn(sentences * beams, generator=generator)
-    beam_scores = torch.randn(sentences, beams, generator=generator)
-    check(beam_scores, log_probs, beams)
-    assert _best_candidates(beam_scores, log_probs, n)[0][:, beams:].isneginf().all()
 
 
 @pytest.mark.parametrize("arch", ARCHS)

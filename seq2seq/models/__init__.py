@@ -2,6 +2,7 @@
 
 from seq2seq.config import ModelConfig
 from seq2seq.errors import UserError
+from seq2seq.fast import speed_up
 from seq2seq.models.base import Seq2SeqModel, State, StepOutput, select_rows
 from seq2seq.models.gru import GRUSeq2Seq
 from seq2seq.models.transformer import TransformerSeq2Seq
@@ -28,14 +29,19 @@ def build_model(
     tgt_vocab_size: int,
     joint_vocab: bool,
     verbose: bool = True,
+    fast: bool = True,
 ) -> Seq2SeqModel:
     """The model `cfg.arch` describes, freshly initialised; prints its size when `verbose`.
 
-    Shared and tied weights are counted once.
+    Shared and tied weights are counted once. `fast`: switch it to the fast modules of
+    seq2seq.fast (the one place they are switched on); False gives the plain textbook model,
+    which computes the same.
     """
     if cfg.arch not in ARCHITECTURES:
         raise UserError(f"model.arch: unknown architecture {cfg.arch!r}; known: gru, transformer")
     model = ARCHITECTURES[cfg.arch](cfg, src_vocab_size, tgt_vocab_size, joint_vocab)
+    if fast:
+        speed_up(model)
     if verbose:
         print(f"model {cfg.name}: {model.num_parameters():,} parameters")
     return model

@@ -6,9 +6,9 @@ Token id conventions (seq2seq.specials): a source is `ids + [EOS]`; a target is
 
 Encoder state and decoder cache are dictionaries whose values are tensors (or lists of tensors)
 with the batch on dimension 0, so that one function, `select_rows`, reorders both for beam search.
-The cache may hold G consecutive rows per row of the state: beam search keeps the encoder state
-once per sentence and the cache once per beam, so the K beams of a sentence read its source
-keys and values together instead of from K copies.
+Beam search gives the plain model one state row per beam. A fast model (seq2seq.fast) takes the
+state once per sentence and the cache once per beam (G consecutive cache rows per state row), so
+the K beams of a sentence read its source keys and values together instead of from K copies.
 """
 
 from dataclasses import dataclass
@@ -52,7 +52,13 @@ def select_rows(state: State, index: Tensor) -> State:
 
 
 class Seq2SeqModel(nn.Module):
-    """Base class of the GRU and Transformer translation models."""
+    """Base class of the GRU and Transformer translation models.
+
+    `fast` is False for the plain model; seq2seq.fast.speed_up sets it when it switches the model
+    to its fast modules, and the loss and the search then use their fast versions too.
+    """
+
+    fast: bool = False
 
     def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits.
@@ -77,7 +83,8 @@ class Seq2SeqModel(nn.Module):
         """Advance the decoder by one token.
 
         state: B rows; cache and prev_tokens: B * G rows, of which rows i * G .. i * G + G - 1
-        decode from row i of `state` (G = 1 but in beam search, where G is the beam size).
+        decode from row i of `state` (G = 1 but in beam search with a fast model, where G is the
+        beam size).
         prev_tokens: the previous target token of each cache row (BOS at the first step).
         Step t costs O(t) for the Transformer (cached keys/values) and O(1) for the GRU.
         """

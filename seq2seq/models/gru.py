@@ -23,7 +23,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import AdditiveAttention
 from seq2seq.config import ModelConfig
-from seq2seq.dropout import Dropout
 from seq2seq.models.base import Seq2SeqModel, State, StepOutput, make_embeddings
 
 
@@ -38,7 +37,7 @@ class GRUSeq2Seq(Seq2SeqModel):
         self.tgt_embed, self.src_embed = make_embeddings(
             cfg, src_vocab_size, tgt_vocab_size, joint_vocab
         )
-        self.dropout = Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.GRU(
             embed_dim,
             hidden // 2,
@@ -86,8 +85,9 @@ class GRUSeq2Seq(Seq2SeqModel):
     def _step(
         self, state: State, embedded: Tensor, hidden: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One decoder step for R = B * G rows: the G beams of each of the B sentences in
-        `state` (G = 1 outside beam search) attend to their sentence's source together.
+        """One decoder step for R = B * G rows: the G rows of each of the B sentences in
+        `state` (G = 1 but in beam search with a fast model, where G is the beam size) attend
+        to their sentence's source together, as G queries of the additive attention.
 
         Args:
             embedded: (R, 1, E) embedding of the previous target token.

@@ -23,7 +23,6 @@ from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention, causal_mask, padding_mask
 from seq2seq.config import ModelConfig
-from seq2seq.dropout import Dropout
 from seq2seq.errors import UserError
 from seq2seq.models.base import Seq2SeqModel, State, StepOutput, make_embeddings
 from seq2seq.positional import PositionalEncoding
@@ -39,7 +38,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
     def input(self, x: Tensor) -> Tensor:
@@ -58,7 +57,7 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, ffn_size: int, dropout: float) -> None:
         super().__init__()
         self.linear1 = nn.Linear(d_model, ffn_size)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(ffn_size, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -164,7 +163,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             cfg, src_vocab_size, tgt_vocab_size, joint_vocab
         )
         self.positional = PositionalEncoding(d_model)
-        self.embed_dropout = Dropout(cfg.dropout)
+        self.embed_dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         # Pre-norm leaves the residual stream unnormalised: each stack ends with a layer norm.

@@ -1,0 +1,225 @@
+"""The speed work (seq2seq.fast), each piece against the plain version it replaces: the packed
+dropout mask (its distribution, scale, gradient and seeding), the hand-written loss, the chunked
+top-k, beam-grouped and fused attention, and a whole fast model against its plain twin."""
+
+import pytest
+import torch
+from test_attention import EMBED, HEADS, paired_modules
+from test_search import CONFIGS, VOCAB, held_out
+
+from seq2seq.attention import MultiHeadAttention, causal_mask, padding_mask
+from seq2seq.fast import loss as fast_loss
+from seq2seq.fast import speed_up
+from seq2seq.fast.attention import BeamGroupedAttention
+from seq2seq.fast.dropout import PackedDropout
+from seq2seq.fast.dropout import packed_dropout as dropout
+from seq2seq.fast.topk import best_candidates
+from seq2seq.loss import label_smoothed_cross_entropy
+from seq2seq.models import build_model
+from seq2seq.search import beam_search, max_output_lengths
+from seq2seq.specials import EOS_ID, PAD_ID
+
+N = 1_000_000
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_keeps_each_element_with_probability_one_minus_p(p: float) -> None:
+    torch.manual_seed(0)
+    out = dropout(torch.ones(N), p, training=True)
+    kept = out != 0
+    rounded_p = round(p * 2**15) / 2**15
+    sigma = (p * (1 - p) / N) ** 0.5
+    assert abs(kept.float().mean().item() - (1 - p)) < 5 * sigma
+    assert torch.all(out[kept] == 1 / (1 - rounded_p))
+    # The four elements drawn from one 64-bit word are independent: equal keep rates in each
+    # slot, and no correlation between neighbours.
+    slots = kept.view(-1, 4).float()
+    assert (slots.mean(dim=0) - (1 - p)).abs().max() < 5 * sigma * 2
+    neighbours = torch.corrcoef(torch.stack([kept[:-1].float(), kept[1:].float()]))[0, 1]
+    assert abs(neighbours.item()) < 0.01
+
+
+def test_gradient_flows_through_kept_elements_only() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(7, 33, requires_grad=True)
+    out = dropout(x, 0.3, training=True)
+    out.sum().backward()
+    scale = 2**15 / (2**15 - round(0.3 * 2**15))
+    torch.testing.assert_close(x.grad, (out != 0).float() * scale)
+
+
+def test_identity_when_not_training_or_p_is_zero() -> None:
+    x = torch.randn(5, 6)
+    module = PackedDropout(0.3).eval()
+    assert module(x) is x
+    assert dropout(x, 0.0, training=True) is x
+    assert torch.all(dropout(x, 1.0, training=True) == 0)
+
+
+def test_same_seed_same_mask() -> None:
+    x = torch.randn(4, 9, 17)
+    torch.manual_seed(3)
+    first = dropout(x, 0.3, training=True)
+    torch.manual_seed(3)
+    assert torch.equal(first, dropout(x, 0.3, training=True))
+    assert not torch.equal(first, dropout(x, 0.3, training=True))
+
+
+# The loss ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_fast_loss_equals_the_plain_loss_and_its_gradient(smoothing: float) -> None:
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(20, 11, generator=generator, requires_grad=True)
+    target = torch.randint(4, 11, (20,), generator=generator)
+    target[::3] = PAD_ID
+    loss, nll = fast_loss.label_smoothed_cross_entropy(logits, target, smoothing)
+    plain_loss, plain_nll = label_smoothed_cross_entropy(logits, target, smoothing)
+    torch.testing.assert_close(loss, plain_loss)
+    torch.testing.assert_close(nll, plain_nll)
+    assert not nll.requires_grad and not plain_nll.requires_grad
+    (grad,) = torch.autograd.grad(loss, logits)
+    (plain_grad,) = torch.autograd.grad(plain_loss, logits)
+    torch.testing.assert_close(grad, plain_grad)
+    assert grad[::3].abs().max() == 0.0
+
+
+def test_fast_loss_gradient_is_p_minus_q_by_finite_differences() -> None:
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(6, 7, dtype=torch.float64, generator=generator, requires_grad=True)
+    target = torch.tensor([4, 5, PAD_ID, 6, 4, PAD_ID])
+    assert torch.autograd.gradcheck(
+        lambda z: fast_loss.label_smoothed_cross_entropy(z, target, 0.2)[0], (logits,)
+    )
+
+
+# Top-k -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vocab_size", [8000, 6000, 8009])  # chunks of 64, 60; none
+@pytest.mark.parametrize("beams", [1, 5])
+def test_best_candidates_equal_topk_of_the_sum(vocab_size, beams):
+    generator = torch.Generator().manual_seed(vocab_size + beams)
+    sentences, n = 6, 2 * beams
+
+    def check(beam_scores: torch.Tensor, log_probs: torch.Tensor, exact: int) -> None:
+        values, index = best_candidates(beam_scores, log_probs, n)
+        total = (beam_scores.view(-1, 1) + log_probs).view(sentences, -1)
+        expected = total.topk(exact, dim=1)
+        assert torch.equal(values[:, :exact], expected.values)
+        assert torch.equal(index[:, :exact], expected.indices)
+        assert torch.equal(total.gather(1, index), values)
+
+    beam_scores = torch.randn(sentences, beams, generator=generator) * 5
+    log_probs = torch.randn(sentences * beams, vocab_size, generator=generator)
+    check(beam_scores, log_probs, n)
+    # The first step: only beam 0 is live.
+    beam_scores[:, 1:] = float("-inf")
+    check(beam_scores, log_probs, n)
+    # The forced EOS of the last step leaves K finite candidates among K * V: the first K
+    # answers are exact and the rest point at -inf entries.
+    log_probs.fill_(float("-inf"))
+    log_probs[:, EOS_ID] = torch.randn(sentences * beams, generator=generator)
+    beam_scores = torch.randn(sentences, beams, generator=generator)
+    check(beam_scores, log_probs, beams)
+    assert best_candidates(beam_scores, log_probs, n)[0][:, beams:].isneginf().all()
+
+
+# Attention ---------------------------------------------------------------------------------
+
+
+def fast_twin(plain: MultiHeadAttention) -> BeamGroupedAttention:
+    """`plain` switched to the fast class, as `speed_up` does (same weights)."""
+    return speed_up(plain)
+
+
+@pytest.fixture
+def fused_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the fused kernel where weights are not asked for, as on CUDA."""
+    monkeypatch.setattr("seq2seq.fast.attention.fused_kernel_pays", lambda device: True)
+
+
+@pytest.mark.parametrize("masking", ["none", "padding", "causal", "padding+causal"])
+def test_fused_kernel_equals_the_plain_attention(masking: str, fused_on_cpu: None) -> None:
+    plain, _ = paired_modules()
+    x = torch.randn(3, 6, EMBED)
+    mask = padding_mask(torch.tensor([6, 4, 1]), 6) if "padding" in masking else None
+    if "causal" in masking:
+        mask = causal_mask(6) if mask is None else mask & causal_mask(6)
+    expected, expected_weights = plain(x, x, mask, need_weights=True)
+    fast = fast_twin(plain)
+    fused, no_weights = fast(x, x, mask)
+    explicit, weights = fast(x, x, mask, need_weights=True)
+    assert no_weights is None
+    torch.testing.assert_close(fused, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(explicit, expected, rtol=0, atol=0)
+    torch.testing.assert_close(weights, expected_weights, rtol=0, atol=0)
+
+
+def test_fused_kernel_rows_without_keys_are_zero_and_finite(fused_on_cpu: None) -> None:
+    plain, _ = paired_modules()
+    fast = fast_twin(plain).train()  # gradients through the kernel; no dropout configured
+    queries = torch.randn(2, 3, EMBED, requires_grad=True)
+    memory = torch.randn(2, 4, EMBED)
+    fused, _ = fast(queries, memory, torch.tensor([0, 2]))  # row 0 may attend to nothing
+    torch.testing.assert_close(fused[0], fast.out_proj.bias.expand(3, EMBED).detach())
+    fused.sum().backward()
+    assert torch.isfinite(queries.grad).all()
+
+
+def test_beams_grouped_over_one_source_equal_the_plain_attention_over_copies() -> None:
+    plain, _ = paired_modules()
+    beams, memory = 3, torch.randn(2, 5, EMBED)
+    lens = torch.tensor([5, 2])
+    queries = torch.randn(2 * beams, 1, EMBED)
+    k, v = plain.project_kv(memory)
+    rows = torch.arange(2).repeat_interleave(beams)
+    q = plain.project_q(queries)
+    expected, expected_weights = plain.attend(q, k[rows], v[rows], lens[rows], need_weights=True)
+    grouped, weights = fast_twin(plain).attend(q, k, v, lens, need_weights=True)
+    torch.testing.assert_close(grouped, expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(weights, expected_weights, rtol=1e-6, atol=1e-6)
+    assert weights.shape == (2 * beams, HEADS, 1, 5)
+
+
+# A whole model -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", list(CONFIGS))
+def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
+    torch.manual_seed(0)
+    plain = build_model(CONFIGS[arch], VOCAB, VOCAB, True, verbose=False, fast=False).eval()
+    torch.manual_seed(0)
+    fast = build_model(CONFIGS[arch], VOCAB, VOCAB, True, verbose=False).eval()
+    assert fast.fast and not plain.fast
+    assert {k: v.shape for k, v in fast.state_dict().items()} == {
+        k: v.shape for k, v in plain.state_dict().items()
+    }
+    fast.load_state_dict(plain.state_dict())
+    src, src_lens, tgt = held_out(12)
+    torch.testing.assert_close(fast(src, src_lens, tgt[:, :-1]), plain(src, src_lens, tgt[:, :-1]))
+    max_lens = max_output_lengths(src_lens, 1.5, 2)
+    outputs = [
+        beam_search(model, src, src_lens, 4, max_lens, nbest=2, need_attention=True)
+        for model in (plain, fast)
+    ]
+    for plain_nbest, fast_nbest in zip(*outputs, strict=True):
+        assert [h.tokens for h in fast_nbest] == [h.tokens for h in plain_nbest]
+        for fast_h, plain_h in zip(fast_nbest, plain_nbest, strict=True):
+            assert fast_h.score == pytest.approx(plain_h.score, abs=1e-5)
+            torch.testing.assert_close(fast_h.attention, plain_h.attention)
+
+
+def test_speed_up_swaps_dropout_and_attention_only() -> None:
+    model = build_model(CONFIGS["transformer"], VOCAB, VOCAB, True, verbose=False, fast=False)
+    kinds = [type(m) for m in model.modules()]
+    speed_up(model)
+    swapped = [type(m) for m in model.modules()]
+    assert kinds.count(torch.nn.Dropout) == swapped.count(PackedDropout) > 0
+    assert kinds.count(MultiHeadAttention) == swapped.count(BeamGroupedAttention) > 0
+    changed = {(a, b) for a, b in zip(kinds, swapped, strict=True) if a is not b}
+    assert changed == {
+        (torch.nn.Dropout, PackedDropout),
+        (MultiHeadAttention, BeamGroupedAttention),
+    }
