@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from seq2seq.config_rules import RULES, check_rule, cross_checks
+from seq2seq.config_rules import RULES, check_rule
 from seq2seq.errors import UserError
 
 
@@ -205,6 +205,31 @@ def _apply(
         setattr(section_obj, key, _coerce(f"{source}: {section}.{key}", value, default))
         sources.pop(f"{section}.{key}", None)  # keep the keys in the order they were last set
         sources[f"{section}.{key}"] = source
+
+
+def cross_checks(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
+    """Rules between keys: (the keys involved, the problem) for each one broken."""
+    model = cfg.model
+    problems = []
+    if model.arch == "transformer" and model.embed_dim % model.num_heads:
+        problems.append(
+            (("model.embed_dim", "model.num_heads"), "embed_dim must be divisible by num_heads")
+        )
+    if model.arch == "gru" and model.hidden_size % 2:
+        problems.append(
+            (
+                ("model.hidden_size",),
+                "must be even (the bidirectional encoder uses half per direction)",
+            )
+        )
+    if not -model.decoder_layers <= model.attention_layer < model.decoder_layers:
+        problems.append(
+            (
+                ("model.attention_layer", "model.decoder_layers"),
+                "attention_layer must be in [-decoder_layers, decoder_layers)",
+            )
+        )
+    return problems
 
 
 def _validate(cfg: Config, sources: dict[str, str]) -> None:

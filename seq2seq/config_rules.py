@@ -1,15 +1,13 @@
-"""The valid values of every configuration key (`RULES`), and the rules between keys.
+"""The valid values of every configuration key (`RULES`).
 
-`seq2seq.config` checks a configuration against them when it is loaded; the scripts use the same
-ranges for their command-line options (`seq2seq.cli.number`).
+`seq2seq.config` checks a configuration against them when it is loaded (and the rules between
+keys, `seq2seq.config.cross_checks`); the command line uses the same ranges for its options
+(`seq2seq.cli.number`).
 """
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from seq2seq.config import Config
+from typing import Any
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision
 DECODE_PRECISIONS = (*PRECISIONS, "int8")  # decode.precision
@@ -113,28 +111,3 @@ def check_rule(value: Any, rule: Range | tuple[str, ...]) -> str | None:
         return None if value in rule else f"must be one of {', '.join(rule)}"
     values = value if isinstance(value, tuple) else (value,)
     return None if all(v in rule for v in values) else str(rule)
-
-
-def cross_checks(cfg: "Config") -> list[tuple[tuple[str, ...], str]]:
-    """Rules between keys: (the keys involved, the problem) for each one broken."""
-    model = cfg.model
-    problems = []
-    if model.arch == "transformer" and model.embed_dim % model.num_heads:
-        problems.append(
-            (("model.embed_dim", "model.num_heads"), "embed_dim must be divisible by num_heads")
-        )
-    if model.arch == "gru" and model.hidden_size % 2:
-        problems.append(
-            (
-                ("model.hidden_size",),
-                "must be even (the bidirectional encoder uses half per direction)",
-            )
-        )
-    if not -model.decoder_layers <= model.attention_layer < model.decoder_layers:
-        problems.append(
-            (
-                ("model.attention_layer", "model.decoder_layers"),
-                "attention_layer must be in [-decoder_layers, decoder_layers)",
-            )
-        )
-    return problems

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from seq2seq.corpora import RemoteFile
 from seq2seq.errors import UserError
+from seq2seq.files import sha256_file
 
 MIRROR_ENV = "SEQ2SEQ_DATA_MIRROR"
 MAKE_ENV = "SEQ2SEQ_MAKE_TARGET"  # set by the Makefile to the target it runs, e.g. "train"
@@ -51,14 +52,6 @@ def mirror_advice(option: str | None = None) -> str:
 
 def is_url(location: str) -> bool:
     return location.startswith(("http://", "https://"))
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def fetch(

@@ -3,6 +3,7 @@ never leaves a half-written one."""
 
 import codecs
 import gzip
+import hashlib
 import os
 import tempfile
 import zlib
@@ -107,3 +108,12 @@ def remove_temporary_files(folder: Path) -> list[Path]:
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA256 of a file's bytes, in hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -2,17 +2,8 @@
 
 `prepare` fetches a corpus (see `seq2seq.corpora`, `seq2seq.download`), normalises every split,
 filters the training pairs (`seq2seq.clean`), trains sentencepiece on them
-(`seq2seq.tokenizer`) and writes one folder, by default `data/<corpus>.<src>-<tgt>/`:
-
-    train.en train.de valid.en valid.de test.en test.de    normalised text, one sentence a line
-    train.en.ids train.en.offsets ...     the token ids of each of those files end to end
-                                          (uint16, or int32 for vocabularies over 65,536) and
-                                          where each line's ids start (int64, lines + 1)
-    spm.model spm.vocab                   the joint sentencepiece model and its pieces
-                                          (separate vocabularies: spm.en.model, spm.de.model, ...)
-    manifest.json                         corpus, settings, licence, line counts, cleaning
-                                          report, SHA256 of the source files, SHA256 and size
-                                          of every file
+(`seq2seq.tokenizer`) and writes one folder, by default `data/<corpus>.<src>-<tgt>/`, in the
+format of `seq2seq.prepared_format`.
 
 The folder is built in a temporary folder beside it and renamed into place at the end, so a
 failure never leaves a half-written folder and never damages a good one. Preparing again with
@@ -46,18 +37,16 @@ from seq2seq.corpora import (
     UserFiles,
     get_corpus,
 )
-from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror, sha256_file
+from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror
 from seq2seq.errors import UserError
-from seq2seq.files import check_output_location, iter_lines
+from seq2seq.files import check_output_location, iter_lines, sha256_file
+from seq2seq.prepared_format import FORMAT_VERSION, ID_DTYPES, MANIFEST, OFFSETS_DTYPE, array_files
 from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 
 T = TypeVar("T")
-FORMAT_VERSION = 2  # 2: token ids as memory-mapped arrays
-MANIFEST = "manifest.json"
 MIN_VOCAB_SIZE = 16
 MAX_VOCAB_SIZE = 1_000_000
 MIN_SPM_SAMPLE = 1000
-ID_DTYPES = ("uint16", "int32")  # token ids: the first when the vocabulary fits
 CHUNK_LINES = 10_000  # lines encoded at a time
 
 
@@ -266,7 +255,7 @@ def _build(
             "sample": settings["spm_sample"],
             **SETTINGS,
         },
-        "ids": {"dtype": dtype, "offsets_dtype": "int64"},
+        "ids": {"dtype": dtype, "offsets_dtype": OFFSETS_DTYPE},
         "files": {path.name: sha256_file(path) for path in sorted(folder.iterdir())},
         "sizes": {path.name: path.stat().st_size for path in sorted(folder.iterdir())},
     }
@@ -369,15 +358,13 @@ def _write_ids(folder: Path, name: str, model: Path, dtype: str) -> None:
     ids start (int64, one more than the lines: the last is the end)."""
     tokenizer = Tokenizer.load(model)
     end = 0
-    with (
-        open(folder / f"{name}.ids", "wb") as ids,
-        open(folder / f"{name}.offsets", "wb") as offsets,
-    ):
-        offsets.write(np.zeros(1, dtype=np.int64).tobytes())
+    ids_file, offsets_file = array_files(name)
+    with open(folder / ids_file, "wb") as ids, open(folder / offsets_file, "wb") as offsets:
+        offsets.write(np.zeros(1, dtype=OFFSETS_DTYPE).tobytes())
         text = iter_lines(folder / name)
         while chunk := list(islice(text, CHUNK_LINES)):
             encoded = tokenizer.encode(chunk, normalized=True)
-            lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            lens = np.fromiter(map(len, encoded), dtype=OFFSETS_DTYPE, count=len(encoded))
             flat = np.fromiter(chain.from_iterable(encoded), dtype=dtype, count=int(lens.sum()))
             ids.write(flat.tobytes())
             offsets.write((end + np.cumsum(lens)).tobytes())

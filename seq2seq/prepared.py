@@ -1,4 +1,5 @@
-"""A prepared folder (written by `seq2seq.prepare`), loaded for training and evaluation.
+"""A prepared folder (written by `seq2seq.prepare`, in the format of `seq2seq.prepared_format`),
+loaded for training and evaluation.
 
 `PreparedData.load(folder)` gives the tokenizers, the text of each split and its token ids as a
 `ParallelDataset` over the folder's arrays, read from the files as batches need them: nothing
@@ -23,10 +24,9 @@ import numpy as np
 
 from seq2seq.batching import ParallelDataset
 from seq2seq.corpora import SPLITS, Pairs
-from seq2seq.download import sha256_file
 from seq2seq.errors import UserError
-from seq2seq.files import read_lines
-from seq2seq.prepare import FORMAT_VERSION, MANIFEST
+from seq2seq.files import read_lines, sha256_file
+from seq2seq.prepared_format import FORMAT_VERSION, MANIFEST, array_files
 from seq2seq.tokenizer import Tokenizer
 
 HINT = "prepare it with `make data` or scripts/prepare_data.py"
@@ -185,10 +185,11 @@ class PreparedData:
         arrays = []
         for lang, tokenizer in ((self.src, self.src_tokenizer), (self.tgt, self.tgt_tokenizer)):
             name = f"{split}.{lang}"
-            ids = FileArray(self.folder / f"{name}.ids", dtypes["dtype"])
-            offsets = FileArray(self.folder / f"{name}.offsets", dtypes["offsets_dtype"])
+            ids_file, offsets_file = array_files(name)
+            ids = FileArray(self.folder / ids_file, dtypes["dtype"])
+            offsets = FileArray(self.folder / offsets_file, dtypes["offsets_dtype"])
             self._check_arrays(name, ids, offsets, self.manifest["lines"][split])
-            self._check_ids(f"{name}.ids", ids, tokenizer.vocab_size)
+            self._check_ids(ids_file, ids, tokenizer.vocab_size)
             arrays += [ids, offsets]
         return ParallelDataset(*arrays)
 
@@ -200,16 +201,16 @@ class PreparedData:
                 raise damaged(self.folder, array.path.name, "cut off in the middle of a number")
         if len(offsets) != lines + 1:
             problem = f"holds {len(offsets) - 1:,} lines, but the split has {lines:,}"
-            raise damaged(self.folder, f"{name}.offsets", problem)
+            raise damaged(self.folder, array_files(name)[1], problem)
         previous = 0
         for start in range(0, len(offsets), CHECK_CHUNK):
             chunk = offsets[start : start + CHECK_CHUNK]
             if chunk[0] < previous or (np.diff(chunk) < 0).any() or (start == 0 and chunk[0]):
-                raise damaged(self.folder, f"{name}.offsets", "offsets out of order")
+                raise damaged(self.folder, array_files(name)[1], "offsets out of order")
             previous = chunk[-1]
         if previous != len(ids):
             problem = f"{len(ids):,} token ids, but the offsets end at {previous:,}"
-            raise damaged(self.folder, f"{name}.ids", problem)
+            raise damaged(self.folder, array_files(name)[0], problem)
 
     def _check_ids(self, name: str, ids: FileArray, vocab_size: int) -> None:
         """Every token id in [0, vocab_size)."""

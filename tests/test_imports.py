@@ -1,4 +1,5 @@
-"""Importing the library changes nothing in the process, and the library imports no tool."""
+"""Importing the library changes nothing in the process, the library imports no tool, and no
+import cycle joins its modules."""
 
 import ast
 import os
@@ -68,3 +69,70 @@ def test_the_library_imports_no_benchmark_or_example() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] not in tools, f"{path.relative_to(ROOT)} imports {name}"
+
+
+def library_imports() -> dict[str, set[str]]:
+    """{module: the library modules it imports}, from every import statement of its file
+    (those inside functions and `if TYPE_CHECKING:` blocks included)."""
+    modules = set(library_modules())
+    graph: dict[str, set[str]] = {}
+    for module in modules:
+        path = ROOT / Path(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module)
+                imported |= {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[module] = (imported & modules) - {module}
+    return graph
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as the list of its modules, or None."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        path, stack = [], [(start, iter(sorted(graph[start])))]
+        path.append(start)
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                done.add(node)
+                stack.pop()
+                path.pop()
+            elif child in path:
+                return [*path[path.index(child) :], child]
+            elif child not in done:
+                path.append(child)
+                stack.append((child, iter(sorted(graph[child]))))
+    return None
+
+
+def test_no_two_library_modules_import_each_other() -> None:
+    graph = library_imports()
+    assert "seq2seq.fast" in graph["seq2seq.models"]  # the graph sees package imports
+    assert import_cycle(graph) is None, " -> ".join(import_cycle(graph))
+
+
+def test_an_import_cycle_is_found() -> None:
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for child in graph[todo.pop()] - seen:
+            seen.add(child)
+            todo.append(child)
+    return seen
+
+
+def test_reading_a_prepared_folder_imports_no_writer() -> None:
+    imported = reachable(library_imports(), "seq2seq.prepared")
+    assert "seq2seq.prepared_format" in imported
+    assert not imported & {"seq2seq.prepare", "seq2seq.download"}

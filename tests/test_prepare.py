@@ -11,9 +11,8 @@ import pytest
 
 from seq2seq.clean import normalize_lines
 from seq2seq.corpora import CORPORA, UserFiles
-from seq2seq.download import sha256_file
 from seq2seq.errors import UserError
-from seq2seq.files import read_lines
+from seq2seq.files import read_lines, sha256_file
 from seq2seq.prepare import prepare
 from seq2seq.prepared import PreparedData
 from seq2seq.specials import BOS_ID, EOS_ID
