@@ -50,7 +50,7 @@ train: $(STAMP)
 	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
 
 # make translate [NAME=transformer-tiny.multi30k.en-de] [ARGS="--beam 1 ..."]
-# Interactive translation with a shipped model (models/NAME: transformer-tiny.multi30k.en-de or
+# Interactive translation with a shipped model (seq2seq/shipped_models/NAME: transformer-tiny.multi30k.en-de or
 # transformer-tiny.multi30k.de-en), its attention map shown.
 NAME ?= transformer-tiny.multi30k.en-de
 translate: $(STAMP)
@@ -68,7 +68,7 @@ serve: $(STAMP)
 # The attention explorer (docs/explore.md) with every shipped model, en-de first (the page's
 # default): http://127.0.0.1:8000/
 FIRST_MODEL := transformer-tiny.multi30k.en-de
-EXPLORE_MODELS ?= $(FIRST_MODEL) $(filter-out $(FIRST_MODEL),$(notdir $(wildcard models/*)))
+EXPLORE_MODELS ?= $(FIRST_MODEL) $(filter-out $(FIRST_MODEL),$(notdir $(wildcard seq2seq/shipped_models/*)))
 explore: $(STAMP)
 	$(PY) scripts/serve.py $(foreach model,$(EXPLORE_MODELS),--model $(model)) $(ARGS)
 

@@ -65,13 +65,13 @@ from matplotlib.ticker import NullLocator
 from results_table import growth_section, throughput_section
 
 from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
-from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.cli import ArgumentParser, number, run_cli
 from seq2seq.config import MODEL_PRESETS, TrainConfig, load_config
 from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, DECODE_PRECISIONS, PRECISIONS, RULES
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.fast.process import tune_process
+from seq2seq.inference import Inference, load_for_inference
 from seq2seq.loss import token_losses
 from seq2seq.metrics import corpus_scores
 from seq2seq.model_result import git_state

@@ -33,6 +33,8 @@ from typing import NamedTuple
 
 import torch
 
+from seq2seq.inference import SHIPPED_MODELS
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -182,7 +184,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from common import default_out, record_header
 
-    shipped = sorted(p.parent.name for p in (ROOT / "models").glob("*/model.safetensors"))
+    shipped = sorted(p.parent.name for p in SHIPPED_MODELS.glob("*/model.safetensors"))
     models = [args.model, *(name for name in shipped if name != args.model)]
     options = ["--threads", str(args.threads)] if args.threads else []
     record = {

@@ -17,14 +17,11 @@ import itertools
 import shlex
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from seq2seq.cli import ArgumentParser, load_model, run_cli
 from seq2seq.evaluation import evaluate
 from seq2seq.prepared import PreparedData
 from seq2seq.translator import Translator
-
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ def doubled_words(lines: list[str]) -> int:
 def rows(model: str, beam: int) -> list[list[str]]:
     """One table row per guard for the exported model `model`."""
     args = argparse.Namespace(checkpoint=None, model=model)
-    inference = load_model(args, MODELS_DIR, "cpu")
+    inference = load_model(args, "cpu")
     prepared = PreparedData.load(inference.config.data.prepared)
     sources, references = prepared.lines("test")
     decode = inference.config.decode

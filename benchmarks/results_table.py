@@ -7,8 +7,9 @@
 
 Sections, each written between its markers `<!-- NAME:start -->` and `<!-- NAME:end -->`:
 
-    results   the trained models: per family and direction the shipped model (models/*/card.json)
-              or else the best of results/models/*.json (seq2seq/model_result.py)
+    results   the trained models: per family and direction the shipped model
+              (seq2seq/shipped_models/*/card.json) or else the best of results/models/*.json
+              (seq2seq/model_result.py)
     bench     the latest record of each kind in results/bench/*.json: "throughput" and
               "growth" (benchmarks/bench.py), and side by side with fairseq and OpenNMT-py,
               training speed ("peers", benchmarks/peers/measure.sh) and decoding speed at
@@ -27,6 +28,7 @@ from typing import Any
 
 from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
+from seq2seq.inference import SHIPPED_MODELS
 from seq2seq.model_result import ModelResult
 
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
@@ -75,7 +77,7 @@ def models_section(
     header += ["Checkpoints averaged", "Steps", "Training", "Device"]
     rows = [
         [
-            f"{r.name}: `models/{folder}/`" if folder else r.name,
+            f"{r.name}: `{folder}`" if folder else r.name,
             r.direction,
             _millions(r.parameters),
             f"{r.bleu:.1f}",
@@ -96,8 +98,8 @@ def models_section(
         [
             _markdown_table(header, rows),
             "",
-            f"Scored on {scored}; sacreBLEU {listed}. A row naming a `models/` folder is the "
-            "model shipped there, scored from those files (its `card.json`); the others are the "
+            f"Scored on {scored}; sacreBLEU {listed}. A row naming a shipped model is "
+            "that model, scored from its files (its `card.json`); the others are the "
             "best run of their family and direction. The commands that made each model, and the "
             "revision that scored it, are in its record under `results/models/`.",
         ]
@@ -394,7 +396,7 @@ def main() -> None:
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="results folder")
     parser.add_argument(
-        "--models", type=Path, default=Path("models"), help="the shipped models' folder"
+        "--models", type=Path, default=SHIPPED_MODELS, help="the shipped models' folder"
     )
     parser.add_argument(
         "--update",

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from seq2seq.cli import run_cli
-from seq2seq.export import find_model, load_exported
+from seq2seq.inference import find_model, load_exported
 from seq2seq.translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,7 +216,7 @@ def batch_mode(args: argparse.Namespace, sentences: list[str]) -> dict[str, Any]
     """translate.py's batch mode on the same sentences: one `Translator.translate` call."""
     if args.threads:
         torch.set_num_threads(args.threads)
-    inference = load_exported(find_model(args.model, ROOT / "models"))
+    inference = load_exported(find_model(args.model))
     inference.config.decode.beam_size = args.beam
     inference.config.decode.precision = args.precision
     translator = Translator.from_inference(inference, "cpu")

@@ -27,7 +27,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from seq2seq.checkpoint import Inference
 from seq2seq.cli import (
     ArgumentParser,
     add_decode_options,
@@ -44,11 +43,10 @@ from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.evaluation import EvalResult, check_aligned, evaluate
 from seq2seq.files import read_lines, write_atomically
+from seq2seq.inference import Inference
 from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepared import PreparedData
 from seq2seq.translator import SourceTooLong, Translator
-
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 
 
 def parse_args() -> argparse.Namespace:
@@ -159,7 +157,7 @@ def main() -> None:
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
         check_aligned(sources, references, f"--src {args.src}", f"--ref {args.ref}")
     device = pick_device(args.device)
-    inference = load_model(args, MODELS_DIR, device)
+    inference = load_model(args, device)
     apply_decode_options(args, inference.config.decode)
     prepared = None
     if not args.src:

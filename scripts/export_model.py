@@ -13,10 +13,10 @@ ignores (models/ holds the shipped models). Add its card with
 
 from pathlib import Path
 
-from seq2seq.checkpoint import load_for_inference
 from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
 from seq2seq.export import DTYPES, check_export_target, default_export_folder, export_model
+from seq2seq.inference import load_for_inference
 
 
 def main() -> None:

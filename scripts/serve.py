@@ -10,12 +10,8 @@ concurrent requests, LibreTranslate's API, health and Prometheus metrics.
 SIGTERM or Ctrl-C: stop accepting, answer the requests in flight, exit.
 """
 
-from pathlib import Path
-
 from seq2seq.cli import run_cli
 from seq2seq.serving.main import main
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
-
 if __name__ == "__main__":
-    run_cli(lambda: main(models_dir=MODELS_DIR), tune=True)
+    run_cli(main, tune=True)

@@ -42,7 +42,6 @@ from seq2seq.files import text_lines
 from seq2seq.plots import attention_figure, attention_text
 from seq2seq.translator import SourceTooLong, Translation, Translator
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"  # the shipped models
 HISTORY_FILE = Path.home() / ".seq2seq_history"
 HISTORY_LENGTH = 1000
 CHUNK_LINES = 4096  # batch mode reads, translates and writes this many lines at a time
@@ -83,7 +82,7 @@ def parse_args() -> argparse.Namespace:
 def load_translator(args: argparse.Namespace) -> tuple[Translator, str]:
     """The translator of the checkpoint, with the options applied, and the model's domain."""
     device = pick_device(args.device)
-    inference = load_model(args, MODELS_DIR, device)
+    inference = load_model(args, device)
     decode_cfg = inference.config.decode
     if args.max_len_ratio is not None:
         decode_cfg.max_len_ratio = args.max_len_ratio

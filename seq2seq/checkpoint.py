@@ -21,18 +21,13 @@ import pickle
 import re
 import shutil
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from seq2seq.config import Config, config_from_dict
 from seq2seq.errors import UserError
 from seq2seq.files import write_atomically
-from seq2seq.model_size import check_model_fits
-from seq2seq.models import build_model
-from seq2seq.models.base import Seq2SeqModel
 from seq2seq.tokenizer import Tokenizer
 
 CHECKPOINT_FORMAT = 1
@@ -166,56 +161,6 @@ def checkpoint_tokenizers(checkpoint: dict[str, Any]) -> tuple[Tokenizer, Tokeni
     src = Tokenizer.from_bytes(entry["src"].numpy().tobytes())
     tgt = src if entry["joint"] else Tokenizer.from_bytes(entry["tgt"].numpy().tobytes())
     return src, tgt
-
-
-@dataclass
-class Inference:
-    """Everything needed to translate with a trained model."""
-
-    model: Seq2SeqModel
-    config: Config
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer
-    step: int
-    averaged_checkpoints: int = 1  # how many checkpoints were averaged into the weights
-
-
-def model_from_checkpoint(
-    checkpoint: dict[str, Any], path: str | Path, src_vocab_size: int, tgt_vocab_size: int
-) -> tuple[Seq2SeqModel, Config]:
-    """Rebuild the model described by a checkpoint and load its weights."""
-    try:
-        config = config_from_dict(checkpoint["config"])
-        check_model_fits(config, src_vocab_size, tgt_vocab_size, torch.device("cpu"), False)
-    except UserError as err:
-        raise UserError(f"{path}: {err}") from None
-    model = build_model(
-        config.model, src_vocab_size, tgt_vocab_size, config.data.joint_vocab, verbose=False
-    )
-    try:
-        model.load_state_dict(checkpoint["model"])
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0]
-        raise UserError(f"{path}: weights do not fit the model or tokenizer ({first})") from None
-    return model, config
-
-
-def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> Inference:
-    """Load a checkpoint's model (in eval mode, on `device`) and its tokenizers."""
-    checkpoint = load_checkpoint(path)
-    src_tokenizer, tgt_tokenizer = checkpoint_tokenizers(checkpoint)
-    model, config = model_from_checkpoint(
-        checkpoint, path, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size
-    )
-    model.to(device).eval()
-    return Inference(
-        model,
-        config,
-        src_tokenizer,
-        tgt_tokenizer,
-        step=int(checkpoint.get("step", 0)),
-        averaged_checkpoints=len(checkpoint.get("averaged", [path])),
-    )
 
 
 def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:

@@ -22,13 +22,12 @@ from typing import NoReturn, TextIO, TypeVar
 
 import torch
 
-from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.config import DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, RULES
 from seq2seq.errors import UserError
-from seq2seq.export import find_model, load_exported
 from seq2seq.fast.process import tune_process
 from seq2seq.files import check_output_location
+from seq2seq.inference import Inference, find_model, load_exported, load_for_inference
 
 Number = TypeVar("Number", int, float)
 
@@ -118,16 +117,16 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--model",
         metavar="NAME|FOLDER",
-        help="an exported model: the name of a shipped one under models/ "
+        help="an exported model: the name of a shipped one "
         "(e.g. transformer-tiny.multi30k.en-de) or a folder from scripts/export_model.py",
     )
 
 
-def load_model(args: argparse.Namespace, models_dir: Path, device: str | torch.device) -> Inference:
+def load_model(args: argparse.Namespace, device: str | torch.device) -> Inference:
     """The model that --checkpoint or --model names, on `device`."""
     if args.checkpoint is not None:
         return load_for_inference(args.checkpoint, device)
-    return load_exported(find_model(args.model, models_dir), device)
+    return load_exported(find_model(args.model), device)
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:

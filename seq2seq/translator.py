@@ -15,10 +15,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seq2seq.checkpoint import Inference
 from seq2seq.config import DecodeConfig
 from seq2seq.device import decode_dtype, precision_name
 from seq2seq.errors import UserError
+from seq2seq.inference import Inference
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.quantize import quantized_copy
 from seq2seq.search import Hypothesis, beam_search, greedy_search, max_output_lengths

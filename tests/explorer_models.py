@@ -6,14 +6,14 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.checkpoint import Inference
 from seq2seq.config import ModelConfig
-from seq2seq.export import export_model, load_exported
+from seq2seq.export import export_model
+from seq2seq.inference import SHIPPED_MODELS, Inference, load_exported
 from seq2seq.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
-EN_DE = ROOT / "models" / "transformer-tiny.multi30k.en-de"
-DE_EN = ROOT / "models" / "transformer-tiny.multi30k.de-en"
+EN_DE = SHIPPED_MODELS / "transformer-tiny.multi30k.en-de"
+DE_EN = SHIPPED_MODELS / "transformer-tiny.multi30k.de-en"
 GRU_NAME = "gru-random.multi30k.en-de"
 
 

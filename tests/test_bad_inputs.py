@@ -27,21 +27,17 @@ import pytest
 import torch
 from reversal import prepare_reversal
 
-from seq2seq.checkpoint import (
-    CHECKPOINT_FORMAT,
-    load_for_inference,
-    save_checkpoint,
-    tokenizer_entry,
-)
+from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 from seq2seq.config import dump_toml, load_config
 from seq2seq.errors import UserError
 from seq2seq.export import export_model
+from seq2seq.inference import SHIPPED_MODELS, load_for_inference
 from seq2seq.models import build_model
 from seq2seq.prepared import PreparedData
 from seq2seq.translator import SourceTooLong, Translator
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "models" / "transformer-tiny.multi30k.en-de"
+SHIPPED = SHIPPED_MODELS / "transformer-tiny.multi30k.en-de"
 
 
 def script_path(name: str) -> Path:
@@ -395,7 +391,7 @@ CASES: dict[str, Case | object] = {
         "export_model", [*CKPT, "--out", str(SHIPPED)], "exported model already; pass --force"
     ),
     "export into models/": Case(
-        "export_model", [*CKPT, "--out", str(ROOT / "models" / "mine")], "repository's models/"
+        "export_model", [*CKPT, "--out", str(SHIPPED_MODELS / "mine")], "the shipped models' folder"
     ),
     "export dtype": Case("export_model", [*CKPT, "--out", "{m}", "--dtype", "fp4"], "fp4"),
     "prepare into a loop": Case("prepare_data", [*FILES, "--out", "{loop}/p"], "loop of symbol"),
@@ -483,7 +479,7 @@ def test_bad_input_is_one_line_and_damages_nothing(case: Case, world: Path) -> N
     after = checksums(world)
     assert {path: after.get(path) for path in before} == before
     assert not (world / "pwned").exists()  # the code payload never ran
-    assert not (ROOT / "models" / "mine").exists()  # nothing written among the shipped models
+    assert not (SHIPPED_MODELS / "mine").exists()  # nothing written among the shipped models
 
 
 SUBPROCESS_CASES = [

@@ -11,7 +11,7 @@ from explorer_models import DE_EN, EN_DE, GRU_NAME
 from fastapi.testclient import TestClient
 
 from seq2seq.explain import word_alignment, word_of_piece
-from seq2seq.export import CARD, load_exported
+from seq2seq.inference import CARD, load_exported
 from seq2seq.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from seq2seq.checkpoint import Inference, load_for_inference
 from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles
 from seq2seq.errors import UserError
-from seq2seq.export import WEIGHTS, export_model, find_model, load_exported
+from seq2seq.export import export_model
+from seq2seq.inference import WEIGHTS, Inference, find_model, load_exported, load_for_inference
 from seq2seq.models import build_model
 from seq2seq.prepare import prepare
 from seq2seq.prepared import PreparedData

@@ -52,8 +52,8 @@ MODELS_TABLE = """\
 | GRU | en-de | 2.35M | 30.0 | 39.0 | 64.2 | 5 | 5 | 30,000 | 1.5 h | 1x NVIDIA H100 |
 
 Scored on multi30k test; sacreBLEU bleu `case:mixed|tok:13a`, bleu_lc `case:lc|tok:13a`, chrf `c6`. \
-A row naming a `models/` folder is the model shipped there, scored from those files (its \
-`card.json`); the others are the best run of their family and direction. \
+A row naming a shipped model is that model, scored from its files (its `card.json`); \
+the others are the best run of their family and direction. \
 The commands that made each model, and the revision that scored it, are in its record under \
 `results/models/`."""  # noqa: E501
 
@@ -280,7 +280,7 @@ def test_the_shipped_model_stands_for_its_family_and_direction(tmp_path: Path) -
     table = sections(tmp_path / "results", models_dir=tmp_path / "models")["results"]
     rows = [line for line in table.splitlines() if line.startswith("| ") and "en-de" in line]
     assert len(rows) == 1
-    assert rows[0].startswith("| Shipped tiny: `models/tiny.en-de/` | en-de | 2.35M | 41.4 |")
+    assert rows[0].startswith("| Shipped tiny: `tiny.en-de` | en-de | 2.35M | 41.4 |")
     assert "41.9" not in table
     without = sections(tmp_path / "results")["results"]
     assert "| Transformer tiny | en-de | 2.35M | 41.9 |" in without

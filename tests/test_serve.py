@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from libretranslatepy import LibreTranslateAPI
 
-from seq2seq.export import CARD, load_exported
+from seq2seq.inference import CARD, SHIPPED_MODELS, load_exported
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.main import is_loopback
@@ -27,7 +27,7 @@ from seq2seq.serving.registry import ServedModel, served_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "transformer-tiny.multi30k.en-de"
-MODEL_DIR = ROOT / "models" / MODEL
+MODEL_DIR = SHIPPED_MODELS / MODEL
 LIMITS = Limits(max_lines=40, max_line_chars=200, max_body_bytes=20_000, max_beam=8)
 TEST_LINES = 40  # Multi30k test sentences compared with translate.py
 

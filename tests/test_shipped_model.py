@@ -16,7 +16,7 @@ import pexpect
 import pytest
 
 from seq2seq.corpora import domain_of
-from seq2seq.export import CARD, JOINT_TOKENIZER, WEIGHTS
+from seq2seq.inference import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
 from seq2seq.model_result import ModelResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedPr
 
 @shipped_models
 def test_the_folder_is_small_and_holds_no_pickle(model: Shipped) -> None:
-    files = {path.name: path.read_bytes() for path in (ROOT / "models" / model.name).iterdir()}
+    files = {path.name: path.read_bytes() for path in (SHIPPED_MODELS / model.name).iterdir()}
     assert sorted(files) == sorted([WEIGHTS, "model.json", JOINT_TOKENIZER, CARD])
     assert sum(len(data) for data in files.values()) <= model.max_bytes
     header_size = int.from_bytes(files[WEIGHTS][:8], "little")  # safetensors: JSON, then bytes
@@ -88,7 +88,7 @@ def test_translates_by_name_with_its_attention_map(model: Shipped) -> None:
 
 @shipped_models
 def test_the_card_names_its_corpus_and_direction(model: Shipped) -> None:
-    card = ModelResult.load(ROOT / "models" / model.name / CARD)
+    card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
     assert (card.corpus, card.direction, card.split) == (
         model.corpus,
         f"{model.src}-{model.tgt}",
@@ -101,7 +101,7 @@ def test_the_card_names_its_corpus_and_direction(model: Shipped) -> None:
 def test_the_card_scores_are_reproduced_from_the_shipped_files(
     model: Shipped, shared_data: Path, tmp_path: Path
 ) -> None:
-    card = ModelResult.load(ROOT / "models" / model.name / CARD)
+    card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
     sides = []
     for lang in (model.src, model.tgt):
         path = tmp_path / f"test2016.{lang}"
@@ -125,14 +125,14 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
 def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
     """The card names the model's domain, and the README's line on the model gives that domain,
     the folder's true size and the card's scores."""
-    folder = ROOT / "models" / model.name
+    folder = SHIPPED_MODELS / model.name
     card = ModelResult.load(folder / CARD)
     assert card.domain == domain_of(card.corpus)
     kind = {"multi30k": "Flickr image captions", "tatoeba": "everyday sentences"}[card.corpus]
     assert card.domain.startswith(kind)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     items = [" ".join(item.split()) for item in re.split(r"\n(?=- )|\n\n", readme)]
-    (item,) = [item for item in items if item.startswith(f"- `models/{model.name}/`")]
+    (item,) = [item for item in items if item.startswith(f"- `{model.name}`")]
     size = sum(path.stat().st_size for path in folder.iterdir())
     assert f"({size / 1e6:.1f} MB)" in item and card.domain in item
     assert f"{card.bleu:.1f} BLEU, {card.bleu_lc:.1f} lowercased, {card.chrf:.1f} chrF" in item

@@ -17,10 +17,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from seq2seq import device as device_module
 from seq2seq import train as train_module
 from seq2seq import training_run
-from seq2seq.checkpoint import load_checkpoint, load_for_inference
+from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
 from seq2seq.evaluation import evaluate
+from seq2seq.inference import load_for_inference
 from seq2seq.prepared import PreparedData
 from seq2seq.run_lock import RunFolderLock
 from seq2seq.training_run import Progress

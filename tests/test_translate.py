@@ -20,7 +20,6 @@ from results_table import sections
 from seq2seq.checkpoint import (
     average_checkpoints,
     load_checkpoint,
-    load_for_inference,
     save_checkpoint,
     tokenizer_entry,
 )
@@ -28,6 +27,7 @@ from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles, domain_of
 from seq2seq.errors import UserError
 from seq2seq.evaluation import evaluate
+from seq2seq.inference import load_for_inference
 from seq2seq.model_result import ModelResult
 from seq2seq.prepare import prepare
 from seq2seq.tokenizer import Tokenizer

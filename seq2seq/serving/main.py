@@ -18,12 +18,11 @@ from types import FrameType
 import torch
 import uvicorn
 
-from seq2seq.checkpoint import load_for_inference
 from seq2seq.cli import ArgumentParser, add_decode_options, apply_decode_options, number
 from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, POSITIVE, RULES, Range
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
-from seq2seq.export import CARD, find_model, load_exported
+from seq2seq.inference import CARD, SHIPPED_MODELS, find_model, load_exported, load_for_inference
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
@@ -31,7 +30,7 @@ from seq2seq.serving.registry import ServedModel, served_model
 DEFAULTS = Limits()
 
 
-def parse_args(argv: list[str] | None, models_dir: Path) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(
         description="Serve trained models over HTTP: a JSON translation API (docs/serve.md). "
         "On a CPU, models decode in int8 unless --precision says otherwise."
@@ -41,8 +40,8 @@ def parse_args(argv: list[str] | None, models_dir: Path) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="NAME|FOLDER",
-        help="an exported model: the name of a shipped one under models/ "
-        f"({', '.join(sorted(p.parent.name for p in models_dir.glob('*/model.safetensors')))}) "
+        help="an exported model: the name of a shipped one "
+        f"({', '.join(sorted(p.parent.name for p in SHIPPED_MODELS.glob('*/model.safetensors')))}) "
         "or a folder from scripts/export_model.py; repeat for several",
     )
     parser.add_argument(
@@ -113,11 +112,11 @@ def limits_of(args: argparse.Namespace) -> Limits:
     )
 
 
-def load_models(args: argparse.Namespace, models_dir: Path) -> dict[str, ServedModel]:
+def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
     """The models of --model and --checkpoint, by name (the first is the default), each with
     the decoding options applied; on a CPU they decode in int8 unless --precision says else."""
     device = pick_device(args.device)
-    sources = [(find_model(name, models_dir), "model") for name in args.model]
+    sources = [(find_model(name), "model") for name in args.model]
     sources += [(Path(path), "checkpoint") for path in args.checkpoint]
     models: dict[str, ServedModel] = {}
     for path, kind in sources:
@@ -172,8 +171,8 @@ def stopped(signum: int, frame: FrameType | None) -> None:
     KeyboardInterrupt (SIGINT) after every request had been answered."""
 
 
-def main(argv: list[str] | None = None, models_dir: Path = Path("models")) -> None:
-    args = parse_args(argv, models_dir)
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     sock = bind(args.host, args.port)
     if not is_loopback(args.host):
         print(
@@ -183,7 +182,7 @@ def main(argv: list[str] | None = None, models_dir: Path = Path("models")) -> No
         )
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    app = create_app(load_models(args, models_dir), limits_of(args))
+    app = create_app(load_models(args), limits_of(args))
     host, port = sock.getsockname()[:2]
     print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)
     logging.getLogger("seq2seq").setLevel(args.log_level.upper())

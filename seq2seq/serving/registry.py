@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from seq2seq.checkpoint import Inference
 from seq2seq.corpora import domain_of
 from seq2seq.errors import UserError
+from seq2seq.inference import Inference
 from seq2seq.translator import Translator
 
 # What GET /v1/models shows of a model card (card.json, written by scripts/evaluate.py --record).

@@ -1,0 +1,158 @@
+"""Loading a trained model to translate with: a training checkpoint, an exported model folder,
+or a shipped model by name.
+
+    load_model("transformer-tiny.multi30k.en-de")  # shipped with the package (SHIPPED_MODELS)
+    load_model("exported/my-run")                   # a folder written by seq2seq.export
+    load_model("checkpoints/run/best.pt")           # a training checkpoint (seq2seq.checkpoint)
+
+An exported model folder holds
+
+    model.safetensors    the weights, in bf16 by default (half the size of fp32)
+    model.json           {"config": Config.to_dict(), "step": N, "averaged_checkpoints": K}
+    sentencepiece.model  the joint tokenizer; or src.model and tgt.model when separate
+    card.json            (optional) test scores with sacreBLEU signatures and how the model was
+                         made, written by `seq2seq evaluate --record`
+
+Neither kind of file can run code when loaded: a checkpoint is read with PyTorch's restricted
+unpickler, an exported model is plain data (safetensors: a JSON header and raw tensor bytes).
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+import torch
+
+from seq2seq.checkpoint import checkpoint_tokenizers, load_checkpoint
+from seq2seq.config import Config, config_from_dict
+from seq2seq.errors import UserError
+from seq2seq.model_size import check_model_fits
+from seq2seq.models import build_model
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.tokenizer import Tokenizer
+
+SHIPPED_MODELS = Path(__file__).resolve().parent / "shipped_models"  # installed with the package
+WEIGHTS = "model.safetensors"
+DESCRIPTION = "model.json"
+CARD = "card.json"
+JOINT_TOKENIZER = "sentencepiece.model"
+SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
+
+
+@dataclass
+class Inference:
+    """Everything needed to translate with a trained model."""
+
+    model: Seq2SeqModel
+    config: Config
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    step: int
+    averaged_checkpoints: int = 1  # how many checkpoints were averaged into the weights
+
+
+def model_from_checkpoint(
+    checkpoint: dict[str, Any], path: str | Path, src_vocab_size: int, tgt_vocab_size: int
+) -> tuple[Seq2SeqModel, Config]:
+    """Rebuild the model described by a checkpoint and load its weights."""
+    try:
+        config = config_from_dict(checkpoint["config"])
+        check_model_fits(config, src_vocab_size, tgt_vocab_size, torch.device("cpu"), False)
+    except UserError as err:
+        raise UserError(f"{path}: {err}") from None
+    model = build_model(
+        config.model, src_vocab_size, tgt_vocab_size, config.data.joint_vocab, verbose=False
+    )
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0]
+        raise UserError(f"{path}: weights do not fit the model or tokenizer ({first})") from None
+    return model, config
+
+
+def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> Inference:
+    """Load a checkpoint's model (in eval mode, on `device`) and its tokenizers."""
+    checkpoint = load_checkpoint(path)
+    src_tokenizer, tgt_tokenizer = checkpoint_tokenizers(checkpoint)
+    model, config = model_from_checkpoint(
+        checkpoint, path, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size
+    )
+    model.to(device).eval()
+    return Inference(
+        model,
+        config,
+        src_tokenizer,
+        tgt_tokenizer,
+        step=int(checkpoint.get("step", 0)),
+        averaged_checkpoints=len(checkpoint.get("averaged", [path])),
+    )
+
+
+def load_model(name: str | Path, device: str | torch.device = "cpu") -> Inference:
+    """The model `name` gives: a training checkpoint file (.pt), an exported model folder, or the
+    name of a shipped model; in eval mode on `device`."""
+    if Path(name).suffix == ".pt":
+        return load_for_inference(name, device)
+    return load_exported(find_model(str(name)), device)
+
+
+def is_exported_model(path: str | Path) -> bool:
+    return (Path(path) / WEIGHTS).is_file()
+
+
+def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
+    """The folder of an exported model given by path, or by name under `models_dir` (by
+    default the shipped models)."""
+    for folder in (Path(name), models_dir / name):
+        if is_exported_model(folder):
+            return folder
+    shipped = sorted(p.parent.name for p in models_dir.glob(f"*/{WEIGHTS}"))
+    known = f"; shipped models: {', '.join(shipped)}" if shipped else ""
+    raise UserError(f"--model {name}: not an exported model folder{known}")
+
+
+def load_exported(folder: str | Path, device: str | torch.device = "cpu") -> Inference:
+    """Load an exported model (weights cast to fp32, eval mode, on `device`) and its tokenizers."""
+    folder = Path(folder)
+    try:
+        description = json.loads((folder / DESCRIPTION).read_text(encoding="utf-8"))
+        config = config_from_dict(description["config"])
+    except (OSError, ValueError, KeyError, TypeError, UserError) as err:
+        raise UserError(f"{folder / DESCRIPTION}: unreadable model description ({err})") from None
+    if config.data.joint_vocab:
+        src_tokenizer = tgt_tokenizer = _tokenizer(folder / JOINT_TOKENIZER)
+    else:
+        src_tokenizer, tgt_tokenizer = (_tokenizer(folder / n) for n in SEPARATE_TOKENIZERS)
+    vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
+    try:
+        check_model_fits(config, *vocab_sizes, torch.device("cpu"), training=False)
+    except UserError as err:
+        raise UserError(f"{folder / DESCRIPTION}: {err}") from None
+    model = build_model(config.model, *vocab_sizes, config.data.joint_vocab, verbose=False)
+    try:
+        safetensors.torch.load_model(model, str(folder / WEIGHTS), strict=True)
+    except (OSError, RuntimeError, safetensors.SafetensorError) as err:
+        first = str(err).strip().splitlines()[0]
+        raise UserError(
+            f"{folder / WEIGHTS}: weights do not load into the model ({first})"
+        ) from None
+    return Inference(
+        model.to(device).eval(),
+        config,
+        src_tokenizer,
+        tgt_tokenizer,
+        step=int(description.get("step", 0)),
+        averaged_checkpoints=int(description.get("averaged_checkpoints", 1)),
+    )
+
+
+def _tokenizer(path: Path) -> Tokenizer:
+    try:
+        return Tokenizer(path.read_bytes())
+    except OSError as err:
+        raise UserError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
+    except UserError as err:
+        raise UserError(f"{path}: {err}") from None
