@@ -3,6 +3,7 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
+SEQ2SEQ := $(VENV)/bin/seq2seq
 STAMP := $(VENV)/.installed
 
 .PHONY: install chromium test lint data train translate serve explore bench tensorboard
@@ -29,7 +30,7 @@ chromium:
 test: $(STAMP) chromium
 	$(PY) -m pytest
 
-LINT_PATHS := seq2seq scripts tests benchmarks examples
+LINT_PATHS := seq2seq tests benchmarks examples
 lint: $(STAMP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
@@ -40,21 +41,21 @@ CORPUS ?= multi30k
 SRC ?= en
 TGT ?= de
 data: $(STAMP)
-	SEQ2SEQ_MAKE_TARGET=data $(PY) scripts/prepare_data.py --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
+	SEQ2SEQ_MAKE_TARGET=data $(SEQ2SEQ) prepare --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
 
 # make train MODEL=transformer|gru [CONFIG=file.toml] [ARGS="train.lr=1e-3 ..."] [MIRROR=dir|url]
 # Prepares the configuration's corpus first when it is missing; run again to resume.
 MODEL ?= transformer
 CONFIG ?= configs/$(MODEL).multi30k.en-de.toml
 train: $(STAMP)
-	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
+	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(SEQ2SEQ) train --config $(CONFIG) --prepare $(ARGS)
 
 # make translate [NAME=transformer-tiny.multi30k.en-de] [ARGS="--beam 1 ..."]
-# Interactive translation with a shipped model (seq2seq/shipped_models/NAME: transformer-tiny.multi30k.en-de or
-# transformer-tiny.multi30k.de-en), its attention map shown.
+# Interactive translation with a shipped model (NAME: transformer-tiny.multi30k.en-de, or another
+# in `.venv/bin/seq2seq translate --help`), its attention map shown.
 NAME ?= transformer-tiny.multi30k.en-de
 translate: $(STAMP)
-	$(PY) scripts/translate.py --model $(NAME) --show-attention $(ARGS)
+	$(SEQ2SEQ) translate --model $(NAME) --show-attention $(ARGS)
 
 # make serve [SERVE_MODELS="transformer-tiny.multi30k.en-de ..."] [ARGS="--port 8080 ..."]
 # Serves the shipped models over HTTP on 127.0.0.1:8000 (docs/serve.md), the first one the
@@ -62,15 +63,13 @@ translate: $(STAMP)
 SERVE_MODELS ?= transformer-tiny.multi30k.en-de transformer-tiny.multi30k.de-en \
 	transformer-small.tatoeba.en-fr transformer-small.tatoeba.fr-en gru-small.multi30k.en-de
 serve: $(STAMP)
-	$(PY) scripts/serve.py $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
+	$(SEQ2SEQ) serve $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
 
 # make explore [ARGS="--port 8080 ..."]
 # The attention explorer (docs/explore.md) with every shipped model, en-de first (the page's
 # default): http://127.0.0.1:8000/
-FIRST_MODEL := transformer-tiny.multi30k.en-de
-EXPLORE_MODELS ?= $(FIRST_MODEL) $(filter-out $(FIRST_MODEL),$(notdir $(wildcard seq2seq/shipped_models/*)))
 explore: $(STAMP)
-	$(PY) scripts/serve.py $(foreach model,$(EXPLORE_MODELS),--model $(model)) $(ARGS)
+	$(SEQ2SEQ) explore $(ARGS)
 
 # make bench [ARGS="--quick" | ARGS="--growth" | ARGS="--checkpoint-dir checkpoints"] [MIRROR=dir|url]
 # Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.
@@ -79,7 +78,7 @@ bench: $(STAMP) $(BENCH_DATA)/manifest.json
 	$(PY) benchmarks/bench.py $(ARGS)
 
 $(BENCH_DATA)/manifest.json: | $(STAMP)
-	SEQ2SEQ_MAKE_TARGET=bench $(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
+	SEQ2SEQ_MAKE_TARGET=bench $(SEQ2SEQ) prepare --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
 
 PORT ?= 6006
 tensorboard: $(STAMP)

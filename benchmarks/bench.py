@@ -18,7 +18,7 @@ Throughput (`run_throughput`), for each model on a prepared corpus:
                update of seq2seq.train (label-smoothed cross-entropy from `token_losses`,
                gradient clipping, AdamW), in the training precision (`autocast_dtype`)
     decoding   sentences/s and output tokens/s of greedy and beam search on the test split
-               through `Translator`, the code of scripts/evaluate.py, in decode.precision; with a
+               through `Translator`, the code of seq2seq evaluate, in decode.precision; with a
                checkpoint's trained weights, or else random weights, which decode to the maximum
                length and so make decoding look slower than it is ("weights": "random")
 

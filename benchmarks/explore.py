@@ -4,7 +4,7 @@
     benchmarks/explore.py                              # the shipped en-de model, 20 requests
     benchmarks/explore.py --screenshot docs/explore.png
 
-Starts scripts/serve.py on a free port of 127.0.0.1 with the shipped models and sends one
+Starts seq2seq serve on a free port of 127.0.0.1 with the shipped models and sends one
 20-word sentence, one request at a time, to POST /v1/translate (the baseline: the translation
 alone), then to POST /v1/explain (the translation, every map of the best hypothesis and the
 word alignment), after `--warmup` untimed requests of each; prints the median and 90th
@@ -35,6 +35,7 @@ import torch
 
 from seq2seq.inference import SHIPPED_MODELS
 
+SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -59,9 +60,9 @@ class Server(NamedTuple):
 
 @contextmanager
 def serve(models: list[str], *options: str) -> Iterator[Server]:
-    """scripts/serve.py with `models` (names or folders) on a free port of 127.0.0.1, stopped
+    """seq2seq serve with `models` (names or folders) on a free port of 127.0.0.1, stopped
     on leaving."""
-    command = [sys.executable, str(ROOT / "scripts" / "serve.py"), "--port", "0", *options]
+    command = [*SEQ2SEQ, "serve", "--port", "0", *options]
     for model in models:
         command += ["--model", model]
     process = subprocess.Popen(
@@ -70,7 +71,7 @@ def serve(models: list[str], *options: str) -> Iterator[Server]:
     try:
         line = process.stdout.readline()  # "serving a, b on http://127.0.0.1:PORT"
         if " on http://127.0.0.1:" not in line:
-            raise RuntimeError(f"scripts/serve.py did not start: {line!r}")
+            raise RuntimeError(f"seq2seq serve did not start: {line!r}")
         yield Server(line.split(" on ")[-1].strip(), process.pid)
     finally:
         process.terminate()
@@ -178,7 +179,7 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=4, help="as the page asks by default")
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, help="scripts/serve.py --threads (default: its own)")
+    parser.add_argument("--threads", type=int, help="seq2seq serve --threads (default: its own)")
     parser.add_argument("--screenshot", type=Path, help="save the page's picture here (PNG)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))

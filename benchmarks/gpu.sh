@@ -64,7 +64,7 @@ if command -v nvidia-smi >/dev/null && ! $dry_run; then
     sampler=$!
 fi
 date +%s.%N >"$work/start"
-$PY scripts/train.py --config configs/transformer.multi30k.en-de.toml \
+$PY seq2seq train --config configs/transformer.multi30k.en-de.toml \
     "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/run" \
     "train.max_steps=$steps" decode.valid_beam_size=5 train.keep_last=0 "${train_args[@]}"
 date +%s.%N >"$work/end"
@@ -72,7 +72,7 @@ stop_sampler
 
 echo "== 3/3 decoding the test set with the best checkpoint (bf16, beam 5 and greedy)"
 for beam in 5 1; do
-    $PY scripts/evaluate.py --checkpoint "$work/run/best.pt" --device "$device" \
+    $PY seq2seq evaluate --checkpoint "$work/run/best.pt" --device "$device" \
         --precision bf16 --beam "$beam" --src "$work/test.src" --ref "$work/test.ref" \
         --json >"$work/decode-beam$beam.json"
 done

@@ -5,7 +5,7 @@
 
 WORK_DIR holds `bench.json` (benchmarks/bench.py), `run/` (the training run, its TensorBoard
 events), `start` and `end` (Unix times around training), `decode-beam5.json` and
-`decode-beam1.json` (scripts/evaluate.py --json) and, on a GPU, `memory.csv` (nvidia-smi's
+`decode-beam1.json` (seq2seq evaluate --json) and, on a GPU, `memory.csv` (nvidia-smi's
 memory.used in MiB, sampled every 0.5 s). The record, `gpu-<device>-<time>.json`, holds:
 
 - time to a valid BLEU of 35 and of 40: seconds from the training command's start to the first

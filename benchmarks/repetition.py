@@ -7,7 +7,7 @@
 Each model decodes the test split of its prepared corpus (`make data` first, in its direction)
 once per guard setting: none, `decode.no_repeat_ngram` = 2, 3, 4 (a token may not repeat an
 n-gram of the output) and `decode.max_piece_repeat` = 2, 3 (a piece may not come more than r
-times in a row). Beam 5, fp32, through the translator that scripts/evaluate.py uses. Prints one
+times in a row). Beam 5, fp32, through the translator that seq2seq evaluate uses. Prints one
 markdown table: the scores, and how many outputs repeat a word at once ("Sie Sie") against how
 many references do; the guards change only the outputs, so that count says what they hide.
 """

@@ -5,11 +5,11 @@ Corpora of about 160k, 800k and 4M pairs are Tatoeba en-fr's training split repe
 times (repetitions, for size only: nothing is learnt from them), with its valid and test splits
 once. For each size this records:
 
-    prepare     scripts/prepare_data.py --corpus files: wall time and peak RSS (a first
+    prepare     seq2seq prepare --corpus files: wall time and peak RSS (a first
                 prepare: the folder is removed before)
-    train       scripts/train.py, the Transformer config on that folder, 10 updates: start-up
+    train       seq2seq train, the Transformer config on that folder, 10 updates: start-up
                 (process start to the end of the first update) and RSS at step 10
-    evaluate    scripts/evaluate.py on that run's checkpoint, 100 test sentences, greedy:
+    evaluate    seq2seq evaluate on that run's checkpoint, 100 test sentences, greedy:
                 wall time and peak RSS
 
 and the same training figures on Multi30k en-de (the reference for RSS: the corpus the
@@ -24,7 +24,6 @@ Peak RSS is the largest resident set of the process or its children (wait4's ru_
 import json
 import os
 import platform
-import runpy
 import shlex
 import shutil
 import subprocess
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import seq2seq.commands
 from seq2seq.cli import ArgumentParser, run_cli
 from seq2seq.model_result import git_state
 
@@ -40,16 +40,17 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "transformer.multi30k.en-de.toml"
 STEPS = 10
 EVAL_SENTENCES = 100
+SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 
 
 def run_measured(args: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
-    """Run a Python script to completion: its wall time and peak RSS (MB); fails loudly."""
+    """Run `seq2seq ARGS...` to completion: its wall time and peak RSS (MB); fails loudly."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env)
+    process = subprocess.Popen([*SEQ2SEQ, *args], cwd=ROOT, env=env)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"error: {' '.join(args)} failed ({status})")
+        raise SystemExit(f"error: seq2seq {' '.join(args)} failed ({status})")
     return {"seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
 
 
@@ -58,7 +59,7 @@ def tatoeba_splits(work: Path, mirror: str) -> Path:
     folder = work / "tatoeba.en-fr"
     run_measured(
         [
-            "scripts/prepare_data.py",
+            "prepare",
             "--corpus",
             "tatoeba",
             "--src",
@@ -125,7 +126,7 @@ def _rss_mb() -> tuple[float, float]:
 
 
 def train_child(report: Path, train_args: list[str]) -> None:
-    """Run scripts/train.py in this process, noting when the first update ends and the RSS at
+    """Run seq2seq train in this process, noting when the first update ends and the RSS at
     step 10 (a hook on every optimizer's step)."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -140,8 +141,7 @@ def train_child(report: Path, train_args: list[str]) -> None:
             report.write_text(json.dumps(record))
 
     register_optimizer_step_post_hook(after_step)
-    sys.argv = [str(ROOT / "scripts" / "train.py"), *train_args]
-    runpy.run_path(sys.argv[0], run_name="__main__")
+    seq2seq.commands.main(["train", *train_args])
 
 
 def measure_evaluation(prepared: Path, run_dir: Path, work: Path) -> dict[str, float]:
@@ -149,7 +149,7 @@ def measure_evaluation(prepared: Path, run_dir: Path, work: Path) -> dict[str, f
     for path, lang in ((src, "en"), (ref, "fr")):
         lines = (prepared / f"test.{lang}").read_text(encoding="utf-8").splitlines()
         path.write_text("\n".join(lines[:EVAL_SENTENCES]) + "\n", encoding="utf-8")
-    args = ["scripts/evaluate.py", "--checkpoint", str(run_dir / "last.pt"), "--src", str(src)]
+    args = ["evaluate", "--checkpoint", str(run_dir / "last.pt"), "--src", str(src)]
     return run_measured([*args, "--ref", str(ref), "--beam", "1", "--device", "cpu"])
 
 
@@ -210,7 +210,7 @@ def main() -> None:
     mirror = str(Path(args.mirror).resolve())
     source = tatoeba_splits(work, mirror)
     multi30k = work / "multi30k.en-de"
-    run_measured(["scripts/prepare_data.py", "--mirror", mirror, "--out", str(multi30k)])
+    run_measured(["prepare", "--mirror", mirror, "--out", str(multi30k)])
     shutil.rmtree(work / "run-multi30k", ignore_errors=True)
     reference = measure_training(multi30k, work / "run-multi30k")
     print(json.dumps({"multi30k": reference}), flush=True)
@@ -220,7 +220,7 @@ def main() -> None:
         pairs = write_corpus(source, repetitions, work / f"raw-{name}")
         prepared, run_dir = work / f"prepared-{name}", work / f"run-{name}"
         prepare_args = [
-            "scripts/prepare_data.py",
+            "prepare",
             "--corpus",
             "files",
             "--src",

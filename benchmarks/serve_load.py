@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Load benchmark of the HTTP server (scripts/serve.py), beside translate.py's batch mode.
+"""Load benchmark of the HTTP server (seq2seq serve), beside translate.py's batch mode.
 
     benchmarks/serve_load.py                               # 1, 8, 32, 128 clients, 20 s each
     benchmarks/serve_load.py --clients 1 32 --seconds 5    # a quick look
@@ -39,6 +39,7 @@ from seq2seq.cli import run_cli
 from seq2seq.inference import find_model, load_exported
 from seq2seq.translator import Translator
 
+SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "transformer-tiny.multi30k.en-de"
 TEST_SET = ROOT.parent / "shared" / "data" / "multi30k" / "test_2016_flickr.en.gz"
@@ -68,8 +69,8 @@ def read_sentences(path: Path, limit: int | None) -> list[str]:
 
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    """scripts/serve.py on a free loopback port, with a queue that holds every client."""
-    command = [sys.executable, str(ROOT / "scripts" / "serve.py"), "--model", args.model]
+    """seq2seq serve on a free loopback port, with a queue that holds every client."""
+    command = [*SEQ2SEQ, "serve", "--model", args.model]
     command += ["--beam", str(args.beam), "--precision", args.precision, "--port", "0"]
     command += ["--max-queue-lines", str(max(256, 2 * max(args.clients)))]
     command += ["--log-level", "warning"]

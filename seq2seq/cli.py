@@ -107,7 +107,7 @@ def check_output(
         raise UserError(f"{option} {path}: not writable")
 
 
-# --- Decoding options (scripts/translate.py, scripts/evaluate.py) -------------------------------
+# --- Decoding options (seq2seq translate, seq2seq evaluate) -------------------------------
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -118,7 +118,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "--model",
         metavar="NAME|FOLDER",
         help="an exported model: the name of a shipped one "
-        "(e.g. transformer-tiny.multi30k.en-de) or a folder from scripts/export_model.py",
+        "(e.g. transformer-tiny.multi30k.en-de) or a folder from seq2seq export",
     )
 
 
@@ -211,7 +211,7 @@ def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> 
     decode_cfg.truncate_src |= args.truncate
 
 
-# --- The terminal (scripts/translate.py's prompt) ---------------------------------------------
+# --- The terminal (seq2seq translate's prompt) ---------------------------------------------
 
 
 def terminal_width(stream: TextIO) -> int | None:

@@ -24,7 +24,7 @@ from seq2seq.errors import UserError
 
 @dataclass
 class DataConfig:
-    prepared: str = "data/multi30k.en-de"  # folder written by scripts/prepare_data.py
+    prepared: str = "data/multi30k.en-de"  # folder written by seq2seq prepare
     corpus: str = "multi30k"  # used to prepare the folder when it is missing
     src: str = "en"
     tgt: str = "de"

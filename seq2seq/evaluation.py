@@ -1,6 +1,6 @@
 """Corpus evaluation: translate a test set and score the output with sacreBLEU.
 
-Training validation and `scripts/evaluate.py` both call `evaluate`, so a BLEU printed during
+Training validation and `seq2seq evaluate` both call `evaluate`, so a BLEU printed during
 training is computed exactly like the one printed at test time.
 """
 

@@ -15,7 +15,7 @@ A model result, e.g. results/models/transformer-tiny.en-de.json:
       "domain": "Flickr image captions (Multi30k: 29,000 training pairs describing photos)"
     }
 
-`scripts/evaluate.py --record FILE` writes one: the scores, signatures, beam, model, corpus,
+`seq2seq evaluate --record FILE` writes one: the scores, signatures, beam, model, corpus,
 parameter count, step, number of averaged checkpoints and decoding precision come from the
 evaluation and the checkpoint, the domain from the corpus (`seq2seq.corpora.domain_of`); the
 name, training time, device and commands are given as options.

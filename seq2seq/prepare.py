@@ -127,7 +127,7 @@ def _check_options(
 ) -> None:
     if corpus == USER_CORPUS:
         if files is None:
-            raise UserError("--corpus files needs its files (see scripts/prepare_data.py --help)")
+            raise UserError("--corpus files needs its files (see seq2seq prepare --help)")
     else:
         get_corpus(corpus).check_pair(src, tgt)
         if files is not None:

@@ -9,7 +9,7 @@ pages through the page cache.
 A folder is checked before use, cheaply every time: `load` compares every file's size with the
 one the manifest records, and `dataset` checks a split's arrays (the offsets start at 0, never
 decrease and end at the length of the ids; the ids are below the vocabulary size) in one pass
-over them. `verify` compares every file's SHA256 with the manifest's (scripts/train.py
+over them. `verify` compares every file's SHA256 with the manifest's (seq2seq train
 --verify). A damaged folder is one `UserError` naming the file and how to rebuild it.
 """
 
@@ -29,7 +29,7 @@ from seq2seq.files import read_lines, sha256_file
 from seq2seq.prepared_format import FORMAT_VERSION, MANIFEST, array_files
 from seq2seq.tokenizer import Tokenizer
 
-HINT = "prepare it with `make data` or scripts/prepare_data.py"
+HINT = "prepare it with `make data` or seq2seq prepare"
 CHECK_CHUNK = 1 << 22  # array elements read at a time by the checks
 
 
@@ -78,7 +78,7 @@ def damaged(folder: Path, name: str, problem: str) -> UserError:
     """The error for a damaged file `name` of a prepared folder: what is wrong, how to rebuild."""
     return UserError(
         f"{folder / name}: {problem}; the prepared folder is damaged: rebuild it with "
-        f"scripts/prepare_data.py --out {folder} and the settings in its {MANIFEST}"
+        f"seq2seq prepare --out {folder} and the settings in its {MANIFEST}"
     )
 
 
@@ -123,8 +123,8 @@ class PreparedData:
             raise UserError(
                 f"{folder}: prepared by an older version (format {version}, now "
                 f"{FORMAT_VERSION}: token ids as arrays); rebuild it with the same command as "
-                f"before (`make data`, scripts/prepare_data.py --out {folder}, or "
-                "scripts/train.py --prepare after removing it)"
+                f"before (`make data`, seq2seq prepare --out {folder}, or "
+                "seq2seq train --prepare after removing it)"
             )
         missing = [name for name in names if not (folder / name).is_file()]
         if missing:

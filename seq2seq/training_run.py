@@ -81,7 +81,7 @@ def load_data(
         if not prepare_missing:
             raise UserError(
                 f"data.prepared: {folder} is not a prepared corpus; run `make data` or "
-                "scripts/prepare_data.py, or pass --prepare"
+                "seq2seq prepare, or pass --prepare"
             )
         if env.is_main:
             prepare(

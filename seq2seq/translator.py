@@ -1,7 +1,7 @@
 """From text to text: read lines, tokenize, batch, search, detokenize.
 
 `Translator` is the one path from raw lines to translations. Training validation,
-`scripts/evaluate.py` (through seq2seq.evaluation) and `scripts/translate.py` all go through it,
+`seq2seq evaluate` (through seq2seq.evaluation) and `seq2seq translate` all go through it,
 so a BLEU printed during training is computed exactly like the one printed at test time; both
 scripts read their input with `seq2seq.files.text_lines`, so they split and decode text alike.
 """

@@ -16,7 +16,7 @@ from seq2seq.corpora import UserFiles
 from seq2seq.prepare import prepare
 
 LETTERS = "abcdefghijklmnop"
-TRAIN = [sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "train.py")]
+TRAIN = [sys.executable, "-m", "seq2seq", "train"]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}  # for TRAIN: its lines as they come
 
 

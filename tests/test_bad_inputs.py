@@ -1,8 +1,9 @@
 """Bad inputs to every script: one `error:` line on stderr naming the option, file or line, exit
 status 2, no traceback, and every file that existed before left as it was.
 
-Each case runs the script's `__main__` in this process through its CLI runner (runpy, with
-sys.argv, stdin and the standard streams replaced), which keeps about 90 cases within seconds;
+Each case runs the `seq2seq` command (or a benchmark script's `__main__`, through runpy) in this
+process, with sys.argv, stdin and the standard streams replaced, which keeps about 90 cases
+within seconds;
 a few run as real subprocesses too, to show the same from outside. The files are tiny: a
 reversal corpus prepared with a 32-piece vocabulary and an untrained two-layer Transformer.
 """
@@ -25,9 +26,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from commands import SEQ2SEQ
 from reversal import prepare_reversal
 
+import seq2seq.commands
 from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
+from seq2seq.commands import COMMANDS
 from seq2seq.config import dump_toml, load_config
 from seq2seq.errors import UserError
 from seq2seq.export import export_model
@@ -40,10 +44,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = SHIPPED_MODELS / "transformer-tiny.multi30k.en-de"
 
 
-def script_path(name: str) -> Path:
-    """scripts/<name>.py, or benchmarks/<name>.py."""
-    path = ROOT / "scripts" / f"{name}.py"
-    return path if path.is_file() else ROOT / "benchmarks" / f"{name}.py"
+def command_line(name: str) -> list[str]:
+    """`seq2seq <name>`, or benchmarks/<name>.py."""
+    if name in COMMANDS:
+        return [*SEQ2SEQ, name]
+    return [sys.executable, str(ROOT / "benchmarks" / f"{name}.py")]
 
 
 class Payload:
@@ -168,7 +173,7 @@ def prepared_at(name: str) -> list[str]:
 
 FILES = ["--corpus", "files", "--src", "src", "--tgt", "tgt", "--data-dir", "{data}/raw"]
 CASES: dict[str, Case | object] = {
-    # Configuration values, overrides and files (scripts/train.py).
+    # Configuration values, overrides and files (seq2seq train).
     "num_heads=0": Case("train", [*CONFIG, "model.num_heads=0"], "override: model.num_heads=0"),
     "seed=-1": Case("train", [*CONFIG, "train.seed=-1"], "train.seed=-1: must be in [0, "),
     "num_workers=-1": Case("train", [*CONFIG, "train.num_workers=-1"], "num_workers=-1: must"),
@@ -203,7 +208,7 @@ CASES: dict[str, Case | object] = {
     "run_dir under a file": Case(
         "train", [*CONFIG, "data.vocab_size=32", 'train.run_dir="{file}/run"'], "Not a directory"
     ),
-    # Damaged prepared folders (scripts/train.py): sizes always, checksums with --verify.
+    # Damaged prepared folders (seq2seq train): sizes always, checksums with --verify.
     "truncated ids": Case("train", [*CONFIG, *prepared_at("cut_ids")], "train.src.ids: 0 bytes"),
     "truncated offsets": Case(
         "train", [*CONFIG, *prepared_at("cut_offsets")], "valid.tgt.offsets: 72 bytes, but 88 when"
@@ -214,7 +219,7 @@ CASES: dict[str, Case | object] = {
     "id beyond vocabulary": Case(
         "train", [*CONFIG, *prepared_at("big_id")], "token id 99 is outside the vocabulary of 32"
     ),
-    # Sizes that cannot fit the machine, values the data refutes (scripts/train.py).
+    # Sizes that cannot fit the machine, values the data refutes (seq2seq train).
     "embed_dim=1000000": Case(
         "train", [*CONFIG, "model.embed_dim=1000000", "data.vocab_size=32"], "GiB to train on"
     ),
@@ -244,7 +249,7 @@ CASES: dict[str, Case | object] = {
     "vocab_size != prepared": pytest.param(
         Case("train", [*CONFIG, "data.vocab_size=5000"], "vocab_size")
     ),
-    # Checkpoints (scripts/translate.py).
+    # Checkpoints (seq2seq translate).
     "missing checkpoint": Case("translate", ["--checkpoint", "{none.pt}"], "checkpoint not found"),
     "code payload": Case("translate", ["--checkpoint", "{evil.pt}"], "could run code"),
     "plain pickle": Case("translate", ["--checkpoint", "{plain.pt}"], "saved with pickle"),
@@ -257,7 +262,7 @@ CASES: dict[str, Case | object] = {
         "translate", ["--checkpoint", "{folder}"], "a folder, not a checkpoint"
     ),
     "no --checkpoint": Case("translate", [], "--checkpoint"),
-    # Decoding options (scripts/translate.py).
+    # Decoding options (seq2seq translate).
     "length penalty nan": Case("translate", [*CKPT, "--length-penalty", "nan"], "nan: must be"),
     "length penalty < 0": Case("translate", [*CKPT, "--length-penalty", "-1"], "-1: must be"),
     "length penalty text": Case("translate", [*CKPT, "--length-penalty", "x"], "not a number"),
@@ -271,7 +276,7 @@ CASES: dict[str, Case | object] = {
     "precision int4": Case("translate", [*CKPT, "--precision", "int4"], "--precision int4"),
     "device tpu": Case("translate", [*CKPT, "--device", "tpu"], "--device tpu: unknown device"),
     "unknown option": Case("translate", [*CKPT, "--fast"], "unrecognized arguments: --fast"),
-    # Input text (scripts/translate.py).
+    # Input text (seq2seq translate).
     "missing input": Case("translate", [*CKPT, "--input", "{none.txt}"], "--input"),
     "folder as input": Case("translate", [*CKPT, "--input", "{folder}"], "cannot read"),
     "input not UTF-8": Case(
@@ -310,7 +315,7 @@ CASES: dict[str, Case | object] = {
     "attention into no folder": Case(
         "translate", [*CKPT, "--save-attention", "{none}/map.png"], "does not exist"
     ),
-    # scripts/evaluate.py
+    # seq2seq evaluate
     "output is src": Case("evaluate", [*CKPT, *SRC_REF, "--output", "{src.txt}"], "also an in"),
     "output links to ref": Case(
         "evaluate", [*CKPT, *SRC_REF, "--output", "{ref_link.txt}"], "is also an input"
@@ -346,56 +351,50 @@ CASES: dict[str, Case | object] = {
     "evaluate nan": Case("evaluate", [*CKPT, "--length-penalty", "nan"], "nan: must be >= 0"),
     "evaluate pickle": Case("evaluate", ["--checkpoint", "{plain.pt}"], "saved with pickle"),
     "evaluate missing prepared": Case("evaluate", ["--checkpoint", "{moved.pt}"], "moved"),
-    # scripts/average_checkpoints.py
-    "out is a folder": Case("average_checkpoints", ["--out", "{folder}", "{good.pt}"], "folder"),
+    # seq2seq average
+    "out is a folder": Case("average", ["--out", "{folder}", "{good.pt}"], "folder"),
     "record under a file": Case(
         "evaluate", [*CKPT, "--record", "{file}/r.json", *RECORD], "file is not a folder"
     ),
-    "out unwritable": Case("average_checkpoints", ["--out", "/proc/avg.pt", "{good.pt}"], "/proc"),
+    "out unwritable": Case("average", ["--out", "/proc/avg.pt", "{good.pt}"], "/proc"),
     "out under a file": Case(
-        "average_checkpoints", ["--out", "{file}/new/avg.pt", "{good.pt}"], "is not a folder"
+        "average", ["--out", "{file}/new/avg.pt", "{good.pt}"], "is not a folder"
     ),
     "out is an input": Case(
-        "average_checkpoints", ["--out", "{good.pt}", "{good.pt}", "{run}/step-1.pt"], "input"
+        "average", ["--out", "{good.pt}", "{good.pt}", "{run}/step-1.pt"], "input"
     ),
-    "last 0": Case(
-        "average_checkpoints", ["--out", "{avg.pt}", "--last", "0", "{run}"], "--last: 0: must"
-    ),
+    "last 0": Case("average", ["--out", "{avg.pt}", "--last", "0", "{run}"], "--last: 0: must"),
     "last, two folders": Case(
-        "average_checkpoints", ["--out", "{avg.pt}", "--last", "1", "{run}", "{run}"], "one run"
+        "average", ["--out", "{avg.pt}", "--last", "1", "{run}", "{run}"], "one run"
     ),
-    "last too many": Case(
-        "average_checkpoints", ["--out", "{avg.pt}", "--last", "3", "{run}"], "has 2 step-"
-    ),
+    "last too many": Case("average", ["--out", "{avg.pt}", "--last", "3", "{run}"], "has 2 step-"),
     "last on a file": Case(
-        "average_checkpoints", ["--out", "{avg.pt}", "--last", "1", "{file}"], "not a folder"
+        "average", ["--out", "{avg.pt}", "--last", "1", "{file}"], "not a folder"
     ),
-    "different models": Case(
-        "average_checkpoints", ["--out", "{avg.pt}", "{good.pt}", "{wider.pt}"], "shape"
-    ),
+    "different models": Case("average", ["--out", "{avg.pt}", "{good.pt}", "{wider.pt}"], "shape"),
     "average a pickle": Case(
-        "average_checkpoints", ["--out", "{avg.pt}", "{good.pt}", "{plain.pt}"], "with pickle"
+        "average", ["--out", "{avg.pt}", "{good.pt}", "{plain.pt}"], "with pickle"
     ),
-    "average nothing": Case("average_checkpoints", ["--out", "{avg.pt}"], "required: CHECKP"),
-    # scripts/export_model.py and scripts/prepare_data.py
+    "average nothing": Case("average", ["--out", "{avg.pt}"], "required: CHECKP"),
+    # seq2seq export and seq2seq prepare
     "export a pickle": Case(
-        "export_model", ["--checkpoint", "{plain.pt}", "--out", "{m}"], "with pickle"
+        "export", ["--checkpoint", "{plain.pt}", "--out", "{m}"], "with pickle"
     ),
-    "export over a file": Case("export_model", [*CKPT, "--out", "{file}"], "not replacing it"),
-    "export into /proc": Case("export_model", [*CKPT, "--out", "/proc/m"], "write in /proc"),
-    "export into a loop": Case("export_model", [*CKPT, "--out", "{loop}"], "loop of symbolic"),
+    "export over a file": Case("export", [*CKPT, "--out", "{file}"], "not replacing it"),
+    "export into /proc": Case("export", [*CKPT, "--out", "/proc/m"], "write in /proc"),
+    "export into a loop": Case("export", [*CKPT, "--out", "{loop}"], "loop of symbolic"),
     "export over an export": Case(
-        "export_model", [*CKPT, "--out", "{exported}"], "exported model already; pass --force"
+        "export", [*CKPT, "--out", "{exported}"], "exported model already; pass --force"
     ),
     "export over a shipped model": Case(
-        "export_model", [*CKPT, "--out", str(SHIPPED)], "exported model already; pass --force"
+        "export", [*CKPT, "--out", str(SHIPPED)], "exported model already; pass --force"
     ),
     "export into models/": Case(
-        "export_model", [*CKPT, "--out", str(SHIPPED_MODELS / "mine")], "the shipped models' folder"
+        "export", [*CKPT, "--out", str(SHIPPED_MODELS / "mine")], "the shipped models' folder"
     ),
-    "export dtype": Case("export_model", [*CKPT, "--out", "{m}", "--dtype", "fp4"], "fp4"),
-    "prepare into a loop": Case("prepare_data", [*FILES, "--out", "{loop}/p"], "loop of symbol"),
-    "prepare into /proc": Case("prepare_data", [*FILES, "--out", "/proc/p"], "write in /proc"),
+    "export dtype": Case("export", [*CKPT, "--out", "{m}", "--dtype", "fp4"], "fp4"),
+    "prepare into a loop": Case("prepare", [*FILES, "--out", "{loop}/p"], "loop of symbol"),
+    "prepare into /proc": Case("prepare", [*FILES, "--out", "/proc/p"], "write in /proc"),
     # benchmarks/
     "bench beams 0": Case("bench", ["--beams", "0"], "argument --beams: 0: must be >= 1"),
     "bench seed text": Case("bench", ["--seed", "x"], "--seed: 'x' is not an integer"),
@@ -404,16 +403,16 @@ CASES: dict[str, Case | object] = {
     "gpu_report no folder": Case("gpu_report", ["{none}"], "not a folder written by"),
     "gpu_report empty folder": Case("gpu_report", ["{folder}"], "incomplete benchmark folder"),
     "results_table option": Case("results_table", ["--nope"], "unrecognized arguments: --nope"),
-    "vocab size text": Case("prepare_data", ["--vocab-size", "many"], "--vocab-size"),
+    "vocab size text": Case("prepare", ["--vocab-size", "many"], "--vocab-size"),
     "no data dir": Case(
-        "prepare_data", ["--corpus", "files", "--data-dir", "{none}", "--out", "{p}"], "none"
+        "prepare", ["--corpus", "files", "--data-dir", "{none}", "--out", "{p}"], "none"
     ),
     "empty valid split": pytest.param(
-        Case("prepare_data", [*FILES[:-1], "{empty_valid}", "--out", "{p2}"], "valid")
+        Case("prepare", [*FILES[:-1], "{empty_valid}", "--out", "{p2}"], "valid")
     ),
     "vocab too large": pytest.param(
         Case(
-            "prepare_data",
+            "prepare",
             [*FILES, "--out", "{p}", "--vocab-size", "5000"],
             "--vocab-size 5000",
         )
@@ -445,7 +444,7 @@ def script_process(name: str, args: list[str], stdin: bytes) -> Iterator[io.Stri
     """sys.argv, stdin, stdout and stderr as a subprocess of `name` would see them."""
     saved = sys.argv, sys.stdin
     stderr = io.StringIO()
-    sys.argv = [str(script_path(name)), *args]
+    sys.argv = ["seq2seq", name, *args] if name in COMMANDS else [*command_line(name)[1:], *args]
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     try:
         with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
@@ -458,7 +457,10 @@ def run_in_process(case: Case, world: Path) -> tuple[int | str | None, str]:
     """The exit status and the standard error of the script run in this process."""
     with script_process(case.script, expand(case.args, world), case.stdin) as stderr:
         try:
-            runpy.run_path(sys.argv[0], run_name="__main__")
+            if case.script in COMMANDS:
+                seq2seq.commands.main(sys.argv[1:])
+            else:
+                runpy.run_path(sys.argv[0], run_name="__main__")
         except SystemExit as exit:
             return exit.code, stderr.getvalue()
     return 0, stderr.getvalue()
@@ -497,9 +499,8 @@ def test_the_same_from_a_real_process(world: Path) -> None:
     before = checksums(world)
 
     def run(case: Case) -> subprocess.CompletedProcess:
-        script = script_path(case.script)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-        command = [sys.executable, str(script), *expand(case.args, world)]
+        command = [*command_line(case.script), *expand(case.args, world)]
         return subprocess.run(command, input=case.stdin, capture_output=True, env=env, timeout=120)
 
     cases = [CASES[name] for name in SUBPROCESS_CASES]
@@ -513,7 +514,7 @@ def test_the_same_from_a_real_process(world: Path) -> None:
 
 def test_truncate_cuts_a_long_line_with_a_warning(world: Path) -> None:
     """--truncate: the over-long line is translated as its first N pieces, with one warning."""
-    script = [sys.executable, str(script_path("translate")), "--checkpoint", str(world / "good.pt")]
+    script = [*SEQ2SEQ, "translate", "--checkpoint", str(world / "good.pt")]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     lines = b"a b c\n" + b"a " * 50_000 + b"\n"
     cut = subprocess.run(

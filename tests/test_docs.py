@@ -1,8 +1,8 @@
 """The README and docs/ say only what is true of the repository: every command shown runs.
 
-Checked in README.md and docs/*.md: the README's length; every path under scripts/,
-benchmarks/, examples/, seq2seq/ and configs/ exists; every `--option` given to a script is in
-that script's `--help`; every `make` target exists (these three also inside the generated
+Checked in README.md and docs/*.md: the README's length; every path under benchmarks/,
+examples/, seq2seq/ and configs/ exists; every `--option` given to a `seq2seq` command or a script
+is in its `--help`; every `make` target exists (these three also inside the generated
 sections between `<!-- NAME:start -->` and `<!-- NAME:end -->`, whose commands say how to
 reproduce a recorded run); every relative link and image points to a file (and heading) that
 exists; every name the maths-to-code map gives after a `seq2seq/...py` file is defined in that
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from seq2seq.commands import COMMANDS
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 250
@@ -26,7 +28,10 @@ FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 PATH = re.compile(r"(?<![\w./-])((?:scripts|benchmarks|examples|seq2seq|configs)/[\w./*-]*\w)")
-SCRIPT = re.compile(r"(?<![\w./-])((?:scripts|benchmarks|examples)/[\w/-]+\.py)\b")
+SCRIPT = re.compile(
+    r"(?<![\w./-])((?:benchmarks|examples)/[\w/-]+\.py)\b"
+    rf"|(?<![\w.-])(seq2seq (?:{'|'.join(COMMANDS)}))\b"
+)
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 MAKE = re.compile(r"(?<![\w./-])make ([a-z][\w-]*)\b(.*)")
 MAKE_ARGS = re.compile(r"""ARGS=(["'])(.*?)\1""")
@@ -55,16 +60,30 @@ def without_comment(command: str) -> str:
     return re.split(r"\s#\s", command, maxsplit=1)[0]
 
 
+def scripts_in(text: str) -> list[str]:
+    """The scripts (`benchmarks/bench.py`) and `seq2seq` commands (`seq2seq train`) in `text`."""
+    return [match.group(1) or match.group(2) for match in SCRIPT.finditer(text)]
+
+
 def script_options(command: str) -> list[tuple[str, str]]:
-    """(script, --option) for every option given to a script in `command`: the options after
-    the script's path, up to the command's end (|, ;, &&, <, >) or the next script."""
+    """(script, --option) for every option given to a script or `seq2seq` command in `command`:
+    the options after it, up to the command's end (|, ;, &&, <, >) or the next script."""
     pairs = []
     matches = list(SCRIPT.finditer(command))
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(command)
         arguments = COMMAND_END.split(command[match.end() : end], maxsplit=1)[0]
-        pairs += [(match.group(1), option) for option in OPTION.findall(arguments)]
+        script = match.group(1) or match.group(2)
+        pairs += [(script, option) for option in OPTION.findall(arguments)]
     return pairs
+
+
+def help_command(script: str) -> list[str] | None:
+    """The command line that prints the `--help` of a script or `seq2seq` command; None for a
+    script that does not exist."""
+    if script.startswith("seq2seq "):
+        return [sys.executable, "-m", "seq2seq", script.split()[1], "--help"]
+    return [sys.executable, script, "--help"] if (ROOT / script).is_file() else None
 
 
 def makefile_targets() -> dict[str, str]:
@@ -108,19 +127,14 @@ def help_texts() -> dict[str, str]:
     for _, text in all_code():
         for target, rest in MAKE.findall(text):
             if MAKE_ARGS.search(rest) and target in targets:
-                scripts.update(SCRIPT.findall(targets[target]))
+                scripts.update(scripts_in(targets[target]))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     runs = {
         script: subprocess.Popen(
-            [sys.executable, script, "--help"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         for script in sorted(scripts)
-        if (ROOT / script).is_file()
+        if (command := help_command(script))
     }
     texts = {}
     for script, run in runs.items():
@@ -156,7 +170,7 @@ def test_shown_script_options_exist(help_texts):
         pairs = script_options(text)
         for target, rest in MAKE.findall(text):
             arguments = " ".join(value for _, value in MAKE_ARGS.findall(rest))
-            for script in SCRIPT.findall(targets.get(target, "")):
+            for script in scripts_in(targets.get(target, "")):
                 pairs += [(script, option) for option in OPTION.findall(arguments)]
         for script, option in pairs:
             if script in help_texts and option not in OPTION.findall(help_texts[script]):
@@ -208,18 +222,15 @@ def test_code_map_names_are_defined():
 
 def test_script_options_are_parsed():
     """The parser the checks above rely on."""
-    command = (
-        "echo hi | .venv/bin/python scripts/translate.py --model m --show-attention > out"
-        " --not-this"
-    )
+    command = "echo hi | .venv/bin/seq2seq translate --model m --show-attention > out --not-this"
     assert script_options(command) == [
-        ("scripts/translate.py", "--model"),
-        ("scripts/translate.py", "--show-attention"),
+        ("seq2seq translate", "--model"),
+        ("seq2seq translate", "--show-attention"),
     ]
-    nested = 'scripts/evaluate.py --record r --command "scripts/average_checkpoints.py --last 5"'
+    nested = 'seq2seq evaluate --record r --command "seq2seq average --last 5"'
     assert script_options(nested) == [
-        ("scripts/evaluate.py", "--record"),
-        ("scripts/evaluate.py", "--command"),
-        ("scripts/average_checkpoints.py", "--last"),
+        ("seq2seq evaluate", "--record"),
+        ("seq2seq evaluate", "--command"),
+        ("seq2seq average", "--last"),
     ]
     assert code_texts("text\n\n    a \\\n        b\n\n`c --d`\n") == ["a          b", "c --d"]

@@ -1,6 +1,6 @@
 """The attention explorer in a real browser: Debian's chromium, driven by Playwright.
 
-The server is scripts/serve.py with the two shipped Transformers and a random GRU, on a free
+The server is seq2seq serve with the two shipped Transformers and a random GRU, on a free
 port of 127.0.0.1; server and browser start as in benchmarks/explore.py. Every map drawn is
 compared with the API's answer for the same request.
 """
@@ -21,7 +21,7 @@ TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their 
 
 @pytest.fixture(scope="module")
 def server(random_gru: Path) -> Iterator[str]:
-    """The URL of scripts/serve.py serving the three models; stopped after the module."""
+    """The URL of seq2seq serve serving the three models; stopped after the module."""
     with serve([str(EN_DE), str(DE_EN), str(random_gru)]) as started:
         yield started.url
 

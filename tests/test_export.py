@@ -4,11 +4,11 @@ that load back into the same model, with no pickle anywhere."""
 import json
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from commands import SEQ2SEQ
 
 from seq2seq.config import load_config
 from seq2seq.corpora import UserFiles
@@ -118,8 +118,8 @@ def test_export_script_refuses_to_replace_another_folder(tmp_path):
     (tmp_path / "notes" / "a.txt").write_text("mine", encoding="utf-8")
     result = subprocess.run(
         [
-            sys.executable,
-            "scripts/export_model.py",
+            *SEQ2SEQ,
+            "export",
             "--checkpoint",
             "x.pt",
             "--out",
@@ -141,18 +141,18 @@ def test_scripts_take_an_exported_model_like_its_checkpoint(run, tmp_path):  # n
     """translate.py and evaluate.py --model FOLDER give what --checkpoint gives (fp32 export)."""
     export_model(load_for_inference(run / "best.pt"), tmp_path / "m", torch.float32)
     lines = "A dog runs.\nThe old tree sleeps.\n\nBig cat."
-    by_checkpoint = script("translate.py", "--checkpoint", str(run / "best.pt"), stdin=lines)
-    by_model = script("translate.py", "--model", str(tmp_path / "m"), stdin=lines)
+    by_checkpoint = script("translate", "--checkpoint", str(run / "best.pt"), stdin=lines)
+    by_model = script("translate", "--model", str(tmp_path / "m"), stdin=lines)
     assert by_model.returncode == 0, by_model.stderr
     assert by_model.stdout == by_checkpoint.stdout and by_model.stdout.count("\n") == 4
 
     scores = [
-        json.loads(script("evaluate.py", option, str(path), "--json").stdout)
+        json.loads(script("evaluate", option, str(path), "--json").stdout)
         for option, path in (("--checkpoint", run / "best.pt"), ("--model", tmp_path / "m"))
     ]
     assert scores[1]["bleu"] == scores[0]["bleu"] and scores[1]["chrf"] == scores[0]["chrf"]
 
-    both = script("translate.py", "--model", "m", "--checkpoint", "x.pt", stdin="")
+    both = script("translate", "--model", "m", "--checkpoint", "x.pt", stdin="")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
@@ -161,8 +161,8 @@ def test_export_goes_to_an_ignored_folder_by_default(run, tmp_path):  # noqa: F8
     never shows up as untracked beside the shipped models."""
     result = subprocess.run(
         [
-            sys.executable,
-            str(ROOT / "scripts" / "export_model.py"),
+            *SEQ2SEQ,
+            "export",
             "--checkpoint",
             str(run / "best.pt"),
         ],

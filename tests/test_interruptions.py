@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from commands import SEQ2SEQ
 from reversal import ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 
 from seq2seq import checkpoint as checkpoint_module
@@ -132,7 +133,7 @@ def test_ctrl_c_with_the_output_piped_to_a_dead_reader_saves_and_logs(
     step = load_checkpoint(last)["step"]
     assert log.read_text().splitlines()[-1].endswith(f" interrupted at step {step}: saved {last}")
     assert "Traceback" not in stderr and "Exception ignored" not in stderr
-    translate = [sys.executable, str(ROOT / "scripts" / "translate.py"), "--checkpoint", str(last)]
+    translate = [*SEQ2SEQ, "translate", "--checkpoint", str(last)]
     result = subprocess.run(translate, input="a b c\n", capture_output=True, text=True, env=ENV)
     assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
 

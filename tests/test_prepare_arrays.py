@@ -8,13 +8,13 @@ import pickle
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from commands import SEQ2SEQ
 
 from seq2seq.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
 from seq2seq.corpora import UserFiles
@@ -150,7 +150,7 @@ def test_check_vocabulary_names_the_setting(reversal: Path) -> None:
 def _script(name: str, args: list[str], cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / name), *args],
+        [*SEQ2SEQ, name, *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -170,7 +170,7 @@ def _one_error_line(process: subprocess.Popen[str]) -> str:
 def test_config_vocabulary_other_than_the_folders(reversal: Path, tmp_path: Path) -> None:
     overrides = [f'data.prepared="{reversal}"', "data.vocab_size=5000"]
     overrides.append(f'train.run_dir="{tmp_path / "run"}"')
-    line = _one_error_line(_script("train.py", overrides, tmp_path))
+    line = _one_error_line(_script("train", overrides, tmp_path))
     assert "data.vocab_size 5000" in line and "--vocab-size 32" in line
     assert os.listdir(tmp_path) == []
 
@@ -182,7 +182,7 @@ def _corpus_args(folder: Path) -> list[str]:
 def test_vocabulary_larger_than_the_corpus_gives_says_the_maximum(tmp_path: Path) -> None:
     raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
     args = [*_corpus_args(raw), "--vocab-size", "5000", "--out", "data/out"]
-    line = _one_error_line(_script("prepare_data.py", args, tmp_path))
+    line = _one_error_line(_script("prepare", args, tmp_path))
     assert "--vocab-size 5000: the training text yields at most" in line
     maximum = int(line.split("at most ")[1].split()[0])
     assert 20 < maximum < 40 and f"give --vocab-size {maximum} or less" in line
@@ -194,14 +194,14 @@ def test_empty_valid_split_is_refused_at_prepare(tmp_path: Path) -> None:
     for side in ("src", "tgt"):
         (raw / f"valid.{side}").write_text("")
     args = [*_corpus_args(raw), "--vocab-size", "24", "--out", "data/out"]
-    line = _one_error_line(_script("prepare_data.py", args, tmp_path))
+    line = _one_error_line(_script("prepare", args, tmp_path))
     assert "the valid split is empty" in line
     assert sorted(os.listdir(tmp_path)) == ["raw"]
 
 
 def test_ctrl_c_while_sentencepiece_trains_stops_at_once(shared_data: Path, tmp_path: Path) -> None:
     args = ["--corpus", "tatoeba", "--src", "en", "--tgt", "fr", "--mirror", str(shared_data)]
-    process = _script("prepare_data.py", [*args, "--out", "data/out"], tmp_path)
+    process = _script("prepare", [*args, "--out", "data/out"], tmp_path)
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("training sentencepiece"):
@@ -258,7 +258,7 @@ def test_damaged_arrays_are_named_before_use(
         values[7] = 40
         values.tofile(folder / "valid.tgt.ids")
     data = PreparedData.load(folder)
-    with pytest.raises(UserError, match=message + ".*rebuild it with scripts/prepare_data.py"):
+    with pytest.raises(UserError, match=message + ".*rebuild it with seq2seq prepare"):
         data.dataset("valid")
     data.dataset("train")  # the other splits stay usable
 

@@ -1,23 +1,21 @@
-"""scripts/prepare_data.py on bad input: exit 2, one `error:` line, nothing left behind."""
+"""seq2seq prepare on bad input: exit 2, one `error:` line, nothing left behind."""
 
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from commands import SEQ2SEQ
 
 from seq2seq.download import MIRROR_ENV
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "prepare_data.py"
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != MIRROR_ENV}
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
+        [*SEQ2SEQ, "prepare", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

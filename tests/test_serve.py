@@ -1,4 +1,4 @@
-"""The HTTP server (seq2seq/serving, scripts/serve.py) with the shipped en-de model: in-process
+"""The HTTP server (seq2seq/serving, seq2seq serve) with the shipped en-de model: in-process
 through FastAPI's test client, and as a real server process on a free loopback port."""
 
 import gzip
@@ -15,14 +15,15 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
+from commands import SEQ2SEQ
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from libretranslatepy import LibreTranslateAPI
 
+from seq2seq.commands.serve import is_loopback
 from seq2seq.inference import CARD, SHIPPED_MODELS, load_exported
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
-from seq2seq.serving.main import is_loopback
 from seq2seq.serving.registry import ServedModel, served_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +67,7 @@ def test_api_output_equals_translate_py_batch_mode(
     source = tmp_path / "test.en"
     source.write_text("\n".join(test_set) + "\n", encoding="utf-8")
     common = ["--model", MODEL, "--precision", "int8", "--beam", "5", "--input", str(source)]
-    script = [sys.executable, str(ROOT / "scripts" / "translate.py"), *common]
+    script = [*SEQ2SEQ, "translate", *common]
     best = subprocess.run(script, capture_output=True, text=True, check=True).stdout
     nbest = subprocess.run(
         [*script, "--nbest", "3"], capture_output=True, text=True, check=True
@@ -251,9 +252,9 @@ def test_only_loopback_addresses_count_as_local() -> None:
 
 
 def start_server(*args: str) -> tuple[subprocess.Popen, str]:
-    """scripts/serve.py on a free loopback port; returns the process and its URL."""
+    """seq2seq serve on a free loopback port; returns the process and its URL."""
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "serve.py"), "--port", "0", *args],
+        [*SEQ2SEQ, "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -391,7 +392,7 @@ def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str])
 
 
 def test_refuses_to_start_on_a_port_in_use_or_a_bad_model(tmp_path: Path) -> None:
-    script = [sys.executable, str(ROOT / "scripts" / "serve.py")]
+    script = [*SEQ2SEQ, "serve"]
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

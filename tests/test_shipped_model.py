@@ -8,12 +8,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pexpect
 import pytest
+from commands import SEQ2SEQ
 
 from seq2seq.corpora import domain_of
 from seq2seq.inference import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
@@ -54,7 +54,7 @@ shipped_models = pytest.mark.parametrize("model", MODELS, ids=[model.name for mo
 
 def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / name), *args],
+        [*SEQ2SEQ, name, *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -78,7 +78,7 @@ def test_the_folder_is_small_and_holds_no_pickle(model: Shipped) -> None:
 @shipped_models
 def test_translates_by_name_with_its_attention_map(model: Shipped) -> None:
     result = run_script(
-        "translate.py", "--model", model.name, "--show-attention", stdin=model.sentence + "\n"
+        "translate", "--model", model.name, "--show-attention", stdin=model.sentence + "\n"
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") == 1 and model.word in result.stdout
@@ -109,7 +109,7 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
             path.write_bytes(file.read())
         sides.append(str(path))
     result = run_script(
-        "evaluate.py",
+        "evaluate",
         *("--model", model.name, "--src", sides[0], "--ref", sides[1], "--json"),
         *("--beam", str(card.beam_size), "--precision", card.decode_precision, "--device", "cpu"),
     )
@@ -168,10 +168,10 @@ def test_the_attention_map_shown_in_the_docs_is_what_the_command_prints() -> Non
     the command, and both show exactly what it prints (its translation, then the map)."""
     sentence = "A little girl is playing in the park."
     options = ["--model", MODELS[0].name, "--show-attention", "--precision", "fp32"]
-    result = run_script("translate.py", *options, stdin=sentence + "\n")
+    result = run_script("translate", *options, stdin=sentence + "\n")
     assert result.returncode == 0, result.stderr
     printed = (result.stdout + result.stderr).splitlines()
-    command = f"scripts/translate.py {' '.join(options)}"
+    command = f"seq2seq translate {' '.join(options)}"
     for doc in (ROOT / "README.md", ROOT / "docs" / "translate.md"):
         lines = doc.read_text(encoding="utf-8").splitlines()
         start = lines.index(f"    {printed[0]}")

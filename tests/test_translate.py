@@ -15,6 +15,7 @@ import pexpect
 import pytest
 import sacrebleu
 import torch
+from commands import SEQ2SEQ
 from results_table import sections
 
 from seq2seq.checkpoint import (
@@ -213,7 +214,7 @@ def test_evaluate_scores_its_own_hypotheses(translator, run):
 def script(name: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / name), *args],
+        [*SEQ2SEQ, name, *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -224,14 +225,14 @@ def script(name: str, *args: str, stdin: str | None = None) -> subprocess.Comple
 
 def test_translate_pipe_mode(run, translator, tmp_path):
     lines = ["A dog runs.", "", "The old tree sleeps.", "Ωμέγα ✓", "Big cat."]
-    result = script("translate.py", "--checkpoint", str(run / "best.pt"), stdin="\n".join(lines))
+    result = script("translate", "--checkpoint", str(run / "best.pt"), stdin="\n".join(lines))
     assert result.returncode == 0, result.stderr
     expected = [n[0].text for n in translator.translate(lines)]
     assert result.stdout.split("\n") == [*expected, ""]
 
     maps = tmp_path / "map.png"
     result = script(
-        "translate.py",
+        "translate",
         "--checkpoint",
         str(run / "best.pt"),
         "--beam",
@@ -260,7 +261,7 @@ def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator)
     for alpha in (0.0, 3.0):
         options = ["--checkpoint", str(run / "best.pt"), "--beam", "3", "--nbest", "3"]
         options += ["--length-penalty", str(alpha)]
-        result = script("translate.py", *options, stdin="\n".join(lines))
+        result = script("translate", *options, stdin="\n".join(lines))
         assert result.returncode == 0, result.stderr
         decode_cfg = replace(translator.decode_cfg, length_penalty=alpha)
         nbest_lists[alpha] = Translator(
@@ -278,16 +279,14 @@ def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator)
             lp = ((5 + len(t.tokens) + 1) / 6) ** 3.0
             assert t.score == pytest.approx(log_probs[tuple(t.tokens)] / lp, rel=1e-5)
 
-    negative = script(
-        "translate.py", "--checkpoint", str(run / "best.pt"), "--length-penalty", "-1"
-    )
+    negative = script("translate", "--checkpoint", str(run / "best.pt"), "--length-penalty", "-1")
     assert_one_line_error(negative, "--length-penalty: -1: must be >= 0")
 
 
 def test_stop_early_option_decodes_as_the_translator_with_stop_early(run, translator):
     lines = corpus_side(run, "test", "en")[:6]
     options = ["--checkpoint", str(run / "best.pt"), "--beam", "4", "--nbest", "2", "--stop-early"]
-    result = script("translate.py", *options, stdin="\n".join(lines))
+    result = script("translate", *options, stdin="\n".join(lines))
     assert result.returncode == 0, result.stderr
     decode_cfg = replace(translator.decode_cfg, stop_early=True)
     nbest_lists = Translator(
@@ -305,7 +304,7 @@ def test_translate_interactive_in_a_terminal(run, tmp_path):
     child = pexpect.spawn(
         sys.executable,
         [
-            str(ROOT / "scripts" / "translate.py"),
+            str(ROOT / "scripts" / "translate"),
             "--show-attention",
             "--checkpoint",
             str(run / "best.pt"),
@@ -342,7 +341,7 @@ def test_translate_interactive_in_a_terminal(run, tmp_path):
 def test_evaluate_script_matches_sacrebleu_on_its_output(run, tmp_path):
     output = tmp_path / "hyp.de"
     result = script(
-        "evaluate.py", "--checkpoint", str(run / "best.pt"), "--json", "--output", str(output)
+        "evaluate", "--checkpoint", str(run / "best.pt"), "--json", "--output", str(output)
     )
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
@@ -359,7 +358,7 @@ def test_evaluate_script_matches_sacrebleu_on_its_output(run, tmp_path):
 
     src, ref = run.parent / "corpus" / "valid.en", run.parent / "corpus" / "valid.de"
     by_files = script(
-        "evaluate.py", "--checkpoint", str(run / "best.pt"), "--src", str(src), "--ref", str(ref)
+        "evaluate", "--checkpoint", str(run / "best.pt"), "--src", str(src), "--ref", str(ref)
     )
     assert by_files.returncode == 0, by_files.stderr
     lines = by_files.stdout.splitlines()
@@ -381,18 +380,18 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
 
 
 def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
-    missing = script("translate.py", "--checkpoint", str(tmp_path / "none.pt"), stdin="A dog.")
+    missing = script("translate", "--checkpoint", str(tmp_path / "none.pt"), stdin="A dog.")
     assert_one_line_error(missing, "none.pt: checkpoint not found")
 
     checkpoint = load_checkpoint(run / "best.pt")
     other = Tokenizer.train(["Lorem ipsum dolor sit amet."] * 50, tmp_path / "other.model", 30)
     checkpoint["tokenizers"] = tokenizer_entry(other, other)
     save_checkpoint(checkpoint, tmp_path / "mismatch.pt")
-    mismatch = script("evaluate.py", "--checkpoint", str(tmp_path / "mismatch.pt"))
+    mismatch = script("evaluate", "--checkpoint", str(tmp_path / "mismatch.pt"))
     assert_one_line_error(mismatch, "mismatch.pt: weights do not fit the model or tokenizer")
 
 
-@pytest.mark.parametrize("name", ["translate.py", "evaluate.py"])
+@pytest.mark.parametrize("name", ["translate", "evaluate"])
 def test_bad_decoding_options_are_one_line_errors(run, name):
     checkpoint = str(run / "best.pt")
     for option, value, message in [
@@ -430,13 +429,13 @@ def test_average_checkpoints(run, tmp_path):
     for stray in ("step-final.pt", "step-120-copy.pt", "step-3.pt.tmp"):
         (folder / stray).write_text("not a checkpoint")
     out = tmp_path / "avg.pt"
-    result = script("average_checkpoints.py", "--out", str(out), "--last", "2", str(folder))
+    result = script("average", "--out", str(out), "--last", "2", str(folder))
     assert result.returncode == 0, result.stderr
     assert torch.equal(
         load_checkpoint(out)["model"]["output.weight"], averaged["model"]["output.weight"]
     )
     assert load_for_inference(out).averaged_checkpoints == 2
-    translations = script("translate.py", "--checkpoint", str(out), stdin="A dog.\nA cat.\n")
+    translations = script("translate", "--checkpoint", str(out), stdin="A dog.\nA cat.\n")
     assert translations.returncode == 0 and len(translations.stdout.splitlines()) == 2
 
 
@@ -447,7 +446,7 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     options += ["--json", "--record", str(record)]
     options += ["--name", "Tiny", "--trained-on", "CPU", "--train-hours", "0.01"]
     options += ["--command", "make data", "--command", "make train"]
-    result = script("evaluate.py", *options)
+    result = script("evaluate", *options)
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
     recorded = ModelResult.load(record)
@@ -470,13 +469,13 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     precision = scores["precision"]
     assert recorded.decode_precision == precision and precision in ("fp32", "bf16")
     assert recorded.domain == domain_of("files") == "your own parallel text"
-    evaluation = f"scripts/evaluate.py --checkpoint {checkpoint} --split test --beam 2"
+    evaluation = f"seq2seq evaluate --checkpoint {checkpoint} --split test --beam 2"
     evaluation += f" --precision {precision} --length-penalty 0.5 --stop-early"
     assert recorded.commands == ["make data", "make train", evaluation]
     assert len(recorded.git_revision.removesuffix("-dirty")) == 40
     assert "Tiny" in sections(tmp_path / "results")["results"]
 
-    incomplete = script("evaluate.py", "--checkpoint", checkpoint, "--record", str(record))
+    incomplete = script("evaluate", "--checkpoint", checkpoint, "--record", str(record))
     assert incomplete.returncode == 2
     assert "--record needs --name, --trained-on, --train-hours, --command" in incomplete.stderr
     assert ModelResult.load(record) == recorded  # untouched
@@ -486,6 +485,6 @@ def test_translate_gives_one_line_per_input_line(run, tmp_path):
     """A bare CR stays inside its line, so two input lines give two outputs, as in evaluate.py."""
     path = tmp_path / "two.txt"
     path.write_bytes(b"A dog\rruns.\nThe cat.\n")
-    result = script("translate.py", "--checkpoint", str(run / "best.pt"), "--input", str(path))
+    result = script("translate", "--checkpoint", str(run / "best.pt"), "--input", str(path))
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 2

@@ -42,7 +42,7 @@ if [ ! -f "onmt/model_step_$STEPS.pt" ]; then
         > onmt/train.log 2>&1
 fi
 if [ ! -f ours/last.pt ]; then
-    (cd "$REPO" && .venv/bin/python scripts/train.py \
+    (cd "$REPO" && .venv/bin/seq2seq train \
         --config configs/transformer.multi30k.en-de.toml model.name='"transformer-small"' \
         train.run_dir="\"$WORK/ours\"" train.max_tokens=2800 train.lr=0.001 \
         train.warmup_steps=400 train.clip_norm=1.0 train.max_steps="$STEPS" \
@@ -70,7 +70,7 @@ for run in 1 2; do
     done
 done
 for precision in auto int8; do
-    (cd "$REPO" && .venv/bin/python scripts/evaluate.py --checkpoint "$WORK/ours/last.pt" \
+    (cd "$REPO" && .venv/bin/seq2seq evaluate --checkpoint "$WORK/ours/last.pt" \
         --beam 5 --batch-size 128 --precision $precision --output "$WORK/ours/test.$precision.de")
 done
 [ -n "${PAUSE_PID:-}" ] && kill -CONT "$PAUSE_PID"

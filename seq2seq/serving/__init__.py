@@ -12,7 +12,7 @@ The modules, in the order a request meets them:
     libretranslate.py  LibreTranslate's API (`POST /translate`, `GET /languages`)
     explorer.py        the attention explorer: its page (static/) and `POST /v1/explain`
     app.py             `create_app(models, limits)`: the FastAPI application
-    main.py            the command line of scripts/serve.py: load the models, run uvicorn
+    main.py            the command line of seq2seq serve: load the models, run uvicorn
 
 The event loop only parses, queues and answers; the model runs in the worker's thread.
 """

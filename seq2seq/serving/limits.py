@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Limits:
-    """The server's limits and batching settings (scripts/serve.py sets each with an option).
+    """The server's limits and batching settings (seq2seq serve sets each with an option).
 
     max_lines: lines in one request; max_line_chars: characters in one line; max_body_bytes: the
     size of a request body; max_beam: the largest beam a request may ask for. Past one of the

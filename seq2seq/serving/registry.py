@@ -12,7 +12,7 @@ from seq2seq.errors import UserError
 from seq2seq.inference import Inference
 from seq2seq.translator import Translator
 
-# What GET /v1/models shows of a model card (card.json, written by scripts/evaluate.py --record).
+# What GET /v1/models shows of a model card (card.json, written by seq2seq evaluate --record).
 CARD_SCORES = ("corpus", "split", "bleu", "bleu_lc", "chrf", "signatures", "beam_size")
 
 

@@ -1,17 +1,18 @@
-#!/usr/bin/env python3
-"""Train a translation model: `scripts/train.py --config FILE [section.key=value ...]`.
+"""Train a translation model: `seq2seq train --config FILE [section.key=value ...]`.
 
 Starting the same command again resumes the run from its last.pt exactly.
-Several GPUs or nodes: `torchrun --nproc_per_node=N scripts/train.py --config FILE`.
+Several GPUs or nodes: `torchrun --nproc_per_node=N -m seq2seq train --config FILE`.
 """
 
-from seq2seq.cli import ArgumentParser, run_cli
+from seq2seq.cli import ArgumentParser
 from seq2seq.config import load_config
 from seq2seq.train import train
 
+TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
-def main() -> None:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+
+def main(argv: list[str]) -> None:
+    parser = ArgumentParser(prog="seq2seq train", description=__doc__.splitlines()[0])
     parser.add_argument("--config", help="TOML configuration file (see configs/)")
     parser.add_argument(
         "overrides", nargs="*", metavar="section.key=value", help="e.g. train.lr=1e-3"
@@ -26,10 +27,6 @@ def main() -> None:
         action="store_true",
         help="check every file of data.prepared against its manifest's checksums first",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cfg = load_config(args.config, args.overrides)
     train(cfg, prepare_missing=args.prepare, verify_data=args.verify)
-
-
-if __name__ == "__main__":
-    run_cli(main, tune=True)

@@ -1,4 +1,12 @@
-"""The command line of scripts/serve.py: load the models, bind the port, run uvicorn.
+"""Serve trained models over HTTP (docs/serve.md): a JSON translation API that batches
+concurrent requests, LibreTranslate's API, health and Prometheus metrics.
+
+    seq2seq serve --model transformer-tiny.multi30k.en-de                  # 127.0.0.1:8000
+    seq2seq serve --model transformer-tiny.multi30k.en-de \\
+        --model transformer-tiny.multi30k.de-en --port 8080                 # two models
+    seq2seq serve --checkpoint checkpoints/run/best.pt --precision fp32
+
+This command loads the models, binds the port and runs uvicorn on the app of seq2seq.serving.
 
 The models come from the command line only (`--model`, `--checkpoint`, each repeatable); no
 request can name a file. SIGTERM or Ctrl-C (SIGINT) stops the server gracefully: it stops
@@ -28,13 +36,18 @@ from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
 
 DEFAULTS = Limits()
+TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+DESCRIPTION = (
+    "Serve trained models over HTTP: a JSON translation API (docs/serve.md). "
+    "On a CPU, models decode in int8 unless --precision says otherwise."
+)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = ArgumentParser(
-        description="Serve trained models over HTTP: a JSON translation API (docs/serve.md). "
-        "On a CPU, models decode in int8 unless --precision says otherwise."
-    )
+def parse_args(
+    argv: list[str], prog: str = "seq2seq serve", description: str = DESCRIPTION
+) -> argparse.Namespace:
+    """The server's options; `seq2seq explore` parses the same under its own name."""
+    parser = ArgumentParser(prog=prog, description=description)
     parser.add_argument(
         "--model",
         action="append",
@@ -42,7 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="NAME|FOLDER",
         help="an exported model: the name of a shipped one "
         f"({', '.join(sorted(p.parent.name for p in SHIPPED_MODELS.glob('*/model.safetensors')))}) "
-        "or a folder from scripts/export_model.py; repeat for several",
+        "or a folder from seq2seq export; repeat for several",
     )
     parser.add_argument(
         "--checkpoint", action="append", default=[], help="a checkpoint written by training"
@@ -71,10 +84,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
-    args = parser.parse_args(argv)
-    if not args.model and not args.checkpoint:
-        parser.error("give at least one --model or --checkpoint")
-    return args
+    return parser.parse_args(argv)
 
 
 def add_limit_options(parser: argparse.ArgumentParser) -> None:
@@ -171,8 +181,14 @@ def stopped(signum: int, frame: FrameType | None) -> None:
     KeyboardInterrupt (SIGINT) after every request had been answered."""
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def main(argv: list[str]) -> None:
+    serve(parse_args(argv))
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Load the models `args` names, bind the port and serve until SIGTERM or Ctrl-C."""
+    if not args.model and not args.checkpoint:
+        raise UserError("give at least one --model or --checkpoint (see seq2seq serve --help)")
     sock = bind(args.host, args.port)
     if not is_loopback(args.host):
         print(

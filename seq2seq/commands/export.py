@@ -1,26 +1,27 @@
-#!/usr/bin/env python3
 """Export a checkpoint as a small model folder that translates on its own (see seq2seq.export).
 
-    scripts/export_model.py --checkpoint checkpoints/run/best.pt   # to exported/run/
-    scripts/export_model.py --checkpoint checkpoints/run/best.pt --out exported/NAME
-    scripts/translate.py --model exported/NAME
+    seq2seq export --checkpoint checkpoints/run/best.pt   # to exported/run/
+    seq2seq export --checkpoint checkpoints/run/best.pt --out exported/NAME
+    seq2seq translate --model exported/NAME
 
 The folder holds the weights in safetensors (bf16 by default), the sentencepiece model(s) and the
 configuration: no optimizer state and no pickle. It goes to exported/ by default, which git
 ignores (models/ holds the shipped models). Add its card with
-`scripts/evaluate.py --model exported/NAME --record exported/NAME/card.json ...`.
+`seq2seq evaluate --model exported/NAME --record exported/NAME/card.json ...`.
 """
 
 from pathlib import Path
 
-from seq2seq.cli import ArgumentParser, run_cli
+from seq2seq.cli import ArgumentParser
 from seq2seq.errors import UserError
 from seq2seq.export import DTYPES, check_export_target, default_export_folder, export_model
 from seq2seq.inference import load_for_inference
 
+TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
-def main() -> None:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+
+def main(argv: list[str]) -> None:
+    parser = ArgumentParser(prog="seq2seq export", description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
     parser.add_argument(
         "--out", metavar="DIR", help="the model folder to write (default: exported/<run folder>)"
@@ -34,7 +35,7 @@ def main() -> None:
         help="replace an exported model already in --out, or write inside the repository's "
         "models/ folder (the shipped models)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = Path(args.out) if args.out else default_export_folder(args.checkpoint)
     check_export_target(out, args.force)
     inference = load_for_inference(args.checkpoint)
@@ -44,7 +45,3 @@ def main() -> None:
         raise UserError(f"--out {out}: cannot write ({err.strerror or err})") from None
     size = sum(path.stat().st_size for path in out.iterdir())
     print(f"exported {args.checkpoint} (step {inference.step}) to {out}: {size / 1e6:.1f} MB")
-
-
-if __name__ == "__main__":
-    run_cli(main)

@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """Score a checkpoint with sacreBLEU: BLEU, lowercased BLEU and chrF, with their signatures.
 
-    scripts/evaluate.py --checkpoint checkpoints/run/best.pt                 # the test split
-    scripts/evaluate.py --model transformer-tiny.multi30k.en-de              # a shipped model
-    scripts/evaluate.py --checkpoint best.pt --split valid --beam 1
-    scripts/evaluate.py --checkpoint best.pt --split valid --length-penalty 1.5
-    scripts/evaluate.py --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
-    scripts/evaluate.py --checkpoint run/avg5.pt --beam 5 --record results/models/NAME.json \
+    seq2seq evaluate --checkpoint checkpoints/run/best.pt                 # the test split
+    seq2seq evaluate --model transformer-tiny.multi30k.en-de              # a shipped model
+    seq2seq evaluate --checkpoint best.pt --split valid --beam 1
+    seq2seq evaluate --checkpoint best.pt --split valid --length-penalty 1.5
+    seq2seq evaluate --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
+    seq2seq evaluate --checkpoint run/avg5.pt --beam 5 --record results/models/NAME.json \
         --name "Transformer tiny, last 5 averaged" --trained-on "1x NVIDIA H100, bf16" \
         --train-hours 1.2 --command "make data" --command "make train MODEL=transformer"
 
@@ -35,7 +34,6 @@ from seq2seq.cli import (
     check_output,
     load_model,
     number,
-    run_cli,
 )
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.corpora import domain_of
@@ -48,10 +46,14 @@ from seq2seq.model_result import ModelResult, git_state
 from seq2seq.prepared import PreparedData
 from seq2seq.translator import SourceTooLong, Translator
 
+TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
-def parse_args() -> argparse.Namespace:
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="seq2seq evaluate",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_options(parser)
     parser.add_argument(
@@ -75,7 +77,7 @@ def parse_args() -> argparse.Namespace:
         metavar="CMD",
         help="a command that made the checkpoint, in order (repeat the option)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.record:
         needed = {
             "--name": args.name,
@@ -121,7 +123,7 @@ def model_result(
     """The results-table entry of this evaluation (see --record)."""
     revision, dirty = git_state()
     source = ["--checkpoint", args.checkpoint] if args.checkpoint else ["--model", args.model]
-    evaluation = ["scripts/evaluate.py", *source, "--split", args.split]
+    evaluation = ["seq2seq evaluate", *source, "--split", args.split]
     evaluation += ["--beam", str(result.beam_size), "--precision", result.precision]
     if args.length_penalty is not None:
         evaluation += ["--length-penalty", str(args.length_penalty)]
@@ -150,8 +152,8 @@ def model_result(
     )
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
     if args.src:
         sources = read_lines(Path(args.src), f"--src {args.src}")
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
@@ -185,7 +187,3 @@ def main() -> None:
     if args.record and prepared:
         model_result(args, inference, prepared, result).save(Path(args.record))
         print(f"recorded {args.record}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    run_cli(main, tune=True)

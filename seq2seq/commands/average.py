@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Average the weights of several checkpoints of one run into one checkpoint.
 
-    scripts/average_checkpoints.py --out avg.pt run/step-9000.pt run/step-10000.pt
-    scripts/average_checkpoints.py --out avg.pt --last 5 checkpoints/run
+    seq2seq average --out avg.pt run/step-9000.pt run/step-10000.pt
+    seq2seq average --out avg.pt --last 5 checkpoints/run
 
 `--last N RUN_DIR` takes the N most recent step-<N>.pt files that training keeps with
 train.keep_last. The mean of the last few checkpoints is often a little better than any one of
@@ -13,9 +12,11 @@ import argparse
 from pathlib import Path
 
 from seq2seq.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
-from seq2seq.cli import ArgumentParser, check_output, number, run_cli
+from seq2seq.cli import ArgumentParser, check_output, number
 from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.errors import UserError
+
+TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
 
 def last_step_checkpoints(run_dir: Path, count: int) -> list[Path]:
@@ -31,9 +32,11 @@ def last_step_checkpoints(run_dir: Path, count: int) -> list[Path]:
     return found[-count:]
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     parser = ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="seq2seq average",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, help="the averaged checkpoint to write")
     parser.add_argument(
@@ -42,7 +45,7 @@ def main() -> None:
     parser.add_argument(
         "inputs", nargs="+", metavar="CHECKPOINT|RUN_DIR", help="checkpoints, or one run folder"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.last is not None:
         if len(args.inputs) != 1:
             parser.error("--last N takes one run folder")
@@ -56,7 +59,3 @@ def main() -> None:
     except OSError as err:
         raise UserError(f"--out {args.out}: cannot write ({err.strerror or err})") from None
     print(f"averaged {len(paths)} checkpoints into {args.out}: {', '.join(map(str, paths))}")
-
-
-if __name__ == "__main__":
-    run_cli(main)

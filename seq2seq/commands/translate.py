@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Translate with a trained model: an interactive prompt on a terminal, or line by line.
 
-    scripts/translate.py --model transformer-tiny.multi30k.en-de          # the shipped model
-    scripts/translate.py --checkpoint checkpoints/run/best.pt              # prompt
-    scripts/translate.py --checkpoint best.pt --show-attention --nbest 3   # with n-best, heatmap
-    scripts/translate.py --checkpoint best.pt < input.en > output.de       # batch mode
+    seq2seq translate --model transformer-tiny.multi30k.en-de          # the shipped model
+    seq2seq translate --checkpoint checkpoints/run/best.pt              # prompt
+    seq2seq translate --checkpoint best.pt --show-attention --nbest 3   # with n-best, heatmap
+    seq2seq translate --checkpoint best.pt < input.en > output.de       # batch mode
 
 At the prompt: arrow keys edit and recall earlier lines (history in ~/.seq2seq_history),
 Ctrl-C cancels the current line, Ctrl-D quits. In batch mode (input piped in, or --input FILE)
@@ -30,7 +29,6 @@ from seq2seq.cli import (
     check_output,
     load_model,
     number,
-    run_cli,
     take_terminal,
     terminal_width,
 )
@@ -47,9 +45,14 @@ HISTORY_LENGTH = 1000
 CHUNK_LINES = 4096  # batch mode reads, translates and writes this many lines at a time
 
 
-def parse_args() -> argparse.Namespace:
+TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="seq2seq translate",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_model_options(parser)
     add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
@@ -73,7 +76,7 @@ def parse_args() -> argparse.Namespace:
         "(counted from 0, as the n-best lines are)",
     )
     parser.add_argument("--input", metavar="FILE", help="translate FILE instead of standard input")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.save_attention:
         check_output("--save-attention", args.save_attention, [args.input])
     return args
@@ -242,8 +245,8 @@ def open_input(args: argparse.Namespace) -> AbstractContextManager[BinaryIO]:
         raise UserError(f"--input {args.input}: cannot read: {err}") from None
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
     with open_input(args) as stream:
         translator, domain = load_translator(args)
         if args.input is None and sys.stdin.isatty():
@@ -251,7 +254,3 @@ def main() -> None:
             return
         name = "standard input" if args.input is None else f"--input {args.input}"
         batch_mode(translator, args, text_lines(stream, name), name)
-
-
-if __name__ == "__main__":
-    run_cli(main, tune=True)

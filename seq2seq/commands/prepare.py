@@ -1,22 +1,23 @@
-#!/usr/bin/env python3
 """Prepare a parallel corpus for training: fetch, clean, train sentencepiece, write a folder.
 
-python scripts/prepare_data.py --corpus multi30k --src en --tgt de --mirror ../shared/data
-python scripts/prepare_data.py --corpus tatoeba --src en --tgt fr
-python scripts/prepare_data.py --corpus files --src en --tgt de --data-dir my_corpus/
+seq2seq prepare --corpus multi30k --src en --tgt de --mirror ../shared/data
+seq2seq prepare --corpus tatoeba --src en --tgt fr
+seq2seq prepare --corpus files --src en --tgt de --data-dir my_corpus/
 """
 
 from seq2seq.clean import MAX_RATIO, MAX_WORDS
-from seq2seq.cli import ArgumentParser, run_cli
+from seq2seq.cli import ArgumentParser
 from seq2seq.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.download import MIRROR_ENV
 from seq2seq.errors import UserError
 from seq2seq.prepare import prepare
 from seq2seq.tokenizer import MODEL_TYPES, SAMPLE
 
+TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
-def main() -> None:
-    parser = ArgumentParser(description=__doc__.splitlines()[0])
+
+def main(argv: list[str]) -> None:
+    parser = ArgumentParser(prog="seq2seq prepare", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--corpus", default="multi30k", help=f"{', '.join(CORPORA)} or {USER_CORPUS}"
     )
@@ -57,7 +58,7 @@ def main() -> None:
         files.add_argument(f"--{split}-src", help=f"{split} split, source side")
         files.add_argument(f"--{split}-tgt", help=f"{split} split, target side")
         files.add_argument(f"--{split}-tsv", help=f"{split} split as source<TAB>target lines")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     options = {
         f"{split}_{kind}": getattr(args, f"{split}_{kind}")
@@ -86,7 +87,3 @@ def main() -> None:
         spm_sample=args.spm_sample,
         mirror_option="--mirror DIR_OR_URL",
     )
-
-
-if __name__ == "__main__":
-    run_cli(main)

@@ -1,0 +1,56 @@
+"""The `seq2seq` command: one subcommand per stage, one module per subcommand.
+
+    seq2seq COMMAND [options]        # or: python -m seq2seq COMMAND [options]
+    seq2seq COMMAND --help
+
+Each module of this package is one subcommand: its docstring is its help, `TUNE` says whether
+the process is tuned first (seq2seq.fast.process), and `main(argv)` parses its options and does
+the work; a UserError becomes one `error:` line and exit status 2 (seq2seq.cli.run_cli).
+Importing a command module changes nothing in the process.
+"""
+
+import importlib
+import sys
+from collections.abc import Sequence
+from functools import partial
+from types import ModuleType
+
+from seq2seq.cli import run_cli
+
+# The subcommands, in the order of the data flow (and of `seq2seq --help`).
+COMMANDS = ("prepare", "train", "translate", "evaluate", "average", "export", "serve", "explore")
+
+
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(f"seq2seq.commands.{name}")
+
+
+def usage() -> str:
+    """`seq2seq --help`: the commands, each with the first line of its docstring."""
+    lines = [
+        "usage: seq2seq COMMAND [options]",
+        "",
+        "Neural machine translation with attention, built to be read.",
+        "",
+        "commands:",
+    ]
+    for name in COMMANDS:
+        summary = command_module(name).__doc__.strip().splitlines()[0]
+        lines.append(f"  {name:<10}  {summary}")
+    lines += ["", "`seq2seq COMMAND --help` describes the options of one command."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run `seq2seq COMMAND [options]` (argv: the arguments after the program name)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage())
+        return
+    if not argv or argv[0] not in COMMANDS:
+        given = f"unknown command {argv[0]!r}" if argv else "no command given"
+        listed = ", ".join(COMMANDS)
+        print(f"error: {given}; commands: {listed} (see seq2seq --help)", file=sys.stderr)
+        sys.exit(2)
+    module = command_module(argv[0])
+    run_cli(partial(module.main, argv[1:]), tune=module.TUNE)

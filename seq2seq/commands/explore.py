@@ -1,0 +1,27 @@
+"""Explore attention in the browser: serve every shipped model and the explorer's page.
+
+    seq2seq explore                  # http://127.0.0.1:8000/
+    seq2seq explore --port 8080 --model exported/my-run
+
+The same server as `seq2seq serve` (its options all apply) with every shipped model,
+transformer-tiny.multi30k.en-de first (the page's default), and the models given with --model
+or --checkpoint after them. docs/explore.md shows each view.
+"""
+
+from seq2seq.commands import serve
+from seq2seq.inference import SHIPPED_MODELS, WEIGHTS
+
+TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+FIRST = "transformer-tiny.multi30k.en-de"
+
+
+def shipped_models() -> list[str]:
+    """The names of the shipped models, FIRST first."""
+    names = sorted(path.parent.name for path in SHIPPED_MODELS.glob(f"*/{WEIGHTS}"))
+    return sorted(names, key=lambda name: name != FIRST)
+
+
+def main(argv: list[str]) -> None:
+    args = serve.parse_args(argv, prog="seq2seq explore", description=__doc__.splitlines()[0])
+    args.model = [*shipped_models(), *args.model]
+    serve.serve(args)
