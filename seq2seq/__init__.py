@@ -4,8 +4,28 @@ Data flow, one module per step:
     corpora -> download -> clean -> tokenizer -> prepare -> batching
     -> attention / models -> loss (train) / search -> metrics
 
-Importing it changes nothing in the process; the command line tunes it
+Translating from a program (docs/api.md):
+
+    import seq2seq
+    model = seq2seq.load("transformer-tiny.multi30k.en-de")
+    model.translate(["A dog runs in the snow."])
+
+Importing it is light and changes nothing in the process: `load`, `Model` and `Attention` are
+imported from seq2seq.api on first use, and only the `seq2seq` command tunes the process
 (`seq2seq.fast.process.tune_process`).
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["Attention", "Model", "load"]
+
+
+def __getattr__(name: str) -> Any:
+    """`seq2seq.load`, `seq2seq.Model` and `seq2seq.Attention`, imported (with torch) on first
+    use."""
+    if name in __all__:
+        from seq2seq import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'seq2seq' has no attribute {name!r}")
