@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SEQ2SEQ := $(VENV)/bin/seq2seq
 STAMP := $(VENV)/.installed
 
-.PHONY: install chromium test lint data train translate serve explore bench tensorboard
+.PHONY: install chromium test test-fast lint data train translate serve explore bench tensorboard
 
 install: $(STAMP) chromium
 
@@ -27,8 +27,13 @@ chromium:
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 	@test -x $(CHROMIUM) || echo "note: $(CHROMIUM) is missing; the browser tests need it (as root: apt-get install chromium)"
 
+# The whole suite (as CI runs it), then its 15 slowest tests.
 test: $(STAMP) chromium
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
+
+# The unit tests: no training, decoding or serving in other processes.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
 
 LINT_PATHS := seq2seq tests benchmarks examples
 lint: $(STAMP)

@@ -11,6 +11,8 @@ import torch
 import seq2seq
 from seq2seq.translator import Translator
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = re.findall(r"^```python\n(.*?)^```", (ROOT / "docs" / "api.md").read_text(), re.S | re.M)
 

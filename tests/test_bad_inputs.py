@@ -494,6 +494,7 @@ SUBPROCESS_CASES = [
 ]
 
 
+@pytest.mark.slow
 def test_the_same_from_a_real_process(world: Path) -> None:
     """A few cases as real subprocesses: the exit status and stderr seen from outside."""
     before = checksums(world)

@@ -23,6 +23,8 @@ from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
 from seq2seq.prepared import PreparedData
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PRECISION = precision_name(autocast_dtype("auto", torch.device("cpu")))  # this CPU's default
 TINY = [
@@ -213,7 +215,6 @@ def test_measurements_run_in_a_fresh_process() -> None:
     assert benchmark.in_fresh_process(os.getpid) != os.getpid()
 
 
-@pytest.mark.slow
 def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path: Path) -> None:
     """benchmarks/gpu.sh --dry-run takes every step of the GPU benchmark on the CPU, tiny, and
     its record holds each figure: the validations, time to BLEU, throughput and decoding."""

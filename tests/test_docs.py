@@ -163,6 +163,7 @@ def test_shown_paths_exist():
     assert not missing, "\n".join(sorted(missing))
 
 
+@pytest.mark.slow  # starts a process per command shown
 def test_shown_script_options_exist(help_texts):
     unknown = set()
     targets = makefile_targets()

@@ -18,6 +18,8 @@ from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC
 from seq2seq.serving.registry import ServedModel, served_model
 from seq2seq.specials import BOS_ID, EOS_ID
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 SENTENCE = "A man in a blue shirt is standing on a ladder ."
 ROUNDING = 5e-4  # the API rounds weights to 3 decimals
 

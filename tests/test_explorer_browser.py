@@ -15,6 +15,8 @@ from explore import CHROMIUM, CHROMIUM_ARGS, post, serve
 from explorer_models import DE_EN, EN_DE, GRU_NAME
 from playwright.sync_api import Browser, ConsoleMessage, Page, Route, sync_playwright
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 SENTENCE = "A man in a blue shirt is standing on a ladder ."
 TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their mean)
 

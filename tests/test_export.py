@@ -20,6 +20,8 @@ from seq2seq.prepare import prepare
 from seq2seq.prepared import PreparedData
 from tests.test_translate import run, script, write_word_corpus  # noqa: F401 (run: a fixture)
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

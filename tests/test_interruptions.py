@@ -24,6 +24,8 @@ from seq2seq.errors import UserError
 from seq2seq.run_lock import RunFolderLock
 from seq2seq.signals import StopSignals
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
+
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kernel_regression.py"
 

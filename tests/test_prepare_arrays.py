@@ -23,6 +23,8 @@ from seq2seq.prepare import prepare
 from seq2seq.prepared import FileArray, PreparedData
 from tests.reversal import write_reversal_corpus
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

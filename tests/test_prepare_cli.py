@@ -11,6 +11,8 @@ from commands import SEQ2SEQ
 
 from seq2seq.download import MIRROR_ENV
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != MIRROR_ENV}

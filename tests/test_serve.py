@@ -26,6 +26,8 @@ from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "transformer-tiny.multi30k.en-de"
 MODEL_DIR = SHIPPED_MODELS / MODEL

@@ -19,6 +19,8 @@ from seq2seq.corpora import domain_of
 from seq2seq.inference import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
 from seq2seq.model_result import ModelResult
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -27,6 +27,8 @@ from seq2seq.run_lock import RunFolderLock
 from seq2seq.training_run import Progress
 from seq2seq.translator import Translator
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

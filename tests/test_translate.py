@@ -35,6 +35,8 @@ from seq2seq.tokenizer import Tokenizer
 from seq2seq.train import train
 from seq2seq.translator import Translator
 
+pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
+
 ROOT = Path(__file__).resolve().parents[1]
 LEXICON = {
     "the": "der",
