@@ -10,6 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import tiny
 import torch
 from explorer_models import export_random_gru
 from reversal import prepare_reversal
@@ -28,6 +29,12 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # The benchmarks are scripts that import each other by module name (`import bench`), as they
 # do when run from the shell; tests import them the same way.
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+@pytest.fixture
+def tiny_model() -> Callable[..., torch.nn.Module]:
+    """Make a tiny model, seeded: `tiny_model("gru", dropout=0.0)` (see tests/tiny.py)."""
+    return tiny.tiny_model
 
 
 @pytest.fixture(scope="session")

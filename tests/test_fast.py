@@ -5,7 +5,7 @@ top-k, beam-grouped and fused attention, and a whole fast model against its plai
 import pytest
 import torch
 from test_attention import EMBED, HEADS, paired_modules
-from test_search import CONFIGS, VOCAB, held_out
+from test_search import ARCHS, held_out, new_model
 
 from seq2seq.attention import MultiHeadAttention, causal_mask, padding_mask
 from seq2seq.fast import loss as fast_loss
@@ -15,7 +15,6 @@ from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.dropout import packed_dropout as dropout
 from seq2seq.fast.topk import best_candidates
 from seq2seq.loss import label_smoothed_cross_entropy
-from seq2seq.models import build_model
 from seq2seq.search import beam_search, max_output_lengths
 from seq2seq.specials import EOS_ID, PAD_ID
 
@@ -186,12 +185,9 @@ def test_beams_grouped_over_one_source_equal_the_plain_attention_over_copies() -
 # A whole model -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arch", list(CONFIGS))
+@pytest.mark.parametrize("arch", ARCHS)
 def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
-    torch.manual_seed(0)
-    plain = build_model(CONFIGS[arch], VOCAB, VOCAB, True, verbose=False, fast=False).eval()
-    torch.manual_seed(0)
-    fast = build_model(CONFIGS[arch], VOCAB, VOCAB, True, verbose=False).eval()
+    plain, fast = new_model(arch, fast=False), new_model(arch)
     assert fast.fast and not plain.fast
     assert {k: v.shape for k, v in fast.state_dict().items()} == {
         k: v.shape for k, v in plain.state_dict().items()
@@ -211,8 +207,8 @@ def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
             torch.testing.assert_close(fast_h.attention, plain_h.attention)
 
 
-def test_speed_up_swaps_dropout_and_attention_only() -> None:
-    model = build_model(CONFIGS["transformer"], VOCAB, VOCAB, True, verbose=False, fast=False)
+def test_speed_up_swaps_dropout_and_attention_only(tiny_model) -> None:
+    model = tiny_model("transformer", fast=False)
     kinds = [type(m) for m in model.modules()]
     speed_up(model)
     swapped = [type(m) for m in model.modules()]

@@ -3,28 +3,12 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny import TINY, VOCAB, tiny_config, tiny_model
 
 from seq2seq.config import ModelConfig
 from seq2seq.models import GRUSeq2Seq, Seq2SeqModel, TransformerSeq2Seq, build_model, select_rows
 from seq2seq.models.base import shown_cross_attention
 from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
-
-VOCAB = 40
-TINY = {
-    "gru": dict(arch="gru", embed_dim=16, hidden_size=32),
-    "transformer": dict(arch="transformer", embed_dim=32, ffn_size=64, num_heads=4),
-    "transformer-post-norm": dict(
-        arch="transformer", embed_dim=32, ffn_size=64, num_heads=4, pre_norm=False
-    ),
-}
-
-
-def tiny_model(kind: str, **overrides: object) -> Seq2SeqModel:
-    values = dict(encoder_layers=2, decoder_layers=2, dropout=0.1, attention_dropout=0.1)
-    values.update(TINY[kind])
-    values.update(overrides)
-    torch.manual_seed(0)
-    return build_model(ModelConfig(name=kind, **values), VOCAB, VOCAB, True, verbose=False)
 
 
 def make_batch(lens: list[int], width: int | None = None, bos: bool = False) -> torch.Tensor:
@@ -45,7 +29,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return make_batch(src_lens.tolist()), src_lens, make_batch([6, 6, 6], bos=True)
 
 
-KINDS = list(TINY)
+KINDS = ["gru", "transformer", "transformer-post-norm"]
 
 
 def assert_distributions(weights: torch.Tensor, valid: torch.Tensor) -> None:
@@ -242,7 +226,7 @@ def test_shared_and_tied_weights(kind: str) -> None:
     embed = TINY[kind]["embed_dim"]
     assert separate.num_parameters() - shared.num_parameters() == 2 * VOCAB * embed
     # Without a joint vocabulary the embeddings cannot be shared.
-    cfg = ModelConfig(name=kind, share_embeddings=True, **TINY[kind])
+    cfg = tiny_config(kind, share_embeddings=True)
     disjoint = build_model(cfg, VOCAB + 5, VOCAB, joint_vocab=False, verbose=False)
     assert disjoint.src_embed.weight.shape == (VOCAB + 5, embed)
 

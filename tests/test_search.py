@@ -7,9 +7,8 @@ import pytest
 import sacrebleu
 import torch
 import torch.nn.functional as F
+from tiny import tiny_model
 
-from seq2seq.config import ModelConfig
-from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
 from seq2seq.quantize import quantized_copy
 from seq2seq.search import (
@@ -22,19 +21,10 @@ from seq2seq.search import (
 from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 16  # 4 specials and 12 symbols
-CONFIGS = {
-    "transformer": ModelConfig(
-        arch="transformer",
-        embed_dim=32,
-        ffn_size=64,
-        num_heads=4,
-        encoder_layers=1,
-        decoder_layers=2,
-        dropout=0.0,
-        attention_dropout=0.0,
-    ),
-    "gru": ModelConfig(
-        arch="gru",
+# The tiny models (tests/tiny.py), without dropout; the GRU wider, with separate embeddings.
+CHANGES = {
+    "transformer": dict(encoder_layers=1, decoder_layers=2, dropout=0.0, attention_dropout=0.0),
+    "gru": dict(
         embed_dim=32,
         hidden_size=64,
         encoder_layers=1,
@@ -45,7 +35,7 @@ CONFIGS = {
     ),
 }
 TRAIN_STEPS = {"transformer": 300, "gru": 150}
-ARCHS = list(CONFIGS)
+ARCHS = list(CHANGES)
 
 
 def reversal_batch(
@@ -66,9 +56,8 @@ def reversal_batch(
     return src, lens + 1, tgt
 
 
-def new_model(arch: str) -> Seq2SeqModel:
-    torch.manual_seed(0)
-    return build_model(CONFIGS[arch], VOCAB, VOCAB, joint_vocab=True, verbose=False).eval()
+def new_model(arch: str, fast: bool = True) -> Seq2SeqModel:
+    return tiny_model(arch, VOCAB, fast, **CHANGES[arch]).eval()
 
 
 @pytest.fixture(scope="module")
