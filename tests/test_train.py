@@ -291,7 +291,9 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
         "torch.distributed.run",
         "--nproc_per_node=2",
         "--standalone",
-        str(ROOT / "scripts" / "train"),
+        "-m",
+        "seq2seq",
+        "train",
         *args,
     ]
     with RunFolderLock(run_dir):  # another process trains in the folder: both ranks stop

@@ -306,7 +306,9 @@ def test_translate_interactive_in_a_terminal(run, tmp_path):
     child = pexpect.spawn(
         sys.executable,
         [
-            str(ROOT / "scripts" / "translate"),
+            "-m",
+            "seq2seq",
+            "translate",
             "--show-attention",
             "--checkpoint",
             str(run / "best.pt"),
