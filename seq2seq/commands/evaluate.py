@@ -123,7 +123,7 @@ def model_result(
     """The results-table entry of this evaluation (see --record)."""
     revision, dirty = git_state()
     source = ["--checkpoint", args.checkpoint] if args.checkpoint else ["--model", args.model]
-    evaluation = ["seq2seq evaluate", *source, "--split", args.split]
+    evaluation = ["seq2seq", "evaluate", *source, "--split", args.split]
     evaluation += ["--beam", str(result.beam_size), "--precision", result.precision]
     if args.length_penalty is not None:
         evaluation += ["--length-penalty", str(args.length_penalty)]
