@@ -153,6 +153,12 @@ def set_up(
         betas=cfg.train.optimizer_betas,
         weight_decay=cfg.train.weight_decay,
     )
+    # No `dynamic=`: batch size and lengths change every step, and Dynamo's automatic dynamic
+    # shapes compile for the first batch's shapes, then once more with the changed dimensions
+    # dynamic, and that graph serves every later batch: the Transformer compiles 2 graphs in 200
+    # steps (tests/test_compile.py). dynamic=True compiled as many (a first batch of 16 sentences
+    # of 16 tokens recompiled all the same); dynamic=False recompiles for each new shape up to
+    # Dynamo's recompile_limit (8), then runs the model uncompiled.
     model = torch.compile(raw_model) if cfg.train.compile else raw_model
     return Run(
         cfg=cfg,
