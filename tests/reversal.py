@@ -17,7 +17,9 @@ from seq2seq.prepare import prepare
 
 LETTERS = "abcdefghijklmnop"
 TRAIN = [sys.executable, "-m", "seq2seq", "train"]
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}  # for TRAIN: its lines as they come
+# For TRAIN: its lines as they come, on one OpenMP thread. conftest.py sets that for the tests
+# and the commands they start, but imports this module, and so makes this copy, before it does.
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
 
 
 def write_reversal_corpus(folder: Path, sizes: dict[str, int], seed: int = 0) -> Path:
