@@ -169,8 +169,8 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
     )
     parser.add_argument(
         "--precision",
-        help="auto, bf16, fp16 (CUDA only), fp32, or int8 (CPU only: int8 linear layers, the rest "
-        "fp32) (default: the checkpoint's decode.precision)",
+        help="auto, bf16, fp16 (slow on a CPU), fp32, or int8 (CPU only: int8 linear layers, "
+        "the rest fp32) (default: the checkpoint's decode.precision)",
     )
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument(

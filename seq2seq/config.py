@@ -100,7 +100,8 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
     precision: str = "auto"  # "auto" (bf16 on CUDA, fp16 where bf16 is missing; on a CPU bf16
-    # with AVX512_BF16 or AMX, else fp32), or "bf16", "fp16" (CUDA only, with a scaler), "fp32"
+    # with AVX512_BF16 or AMX, else fp32), or "bf16", "fp16" (with a gradient scaler; on a CPU
+    # slow, for checking that GPU path), "fp32"
     compile: bool = False  # torch.compile the model
     max_tokens: int = 4096  # token budget per batch, padding included
     accum_steps: int = 1  # gradient accumulation
@@ -141,7 +142,7 @@ class DecodeConfig:
     stop_early: bool = False  # beam: a sentence stops when its best candidate ends (else: K ended)
     batch_size: int = 128  # sentences per decoding batch
     precision: str = "auto"  # as train.precision: bf16 autocast on a GPU or a CPU with bf16
-    # instructions (AVX512_BF16 or AMX), else fp32; or "bf16", "fp16" (CUDA only), "fp32", or
+    # instructions (AVX512_BF16 or AMX), else fp32; or "bf16", "fp16" (slow on a CPU), "fp32", or
     # "int8" (CPU only: int8 linear layers, the rest fp32; seq2seq/quantize.py)
     valid_beam_size: int = 1  # beam used for BLEU during training validation
     max_src_pieces: int = 256  # a longer input line is refused (seq2seq.translator)...

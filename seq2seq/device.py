@@ -18,19 +18,16 @@ def pick_device(name: str, option: str = "--device") -> torch.device:
     return device
 
 
-def autocast_dtype(
-    precision: str, device: torch.device, option: str = "train.precision"
-) -> torch.dtype | None:
-    """The autocast dtype for `precision` (given by `option`) on `device`; None: fp32.
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for `precision` on `device`; None: fp32.
 
     auto: bf16 on a GPU that has it, else fp16; on a CPU bf16 where it has bf16 instructions,
-    else fp32."""
+    else fp32. fp16 runs on a CPU too, slowly (training logs a warning), so that a machine
+    without a GPU can check the fp16 path of GPUs without bf16, gradient scaler included."""
     if precision == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.bfloat16 if device.type == "cpu" and cpu_has_bf16_instructions() else None
-    if precision == "fp16" and device.type != "cuda":
-        raise UserError(f"{option}=fp16 needs a CUDA device; use bf16 or fp32 on CPU")
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
@@ -46,7 +43,7 @@ def decode_dtype(precision: str, device: torch.device) -> torch.dtype | None:
         if device.type != "cpu":
             raise UserError(f"decode.precision=int8 runs on a CPU only, not on {device}")
         return None
-    return autocast_dtype(precision, device, "decode.precision")
+    return autocast_dtype(precision, device)
 
 
 def cpu_has_fast_bf16() -> bool:
