@@ -111,9 +111,13 @@ class Translator:
 
     def with_decode(self, **changes: Any) -> "Translator":
         """A translator that shares this one's model and tokenizers, with `changes` made to a
-        copy of its decode_cfg (e.g. `length_penalty=0.6`); the model is not copied again."""
+        copy of its decode_cfg (e.g. `length_penalty=0.6`); the model is not copied again, so the
+        precision, which chose that model, cannot change here: make a new Translator for that."""
+        decode_cfg = dataclasses.replace(self.decode_cfg, **changes)
+        if decode_cfg.precision != self.decode_cfg.precision:
+            raise ValueError("with_decode cannot change the precision; make a new Translator")
         translator = copy.copy(self)
-        translator.decode_cfg = dataclasses.replace(self.decode_cfg, **changes)
+        translator.decode_cfg = decode_cfg
         return translator
 
     def translate(

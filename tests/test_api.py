@@ -42,7 +42,8 @@ def test_the_api_translates_as_the_translator_does() -> None:
     model = seq2seq.load("transformer-tiny.multi30k.de-en", device="cpu", precision="int8")
     assert model.translator.precision == "int8"
     lines = ["Ein Hund rennt im Schnee.", "Zwei Männer spielen Fußball."]
-    plain = Translator.from_inference(model.inference, "cpu").with_decode(precision="int8")
+    plain = Translator.from_inference(model.inference, "cpu")
+    assert plain.precision == "int8"
     assert model.translate(lines, beam=3) == [n[0].text for n in plain.translate(lines, 3)]
     with pytest.raises(TypeError, match="list of lines"):
         model.translate("Ein Hund.")
@@ -59,3 +60,11 @@ def test_the_gru_gives_its_bahdanau_weights() -> None:
 def test_a_bad_precision_is_refused() -> None:
     with pytest.raises(ValueError, match="precision 'int4'"):
         seq2seq.load("transformer-tiny.multi30k.en-de", precision="int4")
+
+
+def test_with_decode_refuses_to_change_the_precision() -> None:
+    """The precision chose the model a translator holds (an int8 copy, or an autocast type)."""
+    model = seq2seq.load("transformer-tiny.multi30k.en-de", device="cpu", precision="fp32")
+    with pytest.raises(ValueError, match="cannot change the precision"):
+        model.translator.with_decode(precision="int8")
+    assert model.translator.with_decode(beam_size=2).decode_cfg.beam_size == 2
