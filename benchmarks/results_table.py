@@ -15,6 +15,8 @@ Sections, each written between its markers `<!-- NAME:start -->` and `<!-- NAME:
               training speed ("peers", benchmarks/peers/measure.sh) and decoding speed at
               about equal BLEU ("peers-decode", benchmarks/peers/decode.sh); the server's load
               records ("serve_load") are left out: docs/serve.md shows them
+    profile   the latest "profile-decode" record (benchmarks/profile_decode.py): where beam
+              search spends its time per step and its memory, per precision and batch size
 
 so that the numbers in the docs always come from these files.
 """
@@ -34,8 +36,10 @@ from seq2seq.model_result import ModelResult
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
 BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown
 UNTABULATED_KINDS = ["serve_load"]  # records whose figures docs/serve.md shows
+PROFILE_KIND = "profile-decode"  # shown in a section of its own, "profile"
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
+NO_PROFILE = "_No decoding profile committed yet._"
 # Tools that moved after older records were written: the tables name them where they are now.
 MOVED = {"scripts/benchmark.py": "benchmarks/bench.py", "scripts/peers/": "benchmarks/peers/"}
 # The scripts that became `seq2seq` commands, with the Python that ran them: {script: command}.
@@ -307,6 +311,141 @@ def gpu_section(record: dict[str, Any], source: Path) -> str:
     return "\n".join([line, "", _markdown_table(["What", "Figure"], rows)])
 
 
+def _configuration(config: dict[str, Any]) -> str:
+    return f"{config['precision']}, batch {config['batch_size']}"
+
+
+def _optional(value: float | None, spec: str, unit: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{unit}"
+
+
+def profile_configuration_table(config: dict[str, Any]) -> str:
+    """One configuration of a decoding profile: its speed, then one row per category of where
+    the time goes (share of the profiled run, milliseconds per beam step), then its memory."""
+    decoding, memory, largest = config["decoding"], config["memory"], config["largest_step"]
+    lines = [
+        f"**{_configuration(config)}**: {config['sentences']} sentences in "
+        f"{decoding['seconds']:,.2f} s, {decoding['sentences_per_second']:,.1f} sentences/s, "
+        f"{decoding['pieces_per_second']:,.0f} pieces/s, "
+        f"{decoding['ms_per_sentence']:,.2f} ms per sentence; {decoding['beam_steps']:,} beam "
+        f"steps of {_optional(decoding['rows_per_step'], ',.1f')} rows, "
+        f"{_optional(decoding['ms_per_step'], ',.2f')} ms each",
+        "",
+        _markdown_table(
+            ["Where the time goes", "Share", "ms per beam step"],
+            [
+                [c["category"], f"{c['share_percent']:.1f}%", _optional(c["ms_per_step"], ",.3f")]
+                for c in config["profile"]["categories"]
+            ],
+        ),
+        "",
+        f"Profiled run: {config['profile']['seconds']:,.2f} s. Memory: RSS "
+        f"{memory['after_imports_mib']:,.0f} MiB after the imports, "
+        f"{memory['model_loaded_mib']:,.0f} after loading the model, "
+        f"{memory['translator_mib']:,.0f} with the translator ready, peak "
+        f"{memory['decoding_peak_mib']:,.0f} while decoding; weights "
+        f"{memory['weights_mib']:,.1f} MiB; the largest step held "
+        f"{largest['state_mib'] + largest['cache_mib'] + largest['log_probs_mib']:,.1f} MiB "
+        "(encoder state, cache and log-probabilities).",
+    ]
+    return "\n".join(lines)
+
+
+def profile_section(record: dict[str, Any], source: Path) -> str:
+    """A decoding profile (benchmarks/profile_decode.py): speed per configuration, where the
+    time of a beam step goes, and where the memory goes."""
+    env, settings, cpu = record["environment"], record["settings"], record["cpu"]
+    revision = (env["git_revision"] or "unknown")[:10] + (" (modified)" if env["git_dirty"] else "")
+    bf16 = "with" if cpu["bf16_instructions"] else "without"
+    configs = record["configurations"]
+    names = [_configuration(config) for config in configs]
+    run_line = (
+        f"**{env['device_name']}** ({env['cpu_count']} cores, {bf16} bf16 instructions, kernels "
+        f"{cpu['capability']}; {env['threads']} threads), torch {env['torch']}, revision "
+        f"`{revision}`; `{record['model']['name']}`, beam {settings['beam']}; "
+        f"`{current(env['command'])}` → `{source}`"
+    )
+    speed = _markdown_table(
+        [
+            *["Configuration", "Sentences", "Sent/s", "Pieces/s", "ms/sentence", "Beam steps"],
+            *["Rows/step", "ms/step", "Profiled run"],
+        ],
+        [
+            [
+                name,
+                f"{config['sentences']:,}",
+                f"{config['decoding']['sentences_per_second']:,.1f}",
+                f"{config['decoding']['pieces_per_second']:,.0f}",
+                f"{config['decoding']['ms_per_sentence']:,.2f}",
+                f"{config['decoding']['beam_steps']:,}",
+                _optional(config["decoding"]["rows_per_step"], ",.1f"),
+                _optional(config["decoding"]["ms_per_step"], ",.2f"),
+                f"{config['profile']['seconds'] / config['decoding']['seconds']:.2f}×",
+            ]
+            for name, config in zip(names, configs, strict=True)
+        ],
+    )
+    categories = [c["category"] for c in configs[0]["profile"]["categories"]]
+    time_rows = []
+    for i, category in enumerate(categories):
+        row = [category]
+        for config in configs:
+            entry = config["profile"]["categories"][i]
+            row.append(f"{entry['share_percent']:.1f}% · {_optional(entry['ms_per_step'], '.2f')}")
+        time_rows.append(row)
+    time_table = _markdown_table(["Share · ms per beam step", *names], time_rows)
+    memory_rows = []
+    for name, config in zip(names, configs, strict=True):
+        memory, largest = config["memory"], config["largest_step"]
+        copy = memory["translator_mib"] - memory["model_loaded_mib"]
+        memory_rows.append(
+            [
+                name,
+                f"{memory['after_imports_mib']:,.0f}",
+                f"+{memory['model_loaded_mib'] - memory['after_imports_mib']:,.0f}",
+                f"+{copy:,.0f}" if config["precision"] == "int8" else "–",
+                f"{memory['decoding_peak_mib']:,.0f} "
+                f"(+{memory['decoding_peak_mib'] - memory['translator_mib']:,.0f})",
+                f"{memory['weights_mib']:,.1f}",
+                f"{largest['state_mib']:,.1f} + {largest['cache_mib']:,.1f} + "
+                f"{largest['log_probs_mib']:,.1f}",
+            ]
+        )
+    memory_table = _markdown_table(
+        [
+            *["Configuration", "RSS after imports", "Model loaded", "int8 copy"],
+            *["Peak decoding (+ over ready)", "Weights that decode"],
+            "Largest step: encoder state + cache + log-probs",
+        ],
+        memory_rows,
+    )
+    model = record["model"]
+    notes = (
+        "Time: the share of each category in a run under torch.profiler, and that share of the "
+        "unprofiled run's wall time divided by its beam steps (one `decode_step` for every "
+        "running sentence and beam of a batch). Memory in MiB, each configuration in a fresh "
+        "process: a process that imports torch alone holds "
+        f"{_optional(record['torch_import_rss_mib'], ',.0f')} (this benchmark's imports add the "
+        f"rest of the first column); weights: the model's {model['fp32_weights_mib']:,.1f} MiB "
+        "in fp32, and for int8 those of the quantized copy that decodes (the fp32 model stays "
+        "loaded beside it); bf16 autocast also keeps bf16 copies of the weights while it "
+        "decodes. Beyond the weights, loading holds the tokenizers, the modules and the "
+        "allocator's slack; decoding adds the tensors of a step (the last column: the step that "
+        "held the most), the activations between them, and the freed blocks that glibc keeps "
+        "for the next step (seq2seq/fast/process.py)."
+    )
+    sections = [run_line, "", speed, "", time_table, "", memory_table, "", notes]
+    return "\n".join(sections)
+
+
+def latest_profile_section(paths: list[Path]) -> str:
+    """The tables of the latest decoding profile among the records `paths`."""
+    latest = latest_records(paths)
+    if PROFILE_KIND not in latest:
+        return NO_PROFILE
+    return profile_section(*latest[PROFILE_KIND])
+
+
 def _recorded_at(path: Path) -> str:
     """The time in a record's file name (<...>-YYYYMMDD-HHMMSS.json), or "" if it has none."""
     found = re.search(r"\d{8}-\d{6}", path.stem)
@@ -324,7 +463,7 @@ def latest_records(paths: list[Path]) -> dict[str, tuple[dict[str, Any], Path]]:
             raise UserError(f"{path}: not a benchmark record ({err!r})") from None
         if kind in UNTABULATED_KINDS:
             continue
-        if kind not in BENCH_KINDS:
+        if kind not in [*BENCH_KINDS, PROFILE_KIND]:
             raise UserError(f"{path}: unknown benchmark kind {kind!r}")
         latest[kind] = record, path
     return latest
@@ -355,14 +494,17 @@ def bench_section(paths: list[Path], links_from: Path = Path()) -> str:
 def sections(
     results_dir: Path, links_from: Path = Path(), models_dir: Path | None = None
 ) -> dict[str, str]:
-    """{"results": the models table, "bench": the benchmark tables} from `results_dir`, with
-    the cards of the models shipped in `models_dir` (none when None)."""
+    """{"results": the models table, "bench": the benchmark tables, "profile": the decoding
+    profile} from `results_dir`, with the cards of the models shipped in `models_dir` (none when
+    None)."""
     models = [ModelResult.load(path) for path in sorted(results_dir.glob("models/*.json"))]
     cards = sorted(models_dir.glob("*/card.json")) if models_dir else []
     shipped = {path.parent.name: ModelResult.load(path) for path in cards}
+    records = list(results_dir.glob("bench/*.json"))
     return {
         "results": models_section(models, shipped),
-        "bench": bench_section(list(results_dir.glob("bench/*.json")), links_from),
+        "bench": bench_section(records, links_from),
+        "profile": latest_profile_section(records),
     }
 
 

@@ -11,8 +11,11 @@ import pytest
 from results_table import (
     NO_BENCHMARKS,
     NO_MODELS,
+    NO_PROFILE,
     bench_section,
     gpu_section,
+    latest_profile_section,
+    profile_configuration_table,
     sections,
     update_sections,
 )
@@ -65,7 +68,11 @@ def write_json(path: Path, values: dict) -> Path:
 
 
 def test_models_table(tmp_path: Path) -> None:
-    assert sections(tmp_path) == {"results": NO_MODELS, "bench": NO_BENCHMARKS}
+    assert sections(tmp_path) == {
+        "results": NO_MODELS,
+        "bench": NO_BENCHMARKS,
+        "profile": NO_PROFILE,
+    }
     write_json(
         tmp_path / "models" / "a.json",
         {**MODEL_RESULT, "name": "GRU", "model": "gru", "bleu": 30.0},
@@ -284,3 +291,126 @@ def test_the_shipped_model_stands_for_its_family_and_direction(tmp_path: Path) -
     assert "41.9" not in table
     without = sections(tmp_path / "results")["results"]
     assert "| Transformer tiny | en-de | 2.35M | 41.9 |" in without
+
+
+def profile_configuration(precision: str, batch_size: int, scale: float) -> dict:
+    """One configuration of a fabricated profile-decode record (benchmarks/profile_decode.py)."""
+    categories = [
+        ("matrix products", 45.4, 2.27 * scale),
+        ("top-k", 2.5, 0.125 * scale),
+        ("Python and dispatch overhead", 52.1, 2.605 * scale),
+    ]
+    return {
+        "precision": precision,
+        "batch_size": batch_size,
+        "sentences": 1000,
+        "decoding": {
+            "seconds": 4.0,
+            "sentences_per_second": 250.0,
+            "output_pieces": 14000,
+            "pieces_per_second": 3500.0,
+            "ms_per_sentence": 4.0,
+            "beam_steps": 800,
+            "decoder_rows": 320000,
+            "rows_per_step": 400.0,
+            "ms_per_step": 5.0,
+        },
+        "profile": {
+            "seconds": 6.0,
+            "operator_seconds": 2.874,
+            "categories": [
+                {"category": name, "profiled_ms": 0.0, "share_percent": share, "ms_per_step": ms}
+                for name, share, ms in categories
+            ],
+            "top_operators": [],
+        },
+        "memory": {
+            "after_imports_mib": 264.4,
+            "model_loaded_mib": 279.6,
+            "translator_mib": 313.2,
+            "weights_mib": 6.54,
+            "peak_before_decoding_mib": 313.2,
+            "decoding_peak_mib": 420.9,
+            "after_decoding_mib": 400.0,
+        },
+        "largest_step": {"rows": 640, "state_mib": 1.25, "cache_mib": 10.0, "log_probs_mib": 19.5},
+    }
+
+
+def profile_record() -> dict:
+    environment = {"device": "cpu", "device_name": "AMD EPYC", "cpu_count": 2, "threads": 2}
+    environment |= {"torch": "2.13.0", "git_revision": "0123456789abcdef", "git_dirty": False}
+    environment |= {"command": "python benchmarks/profile_decode.py"}
+    return {
+        "kind": "profile-decode",
+        "environment": environment,
+        "cpu": {"bf16_instructions": False, "fast_bf16_kernels": False, "capability": "AVX2"},
+        "settings": {"model": "transformer-tiny.multi30k.en-de", "beam": 5, "threads": 2},
+        "model": {"name": "transformer-tiny.multi30k.en-de", "fp32_weights_mib": 8.96},
+        "torch_import_rss_mib": 225.3,
+        "configurations": [
+            profile_configuration("int8", 128, 1.0),
+            profile_configuration("fp32", 1, 2.0),
+        ],
+    }
+
+
+def test_profile_tables(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "profile-decode-amd-epyc-20261125-120000.json", profile_record())
+    lines = latest_profile_section([path]).splitlines()
+    assert lines[0] == (
+        "**AMD EPYC** (2 cores, without bf16 instructions, kernels AVX2; 2 threads), torch "
+        "2.13.0, revision `0123456789`; `transformer-tiny.multi30k.en-de`, beam 5; "
+        f"`python benchmarks/profile_decode.py` → `{path}`"
+    )
+    assert lines[2:6] == [
+        "| Configuration | Sentences | Sent/s | Pieces/s | ms/sentence | Beam steps | Rows/step "
+        "| ms/step | Profiled run |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| int8, batch 128 | 1,000 | 250.0 | 3,500 | 4.00 | 800 | 400.0 | 5.00 | 1.50× |",
+        "| fp32, batch 1 | 1,000 | 250.0 | 3,500 | 4.00 | 800 | 400.0 | 5.00 | 1.50× |",
+    ]
+    assert lines[7:12] == [
+        "| Share · ms per beam step | int8, batch 128 | fp32, batch 1 |",
+        "|---|---|---|",
+        "| matrix products | 45.4% · 2.27 | 45.4% · 4.54 |",
+        "| top-k | 2.5% · 0.12 | 2.5% · 0.25 |",
+        "| Python and dispatch overhead | 52.1% · 2.60 | 52.1% · 5.21 |",
+    ]
+    assert lines[13:17] == [
+        "| Configuration | RSS after imports | Model loaded | int8 copy | Peak decoding (+ over "
+        "ready) | Weights that decode | Largest step: encoder state + cache + log-probs |",
+        "|---|---|---|---|---|---|---|",
+        "| int8, batch 128 | 264 | +15 | +34 | 421 (+108) | 6.5 | 1.2 + 10.0 + 19.5 |",
+        "| fp32, batch 1 | 264 | +15 | – | 421 (+108) | 6.5 | 1.2 + 10.0 + 19.5 |",
+    ]
+    assert "imports torch alone holds 225 " in lines[18]
+    assert "the model's 9.0 MiB in fp32" in lines[18]
+
+    table = profile_configuration_table(profile_record()["configurations"][0]).splitlines()
+    assert table[0] == (
+        "**int8, batch 128**: 1000 sentences in 4.00 s, 250.0 sentences/s, 3,500 pieces/s, "
+        "4.00 ms per sentence; 800 beam steps of 400.0 rows, 5.00 ms each"
+    )
+    assert table[2:6] == [
+        "| Where the time goes | Share | ms per beam step |",
+        "|---|---|---|",
+        "| matrix products | 45.4% | 2.270 |",
+        "| top-k | 2.5% | 0.125 |",
+    ]
+
+
+def test_the_latest_profile_has_a_section_of_its_own(tmp_path: Path) -> None:
+    older = profile_record()
+    older["configurations"][0]["precision"] = "bf16"
+    write_json(tmp_path / "bench" / "profile-decode-cpu-20261124-000000.json", older)
+    newer = write_json(
+        tmp_path / "bench" / "profile-decode-cpu-20261125-000000.json", profile_record()
+    )
+    found = sections(tmp_path)
+    assert found["bench"] == NO_BENCHMARKS  # not among the benchmark tables
+    assert str(newer) in found["profile"] and "| int8, batch 128 |" in found["profile"]
+    assert "bf16, batch 128" not in found["profile"]
+    page = "<!-- profile:start -->\nold\n<!-- profile:end -->\n"
+    updated = update_sections(page, found)
+    assert updated == f"<!-- profile:start -->\n{found['profile']}\n<!-- profile:end -->\n"
