@@ -14,12 +14,14 @@ fresh process (`bench.in_fresh_process`) on --threads threads. In that process:
     time     an untimed warm-up on 16 lines, then a timed run: wall seconds, sentences/s, output
              pieces/s, ms per sentence, and the beam steps, counted by wrapping this one model
              object's `decode_step` (one step decodes every running sentence's beams of a batch)
-    profile  the same lines again under torch.profiler (CPU): the self CPU time of every
-             operator, grouped by CATEGORIES; "Python and dispatch overhead" is the profiled
-             run's wall time less the sum of all operators' self times (the interpreter, torch's
-             dispatch, the search's bookkeeping, tokenizing and detokenizing, the profiler's own
-             cost). Each category is reported as its share of the profiled run and, that share
-             of the unprofiled run's wall time, in milliseconds per beam step
+    profile  the same lines again under torch.profiler (CPU), a profiler per decoding batch
+             (`BatchProfiler`): the self CPU time of every operator, grouped by CATEGORIES;
+             "Python and dispatch overhead" is the profiled run's wall time (less the time taken
+             to start, stop and read the profilers) less the sum of all operators' self times:
+             the interpreter, torch's dispatch, the search's bookkeeping, tokenizing and
+             detokenizing, the profiler's cost per operator. Each category is reported as its
+             share of the profiled run and, as that share of the unprofiled run's wall time, in
+             milliseconds per beam step
     memory   RSS (Linux: /proc/self/status) after the imports, after loading the model, with the
              translator ready (int8: after making the quantized copy), and the peak through
              decoding (getrusage, `bench.max_rss_mib`); the bytes of the weights that decode,
@@ -36,10 +38,12 @@ AMX); elsewhere it is emulated and slow, and the record says which CPU it was.
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,6 +216,78 @@ def top_operators(averages: Iterable[Any], count: int = TOP_OPERATORS) -> list[d
     ]
 
 
+@dataclass
+class OperatorTime:
+    """One operator's calls and self CPU time in microseconds, as in torch.profiler's
+    `key_averages()`, added up over several profiles."""
+
+    key: str
+    count: int = 0
+    self_cpu_time_total: float = 0.0
+
+
+@contextmanager
+def stderr_silenced() -> Iterator[None]:
+    """Send this process's standard error (file descriptor 2) to /dev/null for a moment: the
+    profiler's C++ side prints two lines at every start and stop."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class BatchProfiler:
+    """Profile each decoding batch of `translator` (one call of its `_search`) on its own and
+    add up every operator's self time. One profile of a whole run would hold every event until
+    the end, about 5 KB each, a thousand per beam step: gigabytes for 200 sentences at batch 1.
+
+    Only this benchmark's translator object changes: its `_search` attribute becomes a wrapper
+    that calls the translator's own method. The seconds spent starting, stopping and reading the
+    profilers are counted in `profiler_seconds`, to be taken out of the run's wall time."""
+
+    def __init__(self, translator: Translator) -> None:
+        self.operators: dict[str, OperatorTime] = {}
+        self.profiler_seconds = 0.0
+        search = translator._search
+
+        def profiled(*args: Any) -> Any:
+            start = time.perf_counter()
+            profiler = profile(activities=[ProfilerActivity.CPU])
+            with stderr_silenced():
+                profiler.start()
+            self.profiler_seconds += time.perf_counter() - start
+            try:
+                return search(*args)
+            finally:
+                start = time.perf_counter()
+                with stderr_silenced():
+                    profiler.stop()
+                self.add(profiler.key_averages())
+                self.profiler_seconds += time.perf_counter() - start
+
+        translator._search = profiled
+
+    def add(self, averages: Iterable[Any]) -> None:
+        for event in averages:
+            total = self.operators.setdefault(event.key, OperatorTime(event.key))
+            total.count += event.count
+            total.self_cpu_time_total += event.self_cpu_time_total
+
+
+def warm_up_profiler() -> None:
+    """Start and stop a profiler once: the first start in a process takes seconds."""
+    profiler = profile(activities=[ProfilerActivity.CPU])
+    with stderr_silenced():
+        profiler.start()
+        profiler.stop()
+
+
 class StepCounter:
     """Count the beam steps (`decode_step` calls) of one model object and the decoder rows they
     ran, and keep the sizes of the largest step's encoder state, cache and log-probabilities.
@@ -336,11 +412,12 @@ def profile_configuration(
     steps, rows = counter.steps, counter.rows
     largest_rows, state, cache, log_probs = counter.largest
 
-    with profile(activities=[ProfilerActivity.CPU]) as profiler:
-        start = time.perf_counter()
-        translator.translate(sources, settings.beam)
-        profiled_seconds = time.perf_counter() - start
-    averages = profiler.key_averages()
+    warm_up_profiler()
+    profiler = BatchProfiler(translator)
+    start = time.perf_counter()
+    translator.translate(sources, settings.beam)
+    profiled_seconds = time.perf_counter() - start - profiler.profiler_seconds
+    averages = list(profiler.operators.values())
     micros = group_operators(averages)
 
     pieces = sum(len(nbest[0].tokens) for nbest in translations)
@@ -361,6 +438,7 @@ def profile_configuration(
         },
         "profile": {
             "seconds": profiled_seconds,
+            "profiler_seconds": profiler.profiler_seconds,  # left out of "seconds"
             "operator_seconds": sum(micros.values()) / 1e6,
             "categories": time_breakdown(micros, profiled_seconds, seconds, steps),
             "top_operators": top_operators(averages),

@@ -361,7 +361,8 @@ def profile_section(record: dict[str, Any], source: Path) -> str:
     names = [_configuration(config) for config in configs]
     run_line = (
         f"**{env['device_name']}** ({env['cpu_count']} cores, {bf16} bf16 instructions, kernels "
-        f"{cpu['capability']}; {env['threads']} threads), torch {env['torch']}, revision "
+        f"{cpu['capability']}; {env['threads']} thread{'s' if env['threads'] != 1 else ''}), "
+        f"torch {env['torch']}, revision "
         f"`{revision}`; `{record['model']['name']}`, beam {settings['beam']}; "
         f"`{current(env['command'])}` → `{source}`"
     )

@@ -167,6 +167,7 @@ def test_a_tiny_real_run_writes_its_record(tmp_path: Path, monkeypatch: pytest.M
 
     profile = config["profile"]
     assert 0 < profile["operator_seconds"] <= profile["seconds"]
+    assert profile["profiler_seconds"] > 0  # a profiler per batch, started, stopped and read
     categories = profile["categories"]
     assert [c["category"] for c in categories] == [*CATEGORIES, OTHER, OVERHEAD]
     assert sum(c["share_percent"] for c in categories) == pytest.approx(100, abs=0.01)
