@@ -18,9 +18,11 @@ Throughput (`run_throughput`), for each model on a prepared corpus:
                update of seq2seq.train (label-smoothed cross-entropy from `token_losses`,
                gradient clipping, AdamW), in the training precision (`autocast_dtype`)
     decoding   sentences/s and output tokens/s of greedy and beam search on the test split
-               through `Translator`, the code of seq2seq evaluate, in decode.precision; with a
-               checkpoint's trained weights, or else random weights, which decode to the maximum
-               length and so make decoding look slower than it is ("weights": "random")
+               through `Translator`, the code of seq2seq evaluate, in decode.precision and
+               batches of decode.batch_size sentences (or `decode_batch_size`), with the time of
+               each batch; with a checkpoint's trained weights, or else random weights, which
+               decode to the maximum length and so make decoding look slower than it is
+               ("weights": "random")
 
 Cost growth (`run_growth`), for each model on synthetic batches of B sentence pairs whose
 source and target input both have L tokens, for L = 8, 16, ..., 256:
@@ -41,6 +43,7 @@ down, so every measurement runs in a fresh process (`in_fresh_process`).
 """
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -79,7 +82,7 @@ from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.prepared import PreparedData
 from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.translator import Translator
+from seq2seq.translator import Translation, Translator
 
 MIB = 2**20
 THROUGHPUT_MODELS = ["gru", "transformer-tiny", "transformer-small"]
@@ -105,6 +108,7 @@ class BenchmarkSettings:
     warmup_steps: int = 10
     steps: int = 100
     decode_sentences: int = 0  # the first N sentences of the test split; 0: all
+    decode_batch_size: int = 0  # sentences per decoding batch; 0: the model's decode.batch_size
     beams: list[int] = field(default_factory=lambda: [1, 5])
     checkpoints: dict[str, str] = field(default_factory=dict)  # preset -> checkpoint
     # Cost growth
@@ -366,6 +370,21 @@ def bench_training(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
     }
 
 
+def timed_translate(
+    translator: Translator, sources: list[str], beam_size: int
+) -> tuple[list[Translation], float, list[float]]:
+    """The best translation of each source, the seconds of the whole, and those of each batch."""
+    synchronize(translator.device)
+    ends = [time.perf_counter()]  # the start, then the end of each batch
+    translations = translator.translate(
+        sources, beam_size, on_batch=lambda _: ends.append(time.perf_counter())
+    )
+    synchronize(translator.device)
+    seconds = time.perf_counter() - ends[0]
+    batch_seconds = [end - start for start, end in itertools.pairwise(ends)]
+    return [nbest[0] for nbest in translations], seconds, batch_seconds
+
+
 def bench_decoding(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
     """Decoding speed of model `name` on the test split, for each beam size of `settings`."""
     device = pick_device(settings.device)
@@ -376,16 +395,14 @@ def bench_decoding(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
         references = references[: settings.decode_sentences]
     inference = load_model(settings, name, data, device)
     inference.config.decode.precision = settings.decode_precision
+    if settings.decode_batch_size:
+        inference.config.decode.batch_size = settings.decode_batch_size
     translator = Translator.from_inference(inference, device)
     baseline = memory_start(device)
     translator.translate(sources[:DECODE_WARMUP_SENTENCES], beam_size=1)
     beams = []
     for beam_size in settings.beams:
-        synchronize(device)
-        start = time.perf_counter()
-        best = [nbest[0] for nbest in translator.translate(sources, beam_size)]
-        synchronize(device)
-        seconds = time.perf_counter() - start
+        best, seconds, batch_seconds = timed_translate(translator, sources, beam_size)
         output_tokens = sum(len(translation.tokens) for translation in best)
         beams.append(
             {
@@ -394,6 +411,7 @@ def bench_decoding(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
                 "sentences_per_second": len(sources) / seconds,
                 "output_tokens": output_tokens,
                 "tokens_per_second": output_tokens / seconds,
+                "batch_seconds": batch_seconds,
                 "bleu": corpus_scores([t.text for t in best], references).bleu,
             }
         )
@@ -403,6 +421,7 @@ def bench_decoding(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
         "checkpoint": checkpoint,
         "precision": translator.precision,
         "sentences": len(sources),
+        "batch_size": translator.decode_cfg.batch_size,
         "beams": beams,
         "memory": memory_report(device, baseline),
     }
@@ -629,6 +648,11 @@ def make_parser() -> argparse.ArgumentParser:
         "--decode-sentences",
         type=positive,
         help="decode the first N test sentences (default: all)",
+    )
+    throughput.add_argument(
+        "--decode-batch-size",
+        type=number(int, RULES["decode.batch_size"]),
+        help="sentences per decoding batch (default: the model's decode.batch_size)",
     )
     throughput.add_argument(
         "--beams", nargs="+", type=positive, help=f"beam sizes (default: {defaults.beams})"

@@ -92,11 +92,13 @@ def test_throughput_record_has_every_field(
         assert training["memory"]["peak_mib"] > 0
         decoding = model["decoding"]
         assert decoding["weights"] == "random" and decoding["checkpoint"] is None
-        assert decoding["sentences"] == 12
+        assert decoding["sentences"] == 12 and decoding["batch_size"] == 128
         assert [beam["beam_size"] for beam in decoding["beams"]] == [1, 2]
         for beam in decoding["beams"]:
             assert beam["sentences_per_second"] > 0 and beam["output_tokens"] > 0
             assert beam["tokens_per_second"] > 0 and 0 <= beam["bleu"] <= 100
+            (batch,) = beam["batch_seconds"]  # the 12 sentences are one batch
+            assert 0 < batch <= beam["seconds"]
         assert decoding["memory"]["peak_mib"] > 0
 
     table = bench_section(written)
@@ -134,7 +136,10 @@ def test_decoding_with_checkpoints(reversal: Path, tmp_path: Path) -> None:
     assert decoding["weights"] == "checkpoint" and decoding["checkpoint"] == str(best)
     assert decoding["sentences"] == 12 and decoding["precision"] == CPU_PRECISION
     settings.decode_precision = "int8"
-    assert benchmark.bench_decoding(settings, "transformer-tiny")["precision"] == "int8"
+    settings.decode_batch_size = 5
+    decoding = benchmark.bench_decoding(settings, "transformer-tiny")
+    assert decoding["precision"] == "int8" and decoding["batch_size"] == 5
+    assert len(decoding["beams"][0]["batch_seconds"]) == 3  # 5 + 5 + 2 sentences
     with pytest.raises(UserError, match="holds a transformer-tiny, not a gru"):
         benchmark.bench_decoding(
             throughput_settings(reversal, checkpoints={"gru": str(best)}), "gru"
