@@ -241,35 +241,66 @@ def peers_section(record: dict[str, Any], source: Path) -> str:
     )
 
 
+def _each_run(values: list[float], digits: int) -> str:
+    return " / ".join(f"{value:,.{digits}f}" for value in values)
+
+
+RATIO_MEASURES = {
+    "ms_per_output_piece": "time per output piece, batch 128",
+    "batch1_mean_ms": "batch-1 mean latency",
+    "batch1_median_ms": "batch-1 median latency",
+}
+
+
+def _peers_decode_ratios(record: dict[str, Any]) -> str:
+    """Ours against CTranslate2 and the fastest PyTorch peer, one row per ours and measure."""
+    header = ["Ours", "Measure", "Ours / CTranslate2", "Ours / fastest PyTorch peer"]
+    rows = [
+        [
+            row["ours"],
+            RATIO_MEASURES[row["measure"]],
+            f"{row['vs_ctranslate2']:.2f}",
+            f"{row['vs_fastest_pytorch_peer']:.2f} ({row['fastest_pytorch_peer']})",
+        ]
+        for row in record["ratios"]
+    ]
+    return _markdown_table(header, rows)
+
+
 def peers_decode_section(record: dict[str, Any], source: Path) -> str:
     """One row per toolkit: beam-5 decoding speed (each run), the BLEU of its output, and the
-    peak memory of each run where the record has it (records before 2026-11-24 do not)."""
-    header = ["Toolkit", "Version", "Beam-5 sent/s (each run)", "BLEU", "BLEU lc", "chrF"]
+    peak memory of each run where the record has it (records before 2026-11-24 do not); records
+    with CTranslate2 (from 2026-11-25) add output pieces/s, batch-1 latency and its peak memory,
+    and a table of ratios."""
+    header = ["Toolkit", "Version", "Beam-5 sent/s (each run)"]
+    with_ratios = "ratios" in record
+    if with_ratios:
+        header += ["Output pieces/s", "Batch-1 ms, mean", "Batch-1 ms, median"]
+    header += ["BLEU", "BLEU lc", "chrF"]
     with_memory = all("peak_rss_mib" in toolkit for toolkit in record["toolkits"])
     if with_memory:
         header.append("Peak RSS MiB (each run)")
+    if with_ratios:
+        header.append("Batch-1 peak RSS MiB")
     rows = []
     for toolkit in record["toolkits"]:
-        row = [
-            toolkit["name"],
-            toolkit["version"],
-            " / ".join(f"{speed:,.1f}" for speed in toolkit["sentences_per_second"]),
-            f"{toolkit['bleu']:.1f}",
-            f"{toolkit['bleu_lc']:.1f}",
-            f"{toolkit['chrf']:.1f}",
-        ]
+        row = [toolkit["name"], toolkit["version"], _each_run(toolkit["sentences_per_second"], 1)]
+        if with_ratios:
+            row += [
+                _each_run(toolkit["pieces_per_second"], 0),
+                _each_run(toolkit["batch1_mean_ms"], 1),
+                _each_run(toolkit["batch1_median_ms"], 1),
+            ]
+        row += [f"{toolkit['bleu']:.1f}", f"{toolkit['bleu_lc']:.1f}", f"{toolkit['chrf']:.1f}"]
         if with_memory:
-            row.append(" / ".join(f"{peak:,.0f}" for peak in toolkit["peak_rss_mib"]))
+            row.append(_each_run(toolkit["peak_rss_mib"], 0))
+        if with_ratios:
+            row.append(_each_run(toolkit["batch1_peak_rss_mib"], 0))
         rows.append(row)
-    return "\n".join(
-        [
-            _peers_run_line(record, source),
-            "",
-            _markdown_table(header, rows),
-            "",
-            current(record["method"]),
-        ]
-    )
+    lines = [_peers_run_line(record, source), "", _markdown_table(header, rows), ""]
+    if with_ratios:
+        lines += [_peers_decode_ratios(record), ""]
+    return "\n".join([*lines, current(record["method"])])
 
 
 def _time_to_bleu(reached: dict[str, float] | None) -> str:

@@ -239,6 +239,34 @@ def test_peers_decode_table(tmp_path: Path) -> None:
     ]
 
 
+def test_peers_decode_table_with_ctranslate2(tmp_path: Path) -> None:
+    toolkit = {"name": "CTranslate2", "version": "4.8.5", "sentences_per_second": [400.0, 410.0]}
+    toolkit |= {"pieces_per_second": [5012.3, 5120.9], "batch1_mean_ms": [9.04, 9.5]}
+    toolkit |= {"batch1_median_ms": [8.0, 8.26], "bleu": 30.04, "bleu_lc": 30.66, "chrf": 58.91}
+    toolkit |= {"peak_rss_mib": [300.2, 310.0], "batch1_peak_rss_mib": [250.0, 251.0]}
+    record = {"kind": "peers-decode", "device": "CPU", "threads": 2, "torch": "2.13.0"}
+    record |= {"date": "today", "git_revision": "0123456789abcdef", "setup": "beam 5"}
+    record |= {"method": "How.", "reproduce": "bash decode.sh", "toolkits": [toolkit]}
+    ratio = {"ours": "seq2seq (ours), int8", "measure": "batch1_mean_ms", "vs_ctranslate2": 2.1}
+    ratio |= {"fastest_pytorch_peer": "fairseq", "vs_fastest_pytorch_peer": 0.456}
+    record["ratios"] = [ratio]
+    path = write_json(tmp_path / "decode.json", record)
+    assert bench_section([path]).splitlines()[2:] == [
+        "| Toolkit | Version | Beam-5 sent/s (each run) | Output pieces/s | Batch-1 ms, mean "
+        "| Batch-1 ms, median | BLEU | BLEU lc | chrF | Peak RSS MiB (each run) "
+        "| Batch-1 peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| CTranslate2 | 4.8.5 | 400.0 / 410.0 | 5,012 / 5,121 | 9.0 / 9.5 | 8.0 / 8.3 | 30.0 "
+        "| 30.7 | 58.9 | 300 / 310 | 250 / 251 |",
+        "",
+        "| Ours | Measure | Ours / CTranslate2 | Ours / fastest PyTorch peer |",
+        "|---|---|---|---|",
+        "| seq2seq (ours), int8 | batch-1 mean latency | 2.10 | 0.46 (fairseq) |",
+        "",
+        "How.",
+    ]
+
+
 def test_gpu_table() -> None:
     record = {
         "kind": "gpu",
