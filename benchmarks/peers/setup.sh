@@ -2,8 +2,11 @@
 # Sourced by measure.sh and decode.sh, from the repository root, after `make data`: sets REPO
 # and WORK (the first argument, default ../peers, outside the repository), installs fairseq
 # and OpenNMT-py in WORK/venv with the same torch as ours and no other (both pin older
-# torches), and writes Multi30k en-de as prepared for us, in our joint 8k sentencepiece
-# pieces, for both: WORK/data (text), WORK/onmt/vocab.shared and WORK/fairseq/bin (binarized).
+# torches), and CTranslate2 beside them (it needs no torch; it converts fairseq's checkpoint
+# with fairseq itself), and writes Multi30k en-de as prepared for us, in our joint 8k
+# sentencepiece pieces, for the peers: WORK/data (text), WORK/onmt/vocab.shared and
+# WORK/fairseq/bin (binarized); WORK/data/first.* and WORK/fairseq/first are the first
+# FIRST_SENTENCES test sentences, for decoding one sentence at a time.
 set -euo pipefail
 REPO=$(pwd)
 WORK=$(realpath -m "${1:-../peers}")
@@ -22,6 +25,9 @@ if [ ! -x venv/bin/fairseq-train ]; then
         fasttext-wheel six
     venv/bin/pip install -q --no-deps --no-build-isolation fairseq-fixed==0.12.3.1
 fi
+if [ ! -x venv/bin/ct2-fairseq-converter ]; then
+    venv/bin/pip install -q ctranslate2==4.8.5
+fi
 
 if [ ! -f fairseq/bin/test.en-de.de.bin ]; then
     venv/bin/python "$REPO/benchmarks/peers/pieces.py" "$REPO/data/multi30k.en-de" data
@@ -29,6 +35,13 @@ if [ ! -f fairseq/bin/test.en-de.de.bin ]; then
     venv/bin/fairseq-preprocess --source-lang en --target-lang de --trainpref data/train \
         --validpref data/valid --testpref data/test --destdir fairseq/bin --joined-dictionary \
         --workers 1
+fi
+FIRST_SENTENCES=200
+if [ ! -f fairseq/first/test.en-de.de.bin ]; then
+    for lang in en de; do head -n "$FIRST_SENTENCES" "data/test.$lang" > "data/first.$lang"; done
+    venv/bin/fairseq-preprocess --source-lang en --target-lang de --testpref data/first \
+        --destdir fairseq/first --srcdict fairseq/bin/dict.en.txt \
+        --tgtdict fairseq/bin/dict.de.txt --workers 1
 fi
 
 # fairseq's training arguments for the model, loss, optimiser and batches of onmt.yaml and of
