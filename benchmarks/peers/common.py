@@ -36,16 +36,16 @@ def record_header(kind: str) -> dict[str, Any]:
     }
 
 
-def peer_versions(work: Path) -> tuple[str, str]:
-    """The installed versions of fairseq and OpenNMT-py in WORK/venv."""
-    code = (
-        "import importlib.metadata as m; print(m.version('fairseq-fixed'), m.version('OpenNMT-py'))"
-    )
+def peer_versions(work: Path, *packages: str) -> list[str]:
+    """The installed versions of `packages` (e.g. "fairseq-fixed", "OpenNMT-py") in WORK/venv."""
+    code = "import importlib.metadata as m, sys; print(*map(m.version, sys.argv[1:]))"
     result = subprocess.run(
-        [str(work / "venv" / "bin" / "python"), "-c", code], capture_output=True, text=True
+        [str(work / "venv" / "bin" / "python"), "-c", code, *packages],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    fairseq, onmt = result.stdout.split()
-    return fairseq, onmt
+    return result.stdout.split()
 
 
 def default_out(prefix: str) -> Path:

@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="the JSON file")
     args = parser.parse_args()
     work: Path = args.work
-    fairseq_version, onmt_version = peer_versions(work)
+    fairseq_version, onmt_version = peer_versions(work, "fairseq-fixed", "OpenNMT-py")
     header = record_header("peers")
     record = {
         **header,
