@@ -252,6 +252,13 @@ RATIO_MEASURES = {
 }
 
 
+def _ratio(value: float | None, against: str | None = None) -> str:
+    """A ratio with two decimals, naming what it is against if given; "–" where there is none."""
+    if value is None:
+        return "–"
+    return f"{value:.2f} ({against})" if against else f"{value:.2f}"
+
+
 def _peers_decode_ratios(record: dict[str, Any]) -> str:
     """Ours against CTranslate2 and the fastest PyTorch peer, one row per ours and measure."""
     header = ["Ours", "Measure", "Ours / CTranslate2", "Ours / fastest PyTorch peer"]
@@ -259,8 +266,8 @@ def _peers_decode_ratios(record: dict[str, Any]) -> str:
         [
             row["ours"],
             RATIO_MEASURES[row["measure"]],
-            f"{row['vs_ctranslate2']:.2f}",
-            f"{row['vs_fastest_pytorch_peer']:.2f} ({row['fastest_pytorch_peer']})",
+            _ratio(row["vs_ctranslate2"]),
+            _ratio(row["vs_fastest_pytorch_peer"], row["fastest_pytorch_peer"]),
         ]
         for row in record["ratios"]
     ]

@@ -139,3 +139,22 @@ def test_the_fastest_pytorch_peer_is_chosen_per_measure() -> None:
     assert fastest["batch1_mean_ms"] == "fairseq"
     assert [row["vs_fastest_pytorch_peer"] for row in rows[:2]] == [2.0, 2.0]
     assert all(row["vs_ctranslate2"] == 1.0 for row in rows)
+
+
+def test_an_output_without_pieces_has_no_time_per_piece(reversal: Path) -> None:
+    """An untrained model may end every sentence at once (OpenNMT-py does, after 20 updates)."""
+    model = spm.SentencePieceProcessor(model_file=str(reversal / "spm.model"))
+    _, references = PreparedData.load(reversal).lines("test")
+    empty = decode_report.Measured([2.0], [1.0], [[0.1]], [1.0], [""] * len(references))
+    onmt = decode_report.toolkit("OpenNMT-py", "3.5.1", empty, references, model)
+    assert onmt["output_pieces"] == 0 and onmt["pieces_per_second"] == [0.0]
+    assert onmt["ms_per_output_piece"] == [None]
+    figures = {"ms_per_output_piece": [1.0], "batch1_mean_ms": [10.0], "batch1_median_ms": [8.0]}
+    fairseq = {"name": "fairseq", **figures, "ms_per_output_piece": [4.0]}
+    ct2 = {"name": "CTranslate2", **figures, "ms_per_output_piece": [None]}
+    ours = [{"name": name, **figures} for name, _ in decode_report.OURS]
+    per_piece = decode_report.ratios([fairseq, onmt, ct2, *ours])[0]
+    assert per_piece["measure"] == "ms_per_output_piece"
+    assert per_piece["vs_ctranslate2"] is None
+    assert per_piece["fastest_pytorch_peer"] == "fairseq"
+    assert per_piece["vs_fastest_pytorch_peer"] == 0.25

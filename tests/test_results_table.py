@@ -249,7 +249,9 @@ def test_peers_decode_table_with_ctranslate2(tmp_path: Path) -> None:
     record |= {"method": "How.", "reproduce": "bash decode.sh", "toolkits": [toolkit]}
     ratio = {"ours": "seq2seq (ours), int8", "measure": "batch1_mean_ms", "vs_ctranslate2": 2.1}
     ratio |= {"fastest_pytorch_peer": "fairseq", "vs_fastest_pytorch_peer": 0.456}
-    record["ratios"] = [ratio]
+    missing = {**ratio, "measure": "ms_per_output_piece", "vs_ctranslate2": None}
+    missing |= {"fastest_pytorch_peer": None, "vs_fastest_pytorch_peer": None}
+    record["ratios"] = [ratio, missing]
     path = write_json(tmp_path / "decode.json", record)
     assert bench_section([path]).splitlines()[2:] == [
         "| Toolkit | Version | Beam-5 sent/s (each run) | Output pieces/s | Batch-1 ms, mean "
@@ -262,6 +264,7 @@ def test_peers_decode_table_with_ctranslate2(tmp_path: Path) -> None:
         "| Ours | Measure | Ours / CTranslate2 | Ours / fastest PyTorch peer |",
         "|---|---|---|---|",
         "| seq2seq (ours), int8 | batch-1 mean latency | 2.10 | 0.46 (fairseq) |",
+        "| seq2seq (ours), int8 | time per output piece, batch 128 | – | – |",
         "",
         "How.",
     ]

@@ -141,7 +141,9 @@ def toolkit(
         "seconds": [round(seconds, 2) for seconds in measured.seconds],
         "sentences_per_second": [round(len(measured.texts) / s, 1) for s in measured.seconds],
         "pieces_per_second": [round(pieces / seconds, 1) for seconds in measured.seconds],
-        "ms_per_output_piece": [round(seconds * 1000 / pieces, 4) for seconds in measured.seconds],
+        "ms_per_output_piece": [
+            round(seconds * 1000 / pieces, 4) if pieces else None for seconds in measured.seconds
+        ],
         "peak_rss_mib": [round(peak, 1) for peak in measured.peak_rss_mib],
         "batch1_sentences": len(single_ms[0]),
         "batch1_mean_ms": [round(statistics.mean(run), 2) for run in single_ms],
@@ -152,25 +154,30 @@ def toolkit(
 
 def ratios(toolkits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Ours against CTranslate2 and against the fastest PyTorch peer on each measure: ours' mean
-    over the runs divided by theirs (above 1: ours is slower)."""
+    over the runs divided by theirs (above 1: ours is slower). A measure that a toolkit lacks (the
+    time per piece of an output without pieces, from a model that stops at once) gives no ratio,
+    and such a peer is not the fastest."""
     by_name = {toolkit["name"]: toolkit for toolkit in toolkits}
 
-    def mean(name: str, measure: str) -> float:
-        return statistics.mean(by_name[name][measure])
+    def mean(name: str | None, measure: str) -> float | None:
+        values = by_name[name][measure] if name else [None]
+        return None if None in values else statistics.mean(values)
+
+    def ratio(ours: float | None, theirs: float | None) -> float | None:
+        return None if ours is None or theirs is None else round(ours / theirs, 2)
 
     rows = []
     for name, _ in OURS:
         for measure in RATIO_MEASURES:
-            fastest = min(PYTORCH_PEERS, key=lambda peer: mean(peer, measure))
+            peers = [peer for peer in PYTORCH_PEERS if mean(peer, measure) is not None]
+            fastest = min(peers, key=lambda peer: mean(peer, measure), default=None)
             rows.append(
                 {
                     "ours": name,
                     "measure": measure,
-                    "vs_ctranslate2": round(mean(name, measure) / mean(CTRANSLATE2, measure), 2),
+                    "vs_ctranslate2": ratio(mean(name, measure), mean(CTRANSLATE2, measure)),
                     "fastest_pytorch_peer": fastest,
-                    "vs_fastest_pytorch_peer": round(
-                        mean(name, measure) / mean(fastest, measure), 2
-                    ),
+                    "vs_fastest_pytorch_peer": ratio(mean(name, measure), mean(fastest, measure)),
                 }
             )
     return rows
