@@ -103,7 +103,7 @@ def peer(path: Path, model: spm.SentencePieceProcessor) -> Measured:
 
 def ours(work: Path, precision: str) -> Measured:
     """Our runs in decode.precision `precision`: benchmarks/bench.py's
-    ours-<precision>-{decode,single}<run>.json, and the output of scripts/evaluate.py,
+    ours-<precision>-{decode,single}<run>.json, and the output of seq2seq evaluate,
     ours/test.<precision>.de."""
     decode = [read_json(work / f"ours-{precision}-decode{run}.json") for run in RUNS]
     single = [read_json(work / f"ours-{precision}-single{run}.json") for run in RUNS]
