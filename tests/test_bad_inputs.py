@@ -513,6 +513,7 @@ def test_the_same_from_a_real_process(world: Path) -> None:
     assert checksums(world) == before
 
 
+@pytest.mark.slow  # translates in other processes
 def test_truncate_cuts_a_long_line_with_a_warning(world: Path) -> None:
     """--truncate: the over-long line is translated as its first N pieces, with one warning."""
     script = [*SEQ2SEQ, "translate", "--checkpoint", str(world / "good.pt")]

@@ -45,6 +45,7 @@ def page_faults_per_round(setup: str, env: dict[str, str] | None = None) -> list
     return [int(line) for line in result.stdout.split()]
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
 def test_tuned_process_reuses_freed_memory_without_page_faults(monkeypatch) -> None:
     for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
@@ -54,12 +55,14 @@ def test_tuned_process_reuses_freed_memory_without_page_faults(monkeypatch) -> N
     assert max(later) < PAGES // 100
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
 def test_a_users_malloc_settings_are_kept(monkeypatch) -> None:
     monkeypatch.setenv("GLIBC_TUNABLES", "")
     assert min(page_faults_per_round(TUNED, dict(os.environ))) > PAGES * 9 // 10
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.parametrize(("preset", "capacity"), [(None, "16"), ("512", "512")])
 def test_tuning_caps_the_onednn_kernel_cache(preset: str | None, capacity: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}

@@ -34,6 +34,7 @@ def library_modules() -> list[str]:
     )
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_importing_every_module_leaves_the_environment_unchanged() -> None:
     env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
     code = IMPORT_ALL + "import sys; print(changed); print(*sorted(sys.modules))"
@@ -45,6 +46,7 @@ def test_importing_every_module_leaves_the_environment_unchanged() -> None:
     assert set(library_modules()) <= set(imported.split())
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
 def test_importing_every_module_leaves_malloc_untouched(monkeypatch) -> None:
     # Untouched, glibc hands the freed blocks back and every round faults again (test_cli.py);

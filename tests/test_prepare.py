@@ -37,6 +37,7 @@ def _leftovers(parent: Path) -> list[str]:
     return [p.name for p in parent.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow  # prepares a whole corpus
 def test_multi30k_en_de(multi30k_en_de: Path, shared_data: Path) -> None:
     folder = multi30k_en_de
     for split, count in {"train": 29000, "valid": 1014, "test": 1000}.items():
@@ -73,6 +74,7 @@ def test_multi30k_en_de(multi30k_en_de: Path, shared_data: Path) -> None:
     assert first.tgt[0] == BOS_ID and first.tgt[-1] == EOS_ID
 
 
+@pytest.mark.slow  # prepares a whole corpus
 def test_second_run_reuses_the_folder(
     multi30k_en_de: Path, shared_data: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,6 +218,7 @@ def test_load_errors_name_the_folder(small_corpus: Path, tmp_path: Path) -> None
         PreparedData.load(out)
 
 
+@pytest.mark.slow  # prepares a whole corpus
 def test_tatoeba_split_is_deterministic(shared_data: Path, tmp_path: Path) -> None:
     out = prepare(
         "tatoeba", "en", "fr", tmp_path / "tatoeba.en-fr", mirror=str(shared_data), model_type="bpe"

@@ -134,6 +134,7 @@ def test_update_writes_only_the_sections_a_file_has_markers_for() -> None:
     assert updated == "intro\n<!-- bench:start -->\nB\n<!-- bench:end -->\n"
 
 
+@pytest.mark.slow  # runs the script in another process
 def test_results_table_script_updates_the_readme_and_the_benchmarks_page(tmp_path: Path) -> None:
     write_json(tmp_path / "results" / "models" / "a.json", MODEL_RESULT)
     (tmp_path / "README.md").write_text("# Title\n<!-- results:start -->\n<!-- results:end -->\n")

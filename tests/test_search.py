@@ -141,6 +141,7 @@ def test_greedy_score_is_teacher_forced_log_prob(arch):
         assert h.score == pytest.approx(expected, abs=1e-4)
 
 
+@pytest.mark.slow  # trains two models in this process
 @pytest.mark.parametrize("arch", ARCHS)
 def test_attention_is_teacher_forced_cross_attention(arch, trained):
     model = trained[arch]
@@ -159,6 +160,7 @@ def test_attention_is_teacher_forced_cross_attention(arch, trained):
             assert torch.allclose(h.attention.sum(1), torch.ones(len(h.tokens) + 1), atol=1e-5)
 
 
+@pytest.mark.slow  # trains two models in this process
 @pytest.mark.parametrize("arch", ARCHS)
 def test_batched_decoding_equals_one_sentence_at_a_time(arch, trained):
     model = trained[arch]
@@ -191,6 +193,7 @@ def count_batch_sizes(model: Seq2SeqModel, monkeypatch) -> list[int]:
     return sizes
 
 
+@pytest.mark.slow  # trains two models in this process
 @pytest.mark.parametrize("arch", ARCHS)
 def test_finished_sentences_leave_the_batch(arch, trained, monkeypatch):
     model = trained[arch]
@@ -214,6 +217,7 @@ def test_finished_sentences_leave_the_batch(arch, trained, monkeypatch):
     assert all(len(nbest) == beam_size for nbest in results)
 
 
+@pytest.mark.slow  # trains two models in this process
 @pytest.mark.parametrize("arch", ARCHS)
 def test_stop_early_ends_a_sentence_when_its_best_candidate_ends(arch, trained, monkeypatch):
     """Without a length penalty no later hypothesis can beat a best candidate that ended (its
@@ -289,6 +293,7 @@ def test_max_piece_repeat_bans_exactly_the_repeated_piece():
     assert banned[1].isneginf().nonzero().flatten().tolist() == sorted(never)
 
 
+@pytest.mark.slow  # trains two models in this process
 @pytest.mark.parametrize("arch", ARCHS)
 def test_output_ends_at_max_length(arch, trained):
     model = trained[arch]  # it would copy all 8 symbols back without the limits below
@@ -304,6 +309,7 @@ def as_text(rows: list[list[int]]) -> list[str]:
     return [" ".join(map(str, row)) for row in rows]
 
 
+@pytest.mark.slow  # trains two models in this process
 @pytest.mark.parametrize("arch", ARCHS)
 def test_trained_model_reverses_held_out_sequences(arch, trained):
     model = trained[arch]
@@ -316,6 +322,7 @@ def test_trained_model_reverses_held_out_sequences(arch, trained):
     assert sacrebleu.corpus_bleu(beam, [references]).score >= 95
 
 
+@pytest.mark.slow  # trains two models in this process
 @pytest.mark.parametrize("arch", ARCHS)
 def test_int8_copy_decodes_as_the_fp32_model(arch, trained):
     """The int8 copy's log-probabilities stay within quantization error of the model's, so beam

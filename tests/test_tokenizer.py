@@ -44,6 +44,7 @@ def test_round_trip_every_multi30k_valid_sentence(
     assert tokenizer.decode(ids) == lines
 
 
+@pytest.mark.slow  # prepares a whole corpus
 def test_special_pieces_and_ids(multi30k_en_de: Path) -> None:
     tokenizer = Tokenizer.load(multi30k_en_de / "spm.model")
     assert tokenizer.vocab_size == 8000
