@@ -61,6 +61,11 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def command_parser(name: str, doc: str) -> ArgumentParser:
+    """The parser of `seq2seq NAME`, described by the first line of the command's docstring."""
+    return ArgumentParser(prog=f"seq2seq {name}", description=doc.splitlines()[0])
+
+
 def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[[str], Number]:
     """An argparse `type`: the option's text as `kind` (int or float), refused unless it is in
     `valid` (e.g. a `seq2seq.config_rules.Range`, whose text says which values are)."""
@@ -130,9 +135,10 @@ def load_model(args: argparse.Namespace, device: str | torch.device) -> Inferenc
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
-    """Add --beam, --length-penalty, --stop-early, the repetition guards (--no-repeat-ngram,
-    --max-piece-repeat), --batch-size, --precision and --device to `parser`. Each overrides one
-    field of the checkpoint's [decode] configuration for this run."""
+    """Add --beam, --length-penalty, --stop-early, --max-len-ratio, the repetition guards
+    (--no-repeat-ngram, --max-piece-repeat), --batch-size, --precision, --device and the source
+    length limit (--max-src-pieces, --truncate) to `parser`. Each overrides one field of the
+    checkpoint's [decode] configuration for this run."""
     parser.add_argument(
         "--beam",
         type=number(int, RULES["decode.beam_size"]),
@@ -149,6 +155,13 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         action="store_true",
         help="beam search: end a sentence when its most probable candidate ends (OpenNMT-py's "
         "rule; faster), not when the beam has ended (fairseq's)",
+    )
+    parser.add_argument(
+        "--max-len-ratio",
+        type=number(float, RULES["decode.max_len_ratio"]),
+        metavar="RATIO",
+        help="the longest output: RATIO x the source length + decode.max_len_const (default: "
+        "the checkpoint's)",
     )
     parser.add_argument(
         "--no-repeat-ngram",
@@ -193,6 +206,8 @@ def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> 
         decode_cfg.beam_size = args.beam
     if args.length_penalty is not None:
         decode_cfg.length_penalty = args.length_penalty
+    if args.max_len_ratio is not None:
+        decode_cfg.max_len_ratio = args.max_len_ratio
     if args.no_repeat_ngram is not None:
         decode_cfg.no_repeat_ngram = args.no_repeat_ngram
     if args.max_piece_repeat is not None:

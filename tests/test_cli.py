@@ -1,12 +1,16 @@
 """Process tuning (seq2seq.fast.process.tune_process): oneDNN's cache and glibc's malloc."""
 
+import importlib
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from seq2seq.cli import apply_decode_options
+from seq2seq.config import DecodeConfig
 from seq2seq.fast.process import is_glibc
 
 # Each round allocates three 20 MiB blocks (the size of a beam step's fp32 log-probabilities),
@@ -85,3 +89,19 @@ def test_every_script_starts_from_a_shell() -> None:
     for path in scripts:
         assert path.read_text(encoding="utf-8").startswith("#!/usr/bin/env python3\n"), path
         assert os.access(path, os.X_OK), path
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "serve"])
+def test_the_decoding_commands_take_the_same_decode_options(command: str) -> None:
+    module = importlib.import_module(f"seq2seq.commands.{command}")
+    options = ["--max-len-ratio", "2.5", "--beam", "3", "--no-repeat-ngram", "4", "--stop-early"]
+    args = module.parse_args(["--model", "transformer-tiny.multi30k.en-de", *options])
+    decode_cfg = DecodeConfig()
+    apply_decode_options(args, decode_cfg)
+    changed = {k: v for k, v in asdict(decode_cfg).items() if getattr(DecodeConfig(), k) != v}
+    assert changed == {
+        "max_len_ratio": 2.5,
+        "beam_size": 3,
+        "no_repeat_ngram": 4,
+        "stop_early": True,
+    }

@@ -8,11 +8,10 @@ train.keep_last. The mean of the last few checkpoints is often a little better t
 them. The result translates and evaluates like any checkpoint (it holds no training state).
 """
 
-import argparse
 from pathlib import Path
 
 from seq2seq.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
-from seq2seq.cli import ArgumentParser, check_output, number
+from seq2seq.cli import check_output, command_parser, number
 from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.errors import UserError
 
@@ -33,11 +32,7 @@ def last_step_checkpoints(run_dir: Path, count: int) -> list[Path]:
 
 
 def main(argv: list[str]) -> None:
-    parser = ArgumentParser(
-        prog="seq2seq average",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("average", __doc__)
     parser.add_argument("--out", required=True, help="the averaged checkpoint to write")
     parser.add_argument(
         "--last", type=number(int, AT_LEAST_1), metavar="N", help="average the last N of RUN_DIR"

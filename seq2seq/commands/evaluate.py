@@ -27,11 +27,11 @@ import sys
 from pathlib import Path
 
 from seq2seq.cli import (
-    ArgumentParser,
     add_decode_options,
     add_model_options,
     apply_decode_options,
     check_output,
+    command_parser,
     load_model,
     number,
 )
@@ -50,11 +50,7 @@ TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = ArgumentParser(
-        prog="seq2seq evaluate",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("evaluate", __doc__)
     add_model_options(parser)
     parser.add_argument(
         "--split", choices=["test", "valid"], help="split of the prepared corpus (default: test)"

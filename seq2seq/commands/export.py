@@ -12,7 +12,7 @@ ignores (models/ holds the shipped models). Add its card with
 
 from pathlib import Path
 
-from seq2seq.cli import ArgumentParser
+from seq2seq.cli import command_parser
 from seq2seq.errors import UserError
 from seq2seq.export import DTYPES, check_export_target, default_export_folder, export_model
 from seq2seq.inference import load_for_inference
@@ -21,7 +21,7 @@ TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
 
 def main(argv: list[str]) -> None:
-    parser = ArgumentParser(prog="seq2seq export", description=__doc__.splitlines()[0])
+    parser = command_parser("export", __doc__)
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by training")
     parser.add_argument(
         "--out", metavar="DIR", help="the model folder to write (default: exported/<run folder>)"

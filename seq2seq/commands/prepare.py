@@ -6,7 +6,7 @@ seq2seq prepare --corpus files --src en --tgt de --data-dir my_corpus/
 """
 
 from seq2seq.clean import MAX_RATIO, MAX_WORDS
-from seq2seq.cli import ArgumentParser
+from seq2seq.cli import command_parser
 from seq2seq.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.download import MIRROR_ENV
 from seq2seq.errors import UserError
@@ -17,7 +17,7 @@ TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
 
 def main(argv: list[str]) -> None:
-    parser = ArgumentParser(prog="seq2seq prepare", description=__doc__.splitlines()[0])
+    parser = command_parser("prepare", __doc__)
     parser.add_argument(
         "--corpus", default="multi30k", help=f"{', '.join(CORPORA)} or {USER_CORPUS}"
     )

@@ -27,7 +27,7 @@ import torch
 import uvicorn
 
 from seq2seq.cli import ArgumentParser, add_decode_options, apply_decode_options, number
-from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, POSITIVE, RULES, Range
+from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, POSITIVE, Range
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.inference import CARD, SHIPPED_MODELS, find_model, load_exported, load_for_inference
@@ -63,11 +63,6 @@ def parse_args(
     add_decode_options(
         parser,
         batch_size_help=f"the most sentences in one batch (default: {DEFAULTS.batch_sentences})",
-    )
-    parser.add_argument(
-        "--max-len-ratio",
-        type=number(float, RULES["decode.max_len_ratio"]),
-        help="default maximum output length per source token",
     )
     parser.add_argument(
         "--threads",
@@ -140,8 +135,6 @@ def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
         decode_cfg = inference.config.decode
         if args.precision is None and device.type == "cpu":
             decode_cfg.precision = "int8"
-        if args.max_len_ratio is not None:
-            decode_cfg.max_len_ratio = args.max_len_ratio
         apply_decode_options(args, decode_cfg)
         models[name] = served_model(name, inference, device, card)
     return models

@@ -4,7 +4,7 @@ Starting the same command again resumes the run from its last.pt exactly.
 Several GPUs or nodes: `torchrun --nproc_per_node=N -m seq2seq train --config FILE`.
 """
 
-from seq2seq.cli import ArgumentParser
+from seq2seq.cli import command_parser
 from seq2seq.config import load_config
 from seq2seq.train import train
 
@@ -12,7 +12,7 @@ TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
 
 def main(argv: list[str]) -> None:
-    parser = ArgumentParser(prog="seq2seq train", description=__doc__.splitlines()[0])
+    parser = command_parser("train", __doc__)
     parser.add_argument("--config", help="TOML configuration file (see configs/)")
     parser.add_argument(
         "overrides", nargs="*", metavar="section.key=value", help="e.g. train.lr=1e-3"

@@ -22,17 +22,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from seq2seq.cli import (
-    ArgumentParser,
     add_decode_options,
     add_model_options,
     apply_decode_options,
     check_output,
+    command_parser,
     load_model,
     number,
     take_terminal,
     terminal_width,
 )
-from seq2seq.config_rules import AT_LEAST_1, RULES
+from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.corpora import domain_of
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
@@ -49,20 +49,11 @@ TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = ArgumentParser(
-        prog="seq2seq translate",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("translate", __doc__)
     add_model_options(parser)
     add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
     parser.add_argument(
         "--nbest", type=number(int, AT_LEAST_1), default=1, help="show the N best translations"
-    )
-    parser.add_argument(
-        "--max-len-ratio",
-        type=number(float, RULES["decode.max_len_ratio"]),
-        help="maximum output length per source token",
     )
     parser.add_argument(
         "--show-attention",
@@ -87,8 +78,6 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, str]:
     device = pick_device(args.device)
     inference = load_model(args, device)
     decode_cfg = inference.config.decode
-    if args.max_len_ratio is not None:
-        decode_cfg.max_len_ratio = args.max_len_ratio
     apply_decode_options(args, decode_cfg)
     beam = decode_cfg.beam_size
     if not 1 <= args.nbest <= beam:
