@@ -158,6 +158,9 @@ def _script(name: str, args: list[str], cwd: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell that starts pytest in the background makes it ignore SIGINT, and the child
+        # would inherit that: give it the default, as in a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -201,9 +204,6 @@ def test_empty_valid_split_is_refused_at_prepare(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["raw"]
 
 
-# Alone this stops in well under 2 s; in the whole suite on a 2-core machine it took 13.7 s
-# twice, for a reason not found yet: kept visible as an expected failure there.
-@pytest.mark.xfail(reason="slow to stop inside the whole suite on 2 cores; see above", strict=False)
 def test_ctrl_c_while_sentencepiece_trains_stops_at_once(shared_data: Path, tmp_path: Path) -> None:
     args = ["--corpus", "tatoeba", "--src", "en", "--tgt", "fr", "--mirror", str(shared_data)]
     process = _script("prepare", [*args, "--out", "data/out"], tmp_path)
