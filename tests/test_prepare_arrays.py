@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from commands import SEQ2SEQ
+from commands import SEQ2SEQ, default_sigint
 
 from seq2seq.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
 from seq2seq.corpora import UserFiles
@@ -158,9 +158,7 @@ def _script(name: str, args: list[str], cwd: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # A shell that starts pytest in the background makes it ignore SIGINT, and the child
-        # would inherit that: give it the default, as in a terminal.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,
     )
 
 

@@ -6,14 +6,13 @@ import gzip
 import json
 import os
 import re
-import signal
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
 import pexpect
 import pytest
-from commands import SEQ2SEQ
+from commands import SEQ2SEQ, default_sigint
 
 from seq2seq.corpora import domain_of
 from seq2seq.inference import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
@@ -151,7 +150,7 @@ def test_make_translate_quits_cleanly_after_a_cancelled_line(tmp_path: Path) -> 
         env=env,
         encoding="utf-8",
         timeout=120,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+        preexec_fn=default_sigint,
     )
     child.expect_exact(f"{MODELS[0].name} is trained on {domain_of('multi30k')}")
     child.expect_exact("> ")

@@ -5,7 +5,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,7 +14,7 @@ import pexpect
 import pytest
 import sacrebleu
 import torch
-from commands import SEQ2SEQ
+from commands import SEQ2SEQ, default_sigint
 from results_table import sections
 
 from seq2seq.checkpoint import (
@@ -316,9 +315,7 @@ def test_translate_interactive_in_a_terminal(run, tmp_path):
         env=env,
         encoding="utf-8",
         timeout=60,
-        # A shell that starts pytest in the background makes it ignore SIGINT, and the child
-        # would inherit that: give it the default, as in a terminal.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,
     )
     child.expect_exact(f"{run / 'best.pt'} is trained on your own parallel text;")
     child.expect_exact("Ctrl-D quits")
