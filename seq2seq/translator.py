@@ -148,7 +148,8 @@ class Translator:
         results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
         order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
         was_training = self.model.training
-        self.model.eval()
+        if was_training:  # train() visits every module: not once per call when already off
+            self.model.eval()
         try:
             for batch in self._batches(order, sources, beam_size):
                 batch_sources = [sources[i] for i in batch]
@@ -162,7 +163,8 @@ class Translator:
                 if on_batch:
                     on_batch(len(batch))
         finally:
-            self.model.train(was_training)
+            if was_training:
+                self.model.train()
         return results
 
     def check_beam_size(self, beam_size: int) -> None:
