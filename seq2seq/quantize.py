@@ -23,11 +23,12 @@ import torch
 from torch import nn
 
 from seq2seq.errors import UserError
+from seq2seq.fast import speed_up
 
 
 def quantized_copy(model: nn.Module) -> nn.Module:
     """A copy of the CPU model `model` for decoding, with int8 linear layers and GRUs; `model`
-    is untouched."""
+    is untouched. The copy of a fast model (seq2seq.fast) is fast too."""
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError:
@@ -38,8 +39,9 @@ def quantized_copy(model: nn.Module) -> nn.Module:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
         warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per")
-        return quantize_dynamic(
+        quantized = quantize_dynamic(
             copy.deepcopy(model),
             {nn.Linear: per_channel_dynamic_qconfig, nn.GRU: per_channel_dynamic_qconfig},
             dtype=torch.qint8,
         )
+    return speed_up(quantized) if getattr(model, "fast", False) else quantized

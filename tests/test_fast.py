@@ -1,6 +1,7 @@
 """The speed work (seq2seq.fast), each piece against the plain version it replaces: the packed
 dropout mask (its distribution, scale, gradient and seeding), the hand-written loss, the chunked
-top-k, beam-grouped and fused attention, and a whole fast model against its plain twin."""
+top-k, beam-grouped, fused and inference attention, the int8 linear layer, and a whole fast
+model (and its int8 copy) against its plain twin."""
 
 import pytest
 import torch
@@ -13,8 +14,10 @@ from seq2seq.fast import speed_up
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.dropout import packed_dropout as dropout
+from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
 from seq2seq.fast.topk import best_candidates
 from seq2seq.loss import label_smoothed_cross_entropy
+from seq2seq.quantize import quantized_copy
 from seq2seq.search import beam_search, max_output_lengths
 from seq2seq.specials import EOS_ID, PAD_ID
 
@@ -167,19 +170,57 @@ def test_fused_kernel_rows_without_keys_are_zero_and_finite(fused_on_cpu: None) 
     assert torch.isfinite(queries.grad).all()
 
 
-def test_beams_grouped_over_one_source_equal_the_plain_attention_over_copies() -> None:
+@pytest.mark.parametrize("masking", ["none", "padding", "causal", "padding+causal"])
+def test_inference_attention_equals_the_plain_attention(masking: str) -> None:
+    """Without gradients (decoding), the fast module runs `inference_attention`: the same values
+    as the plain module, bit for bit, also for the rows with no key to attend (zeros)."""
+    plain, _ = paired_modules()
+    x = torch.randn(3, 6, EMBED)
+    mask = padding_mask(torch.tensor([6, 4, 0]), 6) if "padding" in masking else None
+    if "causal" in masking:
+        mask = causal_mask(6) if mask is None else mask & causal_mask(6)
+    with torch.no_grad():
+        expected, _ = plain(x, x, mask)
+        got, weights = fast_twin(plain)(x, x, mask)
+    assert weights is None
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    if "padding" in masking:  # row 2 attends to nothing: its output is W_o's bias alone
+        torch.testing.assert_close(got[2], plain.out_proj.bias.expand(6, EMBED), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_beams_grouped_over_one_source_equal_the_plain_attention_over_copies(
+    need_weights: bool,
+) -> None:
     plain, _ = paired_modules()
     beams, memory = 3, torch.randn(2, 5, EMBED)
     lens = torch.tensor([5, 2])
     queries = torch.randn(2 * beams, 1, EMBED)
-    k, v = plain.project_kv(memory)
     rows = torch.arange(2).repeat_interleave(beams)
-    q = plain.project_q(queries)
-    expected, expected_weights = plain.attend(q, k[rows], v[rows], lens[rows], need_weights=True)
-    grouped, weights = fast_twin(plain).attend(q, k, v, lens, need_weights=True)
+    with torch.no_grad():  # need_weights=False: `inference_attention`
+        k, v = plain.project_kv(memory)
+        q = plain.project_q(queries)
+        expected, expected_weights = plain.attend(q, k[rows], v[rows], lens[rows], True)
+        grouped, weights = fast_twin(plain).attend(q, k, v, lens, need_weights)
     torch.testing.assert_close(grouped, expected, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(weights, expected_weights, rtol=1e-6, atol=1e-6)
-    assert weights.shape == (2 * beams, HEADS, 1, 5)
+    if need_weights:
+        torch.testing.assert_close(weights, expected_weights, rtol=1e-6, atol=1e-6)
+        assert weights.shape == (2 * beams, HEADS, 1, 5)
+    else:
+        assert weights is None
+
+
+def test_int8_linear_equals_pytorchs_dynamic_int8_linear() -> None:
+    """The same kernel with the same weights and arguments: equal bit for bit."""
+    linear = torch.nn.Sequential(torch.nn.Linear(16, 24))
+    quantized = quantized_copy(linear)[0]
+    assert type(quantized) is DynamicQuantizedLinear
+    fast = quantized_copy(speed_up(linear))[0]
+    assert type(fast) is Int8Linear
+    for shape in [(7, 16), (3, 5, 16)]:
+        x = torch.randn(shape)
+        assert torch.equal(fast(x), quantized(x))
+        assert fast(x).dtype == x.dtype
 
 
 # A whole model -----------------------------------------------------------------------------
@@ -205,6 +246,23 @@ def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
         for fast_h, plain_h in zip(fast_nbest, plain_nbest, strict=True):
             assert fast_h.score == pytest.approx(plain_h.score, abs=1e-5)
             torch.testing.assert_close(fast_h.attention, plain_h.attention)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_int8_copy_of_a_fast_model_decodes_as_the_plain_int8_copy(arch: str) -> None:
+    plain, fast = new_model(arch, fast=False), new_model(arch)
+    fast.load_state_dict(plain.state_dict())
+    plain_int8, fast_int8 = quantized_copy(plain), quantized_copy(fast)
+    assert fast_int8.fast and not plain_int8.fast
+    linears = [type(m) for m in fast_int8.modules() if isinstance(m, DynamicQuantizedLinear)]
+    assert linears and set(linears) == {Int8Linear}
+    assert not any(type(m) is Int8Linear for m in plain_int8.modules())
+    src, src_lens, _ = held_out(12)
+    max_lens = max_output_lengths(src_lens, 1.5, 2)
+    outputs = [beam_search(m, src, src_lens, 4, max_lens) for m in (plain_int8, fast_int8)]
+    for plain_nbest, fast_nbest in zip(*outputs, strict=True):
+        assert fast_nbest[0].tokens == plain_nbest[0].tokens
+        assert fast_nbest[0].score == pytest.approx(plain_nbest[0].score, abs=1e-5)
 
 
 def test_speed_up_swaps_dropout_and_attention_only(tiny_model) -> None:

@@ -17,12 +17,15 @@ faster where it pays; docs/benchmarks.md has the measured figures.
     topk.best_candidates             the beam's best continuations without forming the
                                      (sentences, K * V) sum.
                                      Plain: `seq2seq.search.best_candidates`.
+    int8.Int8Linear                  the int8 linear layer of seq2seq/quantize.py calling its
+                                     kernel directly. Plain: `torch.ao.nn.quantized.dynamic.Linear`.
     process.tune_process             glibc malloc and oneDNN settings for a training or decoding
                                      process (the command line calls it; the library never does).
 
 One switch turns the model-level pieces on: `speed_up(model)`, which `seq2seq.models.build_model`
-calls. It swaps the class of the modules that have a fast twin (a twin adds no parameter or
-buffer, so every weight stays where it is) and sets `model.fast`, which tells the loss and the
+calls (and `seq2seq.quantize.quantized_copy` again, on the int8 copy of a fast model). It swaps
+the class of the modules that have a fast twin (a twin adds no parameter or buffer, so every
+weight stays where it is) and sets `model.fast`, which tells the loss and the
 search to use their fast versions and beam search to keep the encoder state once per sentence.
 """
 
@@ -31,10 +34,12 @@ from torch import nn
 from seq2seq.attention import MultiHeadAttention
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
+from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
 
 FAST_TWINS: dict[type[nn.Module], type[nn.Module]] = {
     nn.Dropout: PackedDropout,
     MultiHeadAttention: BeamGroupedAttention,
+    DynamicQuantizedLinear: Int8Linear,
 }
 
 

@@ -10,8 +10,14 @@ same result with two changes that pay in decoding and training:
   per beam, one larger matrix product instead of K small ones.
 - PyTorch's fused kernel (`F.scaled_dot_product_attention`) runs where it is faster, on CUDA
   (no (Q, K) weight matrix in memory); on a CPU the explicit operations are faster for these
-  models (docs/benchmarks.md), so they stay.
+  models (docs/benchmarks.md), so they stay. When no gradient is needed (decoding), they run as
+  `inference_attention`: the same operations on three-dimensional views, masked and scaled in
+  place, with the heads merged in the same reshape that ungroups the beams. Decoding one
+  sentence is a few hundred small operations per step, each costing more to call than to
+  compute, so one fewer copy or call per attention shows.
 """
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +46,31 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
     return out.masked_fill(~has_key, 0.0)
 
 
+def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """softmax(q k^T / sqrt(d)) v as `DotProductAttention` computes it, for G query rows per
+    key row, with the heads merged; no gradient, no dropout, no weights returned.
+
+    q (B * G, H, Q, d); k, v (B, H, K, d); mask None or boolean, broadcastable to
+    (B, H, G * Q, K) (with G > 1 a padding mask (B, 1, 1, K)). Returns (B * G, Q, H * d).
+    """
+    batch, heads, keys, head_dim = k.shape
+    groups, queries = q.shape[0] // batch, q.shape[2]
+    rows = groups * queries  # the query rows that read one sentence's keys, per head
+    q = q.unflatten(0, (batch, groups)).transpose(1, 2).reshape(batch * heads, rows, head_dim)
+    # k^T laid out as `torch.matmul` lays it out for the plain code: the same sums, bit for bit
+    scores = torch.bmm(q, k.transpose(2, 3).reshape(batch * heads, head_dim, keys))
+    scores = scores.view(batch, heads, rows, keys).div_(math.sqrt(head_dim))
+    if mask is not None:
+        blocked = ~mask
+        scores.masked_fill_(blocked, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:  # a row with no key to attend is zeros, as in `masked_softmax`
+        weights.masked_fill_(blocked, 0.0)
+    context = torch.bmm(weights.view(batch * heads, rows, keys), v.reshape(-1, keys, head_dim))
+    context = context.view(batch, heads, groups, queries, head_dim).permute(0, 2, 3, 1, 4)
+    return context.reshape(batch * groups, queries, heads * head_dim)
+
+
 class BeamGroupedAttention(MultiHeadAttention):
     """`MultiHeadAttention` whose queries may come in groups of G rows per key row (G beams of a
     sentence over its one copy of the source), on the fused kernel where it pays."""
@@ -52,10 +83,14 @@ class BeamGroupedAttention(MultiHeadAttention):
         q: (B * G, H, Q, d); k, v: (B, H, K, d); with G > 1 the mask must be the same for every
         query (a padding mask). Returns output (B * G, Q, D) and weights (B * G, H, Q, K) or
         None. The weights come from the explicit operations; without them the fused kernel
-        runs where it is faster (`fused_kernel_pays`), with the same result.
+        runs where it is faster (`fused_kernel_pays`), with the same result, and elsewhere
+        `inference_attention` when no gradient is needed.
         """
         if mask is not None and mask.dtype != torch.bool:
             mask = padding_mask(mask, k.shape[-2])
+        decoding = not (need_weights or self.training or torch.is_grad_enabled())
+        if decoding and not fused_kernel_pays(q.device):
+            return self.out_proj(inference_attention(q, k, v, mask)), None
         groups = q.shape[0] // k.shape[0]
         if groups > 1:  # (B * G, H, Q, d) -> (B, H, G * Q, d)
             q = q.unflatten(0, (-1, groups)).transpose(1, 2).flatten(2, 3)
