@@ -4,14 +4,16 @@
     git worktree add ../before main       # the version to compare against, in its own folder
     benchmarks/compare_decode.py ../before . --precision int8
     benchmarks/compare_decode.py ../before . --precision fp32 --one-by-one 100 --batches 10
+    benchmarks/compare_decode.py . . --precision fp32 int8    # one tree, two precisions
 
 A shared or virtual machine drifts by 10-20% in speed over minutes, more than most speed changes
 are worth, so two runs one after the other cannot tell two versions apart. Here one process per
 tree (each importing seq2seq from its own tree) loads the same model with the same decoding
-settings, and the two take turns on the same requests, the first to go alternating: first each
-of the first --one-by-one lines alone (each timed --repeats times, the fastest kept, which
-leaves out the pauses the machine takes), then --batches times the first --batch-size lines in
-one call. Both run on --threads threads, one after the other, never at once.
+settings (or each its own of two --precision values), and the two take turns on the same
+requests, the first to go alternating: first each of the first --one-by-one lines alone (each
+timed --repeats times, the fastest kept, which leaves out the pauses the machine takes), then
+--batches times the first --batch-size lines in one call. Both run on --threads threads, one
+after the other, never at once.
 
 Prints, per tree, the mean and median milliseconds per sentence one at a time and the median and
 best sentences/s of the batches; the ratio of the second tree's total time to the first's; and
@@ -65,9 +67,9 @@ def serve_requests(model: str, sources: str, precision: str, beam: int, threads:
         print(json.dumps({"seconds": fastest, "texts": texts}), flush=True)
 
 
-def start_tree(tree: Path, args: argparse.Namespace) -> subprocess.Popen:
+def start_tree(tree: Path, precision: str, args: argparse.Namespace) -> subprocess.Popen:
     """A process that imports seq2seq from `tree` and serves requests (`serve_requests`)."""
-    settings = [args.model, args.sources, args.precision, str(args.beam), str(args.threads)]
+    settings = [args.model, args.sources, precision, str(args.beam), str(args.threads)]
     command = [sys.executable, __file__, "--serve-requests", *settings]
     env = dict(os.environ, PYTHONPATH=str(tree.resolve()))
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -84,7 +86,8 @@ def ask(process: subprocess.Popen, start: int, end: int, repeats: int) -> dict:
 
 def compare(args: argparse.Namespace) -> None:
     trees = [args.first, args.second]
-    processes = [start_tree(tree, args) for tree in trees]
+    precisions = args.precision * (3 - len(args.precision))  # one for each tree
+    processes = [start_tree(tree, p, args) for tree, p in zip(trees, precisions, strict=True)]
     alone: list[list[float]] = [[], []]
     batched: list[list[float]] = [[], []]
     texts: list[list[str]] = [[], []]
@@ -98,9 +101,9 @@ def compare(args: argparse.Namespace) -> None:
     for process in processes:
         process.stdin.close()
         process.wait()
-    print(f"{args.precision}, beam {args.beam}, {args.threads} threads, {args.model}")
+    print(f"beam {args.beam}, {args.threads} threads, {args.model}")
     for side, tree in enumerate(trees):
-        report = f"{tree!s:>20}:"
+        report = f"{tree!s:>20} {precisions[side]}:"
         if alone[side]:
             report += f" one at a time {1000 * statistics.mean(alone[side]):.1f} ms mean,"
             report += f" {1000 * statistics.median(alone[side]):.1f} median;"
@@ -125,7 +128,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=MODEL, help=f"a shipped model or folder ({MODEL})")
     parser.add_argument("--sources", default=SOURCES, help=f"one a line (default: {SOURCES})")
     parser.add_argument(
-        "--precision", choices=DECODE_PRECISIONS, default="int8", help="(default: int8)"
+        "--precision",
+        nargs="+",
+        choices=DECODE_PRECISIONS,
+        default=["int8"],
+        help="decode.precision of both trees, or of the first and of the second (default: int8)",
     )
     parser.add_argument("--beam", type=count, default=5, help="beam size (default: 5)")
     parser.add_argument("--threads", type=count, default=2, help="torch threads (default: 2)")
@@ -147,7 +154,10 @@ def main() -> None:
         model, sources, precision, beam, threads = sys.argv[2:]
         serve_requests(model, sources, precision, int(beam), int(threads))
         return
-    args = make_parser().parse_args()
+    parser = make_parser()
+    args = parser.parse_args()
+    if len(args.precision) > 2:
+        parser.error("--precision: one value for both trees, or two")
     for tree in (args.first, args.second):
         if not (tree / "seq2seq" / "__init__.py").is_file():
             raise UserError(f"{tree}: not a source tree of seq2seq (no seq2seq/__init__.py)")
