@@ -80,7 +80,7 @@ def evaluate(
         seconds=seconds,
         sentences_per_second=len(src_lines) / max(seconds, 1e-9),
         device=str(translator.device),
-        precision=translator.precision,
+        precision=translator.precision_for(len(src_lines)),
         beam_size=beam_size,
         hypotheses=hypotheses,
         hypothesis_ids=[translation.tokens for translation in best],

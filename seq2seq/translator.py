@@ -77,7 +77,8 @@ class Translator:
     `dtype` (bf16 where decode_cfg.precision is "auto" and the device computes in it quickly;
     None: fp32), while the beam's log-probabilities and scores stay in fp32. With "int8" (CPU
     only) a copy of the model with int8 linear layers decodes, in fp32 otherwise
-    (seq2seq/quantize.py).
+    (seq2seq/quantize.py). "auto" also decodes a single line on a CPU with that int8 copy (see
+    `precision_for`).
     """
 
     def __init__(
@@ -97,6 +98,8 @@ class Translator:
         self.model = quantized_copy(model) if int8 else model
         # What the model computes in: "int8", "bf16", "fp16" or "fp32".
         self.precision = "int8" if int8 else precision_name(self.dtype)
+        # "auto" on a CPU: the int8 copy for single lines, and the weights' version it copied
+        self.one_line_model: tuple[int, Seq2SeqModel] | None = None
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
@@ -119,6 +122,27 @@ class Translator:
         translator = copy.copy(self)
         translator.decode_cfg = decode_cfg
         return translator
+
+    def precision_for(self, lines: int) -> str:
+        """What a `translate` call of `lines` lines computes in: `precision`, except that with
+        decode.precision "auto" on a CPU a single line decodes in int8. One sentence at a time,
+        a beam step costs per operation more than per number computed, and int8 was the fastest
+        on every CPU measured: 1.2x fp32 on an AVX2 CPU, 1.9x bf16 on one with AMX
+        (docs/benchmarks.md). Larger calls (files, `seq2seq evaluate`, validation) keep
+        `precision`, whose outputs the model's card reports."""
+        auto_on_cpu = self.decode_cfg.precision == "auto" and self.device.type == "cpu"
+        return "int8" if auto_on_cpu and lines == 1 else self.precision
+
+    def _model_for(self, lines: int) -> tuple[Seq2SeqModel, torch.dtype | None]:
+        """The model that decodes a call of `lines` lines (`precision_for`) and its autocast
+        dtype. The int8 copy for single lines is made at the first such call, and again once
+        the model's weights have changed (trained, loaded) since."""
+        if self.precision_for(lines) == self.precision:
+            return self.model, self.dtype
+        version = weights_version(self.model)
+        if self.one_line_model is None or self.one_line_model[0] != version:
+            self.one_line_model = (version, quantized_copy(self.model))
+        return self.one_line_model[1], None
 
     def translate(
         self,
@@ -147,14 +171,17 @@ class Translator:
         cut = self._bound_lengths(sources, beam_size)
         results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
         order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
-        was_training = self.model.training
+        model, dtype = self._model_for(len(lines))
+        was_training = model.training
         if was_training:  # train() visits every module: not once per call when already off
-            self.model.eval()
+            model.eval()
         try:
             for batch in self._batches(order, sources, beam_size):
                 batch_sources = [sources[i] for i in batch]
-                with torch.autocast(self.device.type, self.dtype, enabled=self.dtype is not None):
-                    hypotheses = self._search(batch_sources, beam_size, nbest, need_attention)
+                with torch.autocast(self.device.type, dtype, enabled=dtype is not None):
+                    hypotheses = self._search(
+                        model, batch_sources, beam_size, nbest, need_attention
+                    )
                 translations = self._translations(batch_sources, hypotheses)
                 for i, nbest_list in zip(batch, translations, strict=True):
                     for translation in nbest_list:
@@ -164,7 +191,7 @@ class Translator:
                     on_batch(len(batch))
         finally:
             if was_training:
-                self.model.train()
+                model.train()
         return results
 
     def check_beam_size(self, beam_size: int) -> None:
@@ -218,9 +245,14 @@ class Translator:
             yield batch
 
     def _search(
-        self, sources: list[list[int]], beam_size: int, nbest: int, need_attention: bool
+        self,
+        model: Seq2SeqModel,
+        sources: list[list[int]],
+        beam_size: int,
+        nbest: int,
+        need_attention: bool,
     ) -> list[list[Hypothesis]]:
-        """Decode one batch of tokenized sources (EOS not yet appended)."""
+        """Decode one batch of tokenized sources (EOS not yet appended) with `model`."""
         cfg = self.decode_cfg
         src_lens = torch.tensor([len(ids) + 1 for ids in sources])
         src = torch.full((len(sources), int(src_lens.max())), PAD_ID, dtype=torch.long)
@@ -230,7 +262,7 @@ class Translator:
         max_lens = max_output_lengths(src_lens, cfg.max_len_ratio, cfg.max_len_const)
         if beam_size == 1:
             hypotheses = greedy_search(
-                self.model,
+                model,
                 src,
                 src_lens,
                 max_lens,
@@ -241,7 +273,7 @@ class Translator:
             )
             return [[hypothesis] for hypothesis in hypotheses]
         return beam_search(
-            self.model,
+            model,
             src,
             src_lens,
             beam_size,
@@ -280,6 +312,13 @@ class Translator:
                 ]
             )
         return translations
+
+
+def weights_version(model: torch.nn.Module) -> int:
+    """A number that grows whenever a weight of `model` is changed in place: the sum of the
+    parameters' version counters, which every in-place write (an optimizer step, a
+    `load_state_dict`) increments."""
+    return sum(parameter._version for parameter in model.parameters())
 
 
 def _pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:

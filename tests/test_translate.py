@@ -183,10 +183,39 @@ def test_int8_decodes_with_a_quantized_copy_on_a_cpu_only(translator, run):
         Translator(translator.model, *tokenizers, decode_cfg, "cuda")
 
 
+def test_auto_decodes_a_single_line_in_int8_on_a_cpu(translator):
+    """decode.precision "auto" on a CPU: one line decodes with an int8 copy of the model (made
+    at the first such call, reused, made again once the weights change); two lines decode with
+    the model itself, in `precision`; an explicit precision is kept for one line too."""
+    assert translator.decode_cfg.precision == "auto"
+    tokenizers = translator.src_tokenizer, translator.tgt_tokenizer
+    decode_cfg = translator.decode_cfg
+    int8 = Translator(translator.model, *tokenizers, replace(decode_cfg, precision="int8"), "cpu")
+    pinned = replace(decode_cfg, precision=translator.precision)  # "auto" chose it for more lines
+    same = Translator(translator.model, *tokenizers, pinned, "cpu")
+    assert (translator.precision_for(1), translator.precision_for(2)) == ("int8", same.precision)
+    assert (same.precision_for(1), int8.precision_for(2)) == (same.precision, "int8")
+    line, other = "The dog sees a cat.", "A cat."
+    translator.one_line_model = None
+    (alone,) = translator.translate([line], beam_size=3)
+    assert alone[0].tokens == int8.translate([line], beam_size=3)[0][0].tokens
+    version, copy = translator.one_line_model
+    assert copy is not translator.model and type(copy.output) is not torch.nn.Linear
+    translator.translate([other], beam_size=3)
+    assert translator.one_line_model[1] is copy
+    two = translator.translate([line, other], beam_size=3)
+    assert [n[0].tokens for n in two] == [n[0].tokens for n in same.translate([line, other], 3)]
+    with torch.no_grad():
+        translator.model.output.weight.mul_(1.0)  # an in-place write, as an optimizer step
+    translator.translate([line], beam_size=3)
+    assert translator.one_line_model[0] > version and translator.one_line_model[1] is not copy
+    assert evaluate(translator, [line], ["Der Hund sieht eine Katze."]).precision == "int8"
+
+
 def test_translate_restores_training_mode_and_checks_nbest(translator):
     translator.model.train()
     try:
-        translator.translate(["A dog."])
+        translator.translate(["A dog.", "A cat."])  # two lines: the model itself decodes
         assert translator.model.training
     finally:
         translator.model.eval()
