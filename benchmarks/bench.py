@@ -419,7 +419,7 @@ def bench_decoding(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
     return {
         "weights": "checkpoint" if checkpoint else "random",
         "checkpoint": checkpoint,
-        "precision": translator.precision,
+        "precision": translator.precision_for(len(sources)),
         "sentences": len(sources),
         "batch_size": translator.decode_cfg.batch_size,
         "beams": beams,
