@@ -127,9 +127,8 @@ class Translator:
         """What a `translate` call of `lines` lines computes in: `precision`, except that with
         decode.precision "auto" on a CPU a single line decodes in int8. One sentence at a time,
         a beam step costs per operation more than per number computed, and int8 was the fastest
-        on every CPU measured: 1.2x fp32 on an AVX2 CPU, 1.9x bf16 on one with AMX
-        (docs/benchmarks.md). Larger calls (files, `seq2seq evaluate`, validation) keep
-        `precision`, whose outputs the model's card reports."""
+        precision on every CPU measured (docs/translate.md). Larger calls (files, `seq2seq
+        evaluate`, validation) keep `precision`, whose outputs the model's card reports."""
         auto_on_cpu = self.decode_cfg.precision == "auto" and self.device.type == "cpu"
         return "int8" if auto_on_cpu and lines == 1 else self.precision
 

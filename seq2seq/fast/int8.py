@@ -4,8 +4,8 @@
 linear module (`torch.ao.nn.quantized.dynamic.Linear`) calls its kernel through the operator
 packet `torch.ops.quantized.linear_dynamic`. On each call that packet checks every argument, in
 Python, for the stand-ins of script objects that tracing uses; with the module's own attribute
-lookups this costs about half as much as the kernel itself for the small products of decoding
-one sentence (docs/benchmarks.md). `Int8Linear` calls the kernel's C++ entry (`_op`, which the
+lookups this is a large part of each call for the small products of decoding one sentence
+(docs/benchmarks.md). `Int8Linear` calls the kernel's C++ entry (`_op`, which the
 packet calls after its check) with the same weights and the same arguments: the results are
 bitwise the same. A model being traced is never an int8 copy, so the check has nothing to find.
 """
