@@ -27,9 +27,9 @@ chromium:
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 	@test -x $(CHROMIUM) || echo "note: $(CHROMIUM) is missing; the browser tests need it (as root: apt-get install chromium)"
 
-# The whole suite (as CI runs it), then its 15 slowest tests.
+# The whole suite (as CI runs it), on two worker processes, then its 15 slowest tests.
 test: $(STAMP) chromium
-	$(PY) -m pytest --durations=15
+	$(PY) -m pytest -n 2 --dist worksteal --durations=15
 
 # The unit tests: no training, decoding or serving in other processes.
 test-fast: $(STAMP)
