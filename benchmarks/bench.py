@@ -15,7 +15,7 @@ Throughput (`run_throughput`), for each model on a prepared corpus:
 
     training   target tokens/s and source+target tokens/s over `steps` updates that follow
                `warmup_steps` untimed ones: token-budget batches of the training split and the
-               update of seq2seq.train (label-smoothed cross-entropy from `token_losses`,
+               update of seq2seq.training.loop (label-smoothed cross-entropy from `token_losses`,
                gradient clipping, AdamW), in the training precision (`autocast_dtype`)
     decoding   sentences/s and output tokens/s of greedy and beam search on the test split
                through `Translator`, the code of seq2seq evaluate, in decode.precision and
@@ -67,22 +67,22 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 from results_table import growth_section, throughput_section
 
-from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
-from seq2seq.cli import ArgumentParser, number, run_cli
+from seq2seq.commands.cli import ArgumentParser, number, run_cli
 from seq2seq.config import MODEL_PRESETS, TrainConfig, load_config
 from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, DECODE_PRECISIONS, PRECISIONS, RULES
+from seq2seq.data.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.decoding.loading import Inference, load_for_inference
+from seq2seq.decoding.model_result import git_state
+from seq2seq.decoding.scores import corpus_scores
+from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.fast.process import tune_process
-from seq2seq.inference import Inference, load_for_inference
-from seq2seq.loss import token_losses
-from seq2seq.metrics import corpus_scores
-from seq2seq.model_result import git_state
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.prepared import PreparedData
-from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.translator import Translation, Translator
+from seq2seq.training.loss import token_losses
 
 MIB = 2**20
 THROUGHPUT_MODELS = ["gru", "transformer-tiny", "transformer-small"]
@@ -252,8 +252,8 @@ def load_model(
 def make_training_step(
     model: Seq2SeqModel, device: torch.device, dtype: torch.dtype | None
 ) -> Callable[[Batch], None]:
-    """One update of `model` per call, as seq2seq.train makes it (one batch, no accumulation):
-    label-smoothed loss per target token, backward, gradient clipping, AdamW."""
+    """One update of `model` per call, as seq2seq.training.loop makes it (one batch, no
+    accumulation): label-smoothed loss per target token, backward, gradient clipping, AdamW."""
     cfg = TrainConfig()
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=cfg.lr, betas=cfg.optimizer_betas, weight_decay=cfg.weight_decay
@@ -282,7 +282,7 @@ def endless_batches(dataset: ParallelDataset, max_tokens: int, seed: int) -> Ite
         yield from loader
 
 
-@torch.no_grad()  # as the searches (seq2seq.search): autocast keeps its bf16 weights
+@torch.no_grad()  # as the searches (seq2seq.decoding.search): autocast keeps its bf16 weights
 def decode_cached(
     model: Seq2SeqModel, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
 ) -> torch.Tensor:

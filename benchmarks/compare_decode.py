@@ -30,7 +30,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from seq2seq.cli import ArgumentParser, number, run_cli
+from seq2seq.commands.cli import ArgumentParser, number, run_cli
 from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, DECODE_PRECISIONS
 from seq2seq.errors import UserError
 
@@ -44,8 +44,8 @@ def serve_requests(model: str, sources: str, precision: str, beam: int, threads:
     with {"seconds": fastest of the repeats, "texts": [...]} of translating lines[start:end]."""
     import torch
 
-    from seq2seq.inference import load_model
-    from seq2seq.translator import Translator
+    from seq2seq.decoding.loading import load_model
+    from seq2seq.decoding.translator import Translator
 
     torch.set_num_threads(threads)
     inference = load_model(model)

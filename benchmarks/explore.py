@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-from seq2seq.inference import SHIPPED_MODELS
+from seq2seq.decoding.loading import SHIPPED_MODELS
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from typing import Any
 from bench import bench_path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from seq2seq.cli import ArgumentParser, number, run_cli
+from seq2seq.commands.cli import ArgumentParser, number, run_cli
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.errors import UserError
 

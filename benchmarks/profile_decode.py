@@ -54,14 +54,14 @@ from bench import MIB, bench_path, environment, max_rss_mib
 from results_table import PROFILE_KIND, profile_configuration_table, profile_section
 from torch.profiler import ProfilerActivity, profile
 
-from seq2seq.cli import ArgumentParser, number, run_cli
+from seq2seq.commands.cli import ArgumentParser, number, run_cli
 from seq2seq.config_rules import AT_LEAST_1
+from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.translator import Translator
 from seq2seq.device import cpu_has_bf16_instructions, cpu_has_fast_bf16
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines
-from seq2seq.inference import load_model
 from seq2seq.models.base import StepOutput
-from seq2seq.translator import Translator
 
 MODEL = "transformer-tiny.multi30k.en-de"
 SOURCES = "data/multi30k.en-de/test.en"
@@ -74,7 +74,8 @@ TOP_OPERATORS = 25  # kept in the record, to check the grouping against
 # Where each operator's self time goes, by the names torch.profiler gives (torch 2.13 on a CPU:
 # `aten::linear` and `aten::matmul` are composite, their work is in `aten::addmm`, `aten::mm`,
 # `aten::bmm`; int8 products are `quantized::linear_dynamic`). `aten::masked_fill` and
-# `aten::bitwise_not` mask attention scores (seq2seq/attention.py); `aten::amax` takes the chunk
+# `aten::bitwise_not` mask attention scores (seq2seq/models/attention.py); `aten::amax` takes the
+# chunk
 # maxima of the search's top-k (seq2seq/fast/topk.py); `aten::cat` appends to the keys/values
 # cache and the beams' tokens; `aten::copy_` and `aten::_to_copy` are the copies of reshapes and
 # autocast's casts. Views and allocations compute nothing: what they cost is torch's work per

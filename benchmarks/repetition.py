@@ -18,10 +18,10 @@ import shlex
 import sys
 from dataclasses import dataclass
 
-from seq2seq.cli import ArgumentParser, load_model, run_cli
-from seq2seq.evaluation import evaluate
-from seq2seq.prepared import PreparedData
-from seq2seq.translator import Translator
+from seq2seq.commands.cli import ArgumentParser, load_model, run_cli
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.evaluation import evaluate
+from seq2seq.decoding.translator import Translator
 
 
 @dataclass(frozen=True)

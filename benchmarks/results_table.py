@@ -9,7 +9,7 @@ Sections, each written between its markers `<!-- NAME:start -->` and `<!-- NAME:
 
     results   the trained models: per family and direction the shipped model
               (seq2seq/shipped_models/*/card.json) or else the best of results/models/*.json
-              (seq2seq/model_result.py)
+              (seq2seq/decoding/model_result.py)
     bench     the latest record of each kind in results/bench/*.json: "throughput" and
               "growth" (benchmarks/bench.py), and side by side with fairseq and OpenNMT-py,
               training speed ("peers", benchmarks/peers/measure.sh) and decoding speed at
@@ -28,10 +28,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from seq2seq.cli import ArgumentParser, run_cli
+from seq2seq.commands.cli import ArgumentParser, run_cli
+from seq2seq.decoding.loading import SHIPPED_MODELS
+from seq2seq.decoding.model_result import ModelResult
 from seq2seq.errors import UserError
-from seq2seq.inference import SHIPPED_MODELS
-from seq2seq.model_result import ModelResult
 
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
 BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown

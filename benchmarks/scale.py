@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import seq2seq.commands
-from seq2seq.cli import ArgumentParser, run_cli
-from seq2seq.model_result import git_state
+from seq2seq.commands.cli import ArgumentParser, run_cli
+from seq2seq.decoding.model_result import git_state
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "transformer.multi30k.en-de.toml"

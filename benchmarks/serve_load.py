@@ -35,9 +35,9 @@ from bench import bench_path, environment
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from seq2seq.cli import run_cli
-from seq2seq.inference import find_model, load_exported
-from seq2seq.translator import Translator
+from seq2seq.commands.cli import run_cli
+from seq2seq.decoding.loading import find_model, load_exported
+from seq2seq.decoding.translator import Translator
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,9 +36,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from seq2seq.attention import masked_softmax
-from seq2seq.cli import ArgumentParser, run_cli
+from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
+from seq2seq.models.attention import masked_softmax
 
 NOISE_STD = 0.5  # standard deviation of the Gaussian noise on the training targets
 MAX_POINTS = 5_000  # attention matrices are n_test x n_train and n_train x n_train: ~1 GB

@@ -1,8 +1,12 @@
 """seq2seq: neural machine translation with attention, written to be read.
 
-Data flow, one module per step:
-    corpora -> download -> clean -> tokenizer -> prepare -> batching
-    -> attention / models -> loss (train) / search -> metrics
+Data flow, one package per step:
+    data/      corpus -> clean -> tokenizer -> prepared folder -> batches
+    models/    attention parts -> GRU + Bahdanau, Transformer
+    training/  loss, the training loop, checkpoints
+    decoding/  search -> translations -> BLEU and chrF, attention maps
+    serving/   the HTTP API and the attention explorer
+    commands/  the `seq2seq` command, one module per subcommand
 
 Translating from a program (docs/api.md):
 

@@ -8,8 +8,8 @@
     model.attention("A dog runs in the snow.")           # its translation and every map
 
 docs/api.md shows more. The same `Translator` as `seq2seq translate` does the work, and the
-same maps as the attention explorer (seq2seq.explain) come back, so the outputs are those of
-the command line and of the explorer with the same options.
+same maps as the attention explorer (seq2seq.decoding.explain) come back, so the outputs are those
+of the command line and of the explorer with the same options.
 """
 
 import dataclasses
@@ -19,12 +19,12 @@ from pathlib import Path
 from torch import Tensor
 
 from seq2seq.config_rules import DECODE_PRECISIONS
+from seq2seq.decoding.attention_maps import attention_text
+from seq2seq.decoding.explain import source_attention, teacher_forced_maps
+from seq2seq.decoding.loading import Inference, load_model
+from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
-from seq2seq.explain import source_attention, teacher_forced_maps
-from seq2seq.inference import Inference, load_model
-from seq2seq.plots import attention_text
-from seq2seq.translator import Translation, Translator
 
 
 @dataclass

@@ -144,9 +144,9 @@ class DecodeConfig:
     precision: str = "auto"  # as train.precision: bf16 autocast on a GPU or a CPU with bf16
     # instructions (AVX512_BF16 or AMX), else fp32, but int8 for a single line on a CPU
     # (Translator.precision_for); or "bf16", "fp16" (slow on a CPU), "fp32", or "int8" (CPU
-    # only: int8 linear layers, the rest fp32; seq2seq/quantize.py)
+    # only: int8 linear layers, the rest fp32; seq2seq/decoding/quantize.py)
     valid_beam_size: int = 1  # beam used for BLEU during training validation
-    max_src_pieces: int = 256  # a longer input line is refused (seq2seq.translator)...
+    max_src_pieces: int = 256  # a longer input line is refused (seq2seq.decoding.translator)...
     truncate_src: bool = False  # ...or, when true, cut to max_src_pieces with a warning
 
 

@@ -2,7 +2,7 @@
 
 `seq2seq.config` checks a configuration against them when it is loaded (and the rules between
 keys, `seq2seq.config.cross_checks`); the command line uses the same ranges for its options
-(`seq2seq.cli.number`).
+(`seq2seq.commands.cli.number`).
 """
 
 import math

@@ -38,7 +38,8 @@ def precision_name(dtype: torch.dtype | None) -> str:
 
 def decode_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype of decode.precision `precision` on `device`, as `autocast_dtype`;
-    "int8" (int8 products, seq2seq/quantize.py) decodes in fp32 otherwise, on a CPU only."""
+    "int8" (int8 products, seq2seq/decoding/quantize.py) decodes in fp32 otherwise, on a CPU
+    only."""
     if precision == "int8":
         if device.type != "cpu":
             raise UserError(f"decode.precision=int8 runs on a CPU only, not on {device}")

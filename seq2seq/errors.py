@@ -4,5 +4,5 @@
 class UserError(Exception):
     """A problem with the user's input (a file, an option, a configuration value).
 
-    The message names what is wrong and where; `seq2seq.cli.run_cli` prints it as one line.
+    The message names what is wrong and where; `seq2seq.commands.cli.run_cli` prints it as one line.
     """

@@ -15,7 +15,7 @@ import torch
 from explorer_models import export_random_gru
 from reversal import prepare_reversal
 
-from seq2seq.prepare import prepare
+from seq2seq.data.prepare import prepare
 
 # Test models are tiny, so per-operation overhead dominates: one thread is as fast on an idle
 # machine, and an order of magnitude faster when processes share the 2 cores (OpenMP threads

@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 
 from seq2seq.config import ModelConfig
-from seq2seq.export import export_model
-from seq2seq.inference import SHIPPED_MODELS, Inference, load_exported
+from seq2seq.decoding.export import export_model
+from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_exported
 from seq2seq.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]

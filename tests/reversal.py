@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.checkpoint import load_checkpoint
-from seq2seq.corpora import UserFiles
-from seq2seq.prepare import prepare
+from seq2seq.data.corpora import UserFiles
+from seq2seq.data.prepare import prepare
+from seq2seq.training.checkpoint import load_checkpoint
 
 LETTERS = "abcdefghijklmnop"
 TRAIN = [sys.executable, "-m", "seq2seq", "train"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import seq2seq
-from seq2seq.translator import Translator
+from seq2seq.decoding.translator import Translator
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 

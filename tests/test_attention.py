@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from seq2seq.attention import (
+from seq2seq.models.attention import (
     AdditiveAttention,
     DotProductAttention,
     MultiHeadAttention,
@@ -14,7 +14,7 @@ from seq2seq.attention import (
     masked_softmax,
     padding_mask,
 )
-from seq2seq.positional import PositionalEncoding
+from seq2seq.models.positional import PositionalEncoding
 
 
 @pytest.fixture(autouse=True)

@@ -30,15 +30,15 @@ from commands import SEQ2SEQ
 from reversal import prepare_reversal
 
 import seq2seq.commands
-from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 from seq2seq.commands import COMMANDS
 from seq2seq.config import dump_toml, load_config
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.export import export_model
+from seq2seq.decoding.loading import SHIPPED_MODELS, load_for_inference
+from seq2seq.decoding.translator import SourceTooLong, Translator
 from seq2seq.errors import UserError
-from seq2seq.export import export_model
-from seq2seq.inference import SHIPPED_MODELS, load_for_inference
 from seq2seq.models import build_model
-from seq2seq.prepared import PreparedData
-from seq2seq.translator import SourceTooLong, Translator
+from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = SHIPPED_MODELS / "transformer-tiny.multi30k.en-de"

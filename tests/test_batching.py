@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from seq2seq.batching import Batch, ParallelDataset, TokenBatchSampler, collate, make_loader
-from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.data.batching import Batch, ParallelDataset, TokenBatchSampler, collate, make_loader
+from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 
 MAX_TOKENS = 200
 

@@ -16,12 +16,12 @@ from repetition import GUARDS, Guard, doubled_words
 from results_table import bench_section
 from reversal import prepare_reversal
 
-from seq2seq.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 from seq2seq.config import dump_toml, load_config
+from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.device import autocast_dtype, precision_name
 from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
-from seq2seq.prepared import PreparedData
+from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 

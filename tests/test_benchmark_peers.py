@@ -12,7 +12,7 @@ import sentencepiece as spm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers"))
 import decode_report
 
-from seq2seq.prepared import PreparedData
+from seq2seq.data.prepared_corpus import PreparedData
 
 KIB_PER_GIB = 1024 * 1024
 

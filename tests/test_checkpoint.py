@@ -6,8 +6,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from seq2seq.checkpoint import CHECKPOINT_FORMAT, copy_checkpoint, load_checkpoint, save_checkpoint
 from seq2seq.errors import UserError
+from seq2seq.training.checkpoint import (
+    CHECKPOINT_FORMAT,
+    copy_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 
 def minimal_checkpoint(value: float) -> dict:

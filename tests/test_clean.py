@@ -1,6 +1,6 @@
 """Normalisation of every line and filtering of the training pairs."""
 
-from seq2seq.clean import clean_pairs, normalize
+from seq2seq.data.clean import clean_pairs, normalize
 
 
 def test_normalize() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.cli import apply_decode_options
+from seq2seq.commands.cli import apply_decode_options
 from seq2seq.config import DecodeConfig
 from seq2seq.fast.process import is_glibc
 

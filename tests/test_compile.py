@@ -11,10 +11,10 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from seq2seq import train as train_module
-from seq2seq.batching import Batch
 from seq2seq.config import load_config
-from seq2seq.training_run import Run
+from seq2seq.data.batching import Batch
+from seq2seq.training import loop as train_module
+from seq2seq.training.run import Run
 
 STEPS = 200
 

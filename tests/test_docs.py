@@ -206,7 +206,7 @@ def test_links_and_images_point_to_files():
 
 
 def test_code_map_names_are_defined():
-    """`seq2seq/attention.py`: `masked_softmax`, `MultiHeadAttention.attend` ... must be a
+    """`seq2seq/models/attention.py`: `masked_softmax`, `MultiHeadAttention.attend` ... must be a
     function, class or method defined in that file."""
     undefined = []
     for doc in DOCS:

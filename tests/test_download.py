@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.corpora import CORPORA, RemoteFile
-from seq2seq.download import MAKE_ENV, MIRROR_ENV, fetch, resolve_mirror
+from seq2seq.data.corpora import CORPORA, RemoteFile
+from seq2seq.data.download import MAKE_ENV, MIRROR_ENV, fetch, resolve_mirror
 from seq2seq.errors import UserError
 from seq2seq.files import sha256_file
 

@@ -10,13 +10,13 @@ import torch
 from explorer_models import DE_EN, EN_DE, GRU_NAME
 from fastapi.testclient import TestClient
 
-from seq2seq.explain import word_alignment, word_of_piece
-from seq2seq.inference import CARD, load_exported
-from seq2seq.positional import PositionalEncoding
+from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.decoding.explain import word_alignment, word_of_piece
+from seq2seq.decoding.loading import CARD, load_exported
+from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC
 from seq2seq.serving.registry import ServedModel, served_model
-from seq2seq.specials import BOS_ID, EOS_ID
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 

@@ -1,5 +1,5 @@
-"""Exported model folders (seq2seq.export): safetensors weights, tokenizers and configuration
-that load back into the same model, with no pickle anywhere."""
+"""Exported model folders (seq2seq.decoding.export): safetensors weights, tokenizers and
+configuration that load back into the same model, with no pickle anywhere."""
 
 import json
 import struct
@@ -11,13 +11,19 @@ import torch
 from commands import SEQ2SEQ
 
 from seq2seq.config import load_config
-from seq2seq.corpora import UserFiles
+from seq2seq.data.corpora import UserFiles
+from seq2seq.data.prepare import prepare
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.export import export_model
+from seq2seq.decoding.loading import (
+    WEIGHTS,
+    Inference,
+    find_model,
+    load_exported,
+    load_for_inference,
+)
 from seq2seq.errors import UserError
-from seq2seq.export import export_model
-from seq2seq.inference import WEIGHTS, Inference, find_model, load_exported, load_for_inference
 from seq2seq.models import build_model
-from seq2seq.prepare import prepare
-from seq2seq.prepared import PreparedData
 from tests.test_translate import run, script, write_word_corpus  # noqa: F401 (run: a fixture)
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes

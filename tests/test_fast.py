@@ -8,7 +8,9 @@ import torch
 from test_attention import EMBED, HEADS, paired_modules
 from test_search import ARCHS, held_out, new_model
 
-from seq2seq.attention import MultiHeadAttention, causal_mask, padding_mask
+from seq2seq.data.specials import EOS_ID, PAD_ID
+from seq2seq.decoding.quantize import quantized_copy
+from seq2seq.decoding.search import beam_search, max_output_lengths
 from seq2seq.fast import loss as fast_loss
 from seq2seq.fast import speed_up
 from seq2seq.fast.attention import BeamGroupedAttention
@@ -16,10 +18,8 @@ from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.dropout import packed_dropout as dropout
 from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
 from seq2seq.fast.topk import best_candidates
-from seq2seq.loss import label_smoothed_cross_entropy
-from seq2seq.quantize import quantized_copy
-from seq2seq.search import beam_search, max_output_lengths
-from seq2seq.specials import EOS_ID, PAD_ID
+from seq2seq.models.attention import MultiHeadAttention, causal_mask, padding_mask
+from seq2seq.training.loss import label_smoothed_cross_entropy
 
 N = 1_000_000
 

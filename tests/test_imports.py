@@ -135,6 +135,6 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 
 def test_reading_a_prepared_folder_imports_no_writer() -> None:
-    imported = reachable(library_imports(), "seq2seq.prepared")
-    assert "seq2seq.prepared_format" in imported
-    assert not imported & {"seq2seq.prepare", "seq2seq.download"}
+    imported = reachable(library_imports(), "seq2seq.data.prepared_corpus")
+    assert "seq2seq.data.manifest" in imported
+    assert not imported & {"seq2seq.data.prepare", "seq2seq.data.download"}

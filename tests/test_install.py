@@ -47,7 +47,7 @@ def test_the_installed_command_translates_from_another_folder(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Ein Hund rennt im Schnee.\n"
     where = subprocess.run(
-        [sys.executable, "-c", "import seq2seq.inference as i; print(i.SHIPPED_MODELS)"],
+        [sys.executable, "-c", "import seq2seq.decoding.loading as i; print(i.SHIPPED_MODELS)"],
         cwd=elsewhere,
         env=env,
         capture_output=True,

@@ -15,14 +15,14 @@ import torch
 from commands import SEQ2SEQ
 from reversal import ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 
-from seq2seq import checkpoint as checkpoint_module
 from seq2seq import files as files_module
-from seq2seq import train as train_module
-from seq2seq.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
-from seq2seq.run_lock import RunFolderLock
-from seq2seq.signals import StopSignals
+from seq2seq.training import checkpoint as checkpoint_module
+from seq2seq.training import loop as train_module
+from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.training.run_lock import RunFolderLock
+from seq2seq.training.signals import StopSignals
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 
@@ -334,7 +334,7 @@ def test_a_killed_trainers_forked_workers_do_not_keep_its_run_folder_lock(tmp_pa
     is free at once, even while a forked child still runs (a flock would stay held by it)."""
     code = (
         "import os, sys, time\n"
-        "from seq2seq.run_lock import RunFolderLock\n"
+        "from seq2seq.training.run_lock import RunFolderLock\n"
         "RunFolderLock(sys.argv[1]).__enter__()\n"
         "child = os.fork()\n"
         "if child == 0:\n"

@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seq2seq.batching import Batch
-from seq2seq.loss import label_smoothed_cross_entropy, token_losses
-from seq2seq.specials import PAD_ID
+from seq2seq.data.batching import Batch
+from seq2seq.data.specials import PAD_ID
+from seq2seq.training.loss import label_smoothed_cross_entropy, token_losses
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])

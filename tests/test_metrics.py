@@ -3,8 +3,8 @@
 import pytest
 import sacrebleu
 
+from seq2seq.decoding.scores import corpus_scores
 from seq2seq.errors import UserError
-from seq2seq.metrics import corpus_scores
 
 HYPOTHESES = ["The cat sat on the mat.", "A dog is running in the park!", "Hello , world"]
 REFERENCES = ["The cat sat on a mat.", "A dog runs in the park!", "Hello, world"]

@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from seq2seq import model_size
 from seq2seq.config import MODEL_PRESETS, load_config, model_preset
 from seq2seq.errors import UserError
-from seq2seq.model_size import GIB, check_model_fits, count_parameters
 from seq2seq.models import build_model
+from seq2seq.models import size as model_size
+from seq2seq.models.size import GIB, check_model_fits, count_parameters
 
 
 @pytest.mark.parametrize("name", list(MODEL_PRESETS))

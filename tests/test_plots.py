@@ -2,7 +2,7 @@
 
 import torch
 
-from seq2seq.plots import attention_figure, attention_text
+from seq2seq.decoding.attention_maps import attention_figure, attention_text
 
 SOURCE = ["▁A", "▁dog", "</s>"]
 TARGET = ["▁Ein", "▁Hund", "</s>"]

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.clean import normalize_lines
-from seq2seq.corpora import CORPORA, UserFiles
+from seq2seq.data.clean import normalize_lines
+from seq2seq.data.corpora import CORPORA, UserFiles
+from seq2seq.data.prepare import prepare
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, sha256_file
-from seq2seq.prepare import prepare
-from seq2seq.prepared import PreparedData
-from seq2seq.specials import BOS_ID, EOS_ID
 
 NO_FILES = {
     f"{split}_{kind}": None

@@ -16,11 +16,11 @@ import pytest
 import torch
 from commands import SEQ2SEQ, default_sigint
 
-from seq2seq.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
-from seq2seq.corpora import UserFiles
+from seq2seq.data.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
+from seq2seq.data.corpora import UserFiles
+from seq2seq.data.prepare import prepare
+from seq2seq.data.prepared_corpus import FileArray, PreparedData
 from seq2seq.errors import UserError
-from seq2seq.prepare import prepare
-from seq2seq.prepared import FileArray, PreparedData
 from tests.reversal import write_reversal_corpus
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from commands import SEQ2SEQ
 
-from seq2seq.download import MIRROR_ENV
+from seq2seq.data.download import MIRROR_ENV
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 

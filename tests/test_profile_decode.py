@@ -25,7 +25,7 @@ from profile_decode import (
 )
 from results_table import profile_section
 
-from seq2seq.quantize import quantized_copy
+from seq2seq.decoding.quantize import quantized_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = [sys.executable, str(ROOT / "benchmarks" / "profile_decode.py")]

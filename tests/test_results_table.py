@@ -1,4 +1,5 @@
-"""The results tables (benchmarks/results_table.py) and model results (seq2seq/model_result.py):
+"""The results tables (benchmarks/results_table.py) and model results
+(seq2seq/decoding/model_result.py):
 the models table, the latest benchmark record of each kind, and the sections written between
 markers."""
 
@@ -20,8 +21,8 @@ from results_table import (
     update_sections,
 )
 
+from seq2seq.decoding.model_result import ModelResult
 from seq2seq.errors import UserError
-from seq2seq.model_result import ModelResult
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = [sys.executable, str(ROOT / "benchmarks" / "results_table.py")]

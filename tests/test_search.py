@@ -9,16 +9,16 @@ import torch
 import torch.nn.functional as F
 from tiny import tiny_model
 
-from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
-from seq2seq.quantize import quantized_copy
-from seq2seq.search import (
+from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.decoding.quantize import quantized_copy
+from seq2seq.decoding.search import (
     _banned_log_probs,
     beam_search,
     gnmt_penalty,
     greedy_search,
     max_output_lengths,
 )
-from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
 
 VOCAB = 16  # 4 specials and 12 symbols
 # The tiny models (tests/tiny.py), without dropout; the GRU wider, with separate embeddings.

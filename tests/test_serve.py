@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from libretranslatepy import LibreTranslateAPI
 
 from seq2seq.commands.serve import is_loopback
-from seq2seq.inference import CARD, SHIPPED_MODELS, load_exported
+from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, load_exported
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model

@@ -14,9 +14,9 @@ import pexpect
 import pytest
 from commands import SEQ2SEQ, default_sigint
 
-from seq2seq.corpora import domain_of
-from seq2seq.inference import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
-from seq2seq.model_result import ModelResult
+from seq2seq.data.corpora import domain_of
+from seq2seq.decoding.loading import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
+from seq2seq.decoding.model_result import ModelResult
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.errors import UserError
-from seq2seq.specials import (
+from seq2seq.data.specials import (
     BOS_ID,
     BOS_PIECE,
     EOS_ID,
@@ -17,7 +16,8 @@ from seq2seq.specials import (
     UNK_ID,
     UNK_PIECE,
 )
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.errors import UserError
 
 SMALL_TEXT = [
     "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",

@@ -16,18 +16,19 @@ from reversal import ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq import device as device_module
-from seq2seq import distributed, training_run
-from seq2seq import train as train_module
-from seq2seq.batching import TokenBatchSampler, make_loader
-from seq2seq.checkpoint import load_checkpoint
 from seq2seq.config import load_config
+from seq2seq.data.batching import TokenBatchSampler, make_loader
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.evaluation import evaluate
+from seq2seq.decoding.loading import load_for_inference
+from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
-from seq2seq.evaluation import evaluate
-from seq2seq.inference import load_for_inference
-from seq2seq.prepared import PreparedData
-from seq2seq.run_lock import RunFolderLock
-from seq2seq.training_run import Progress
-from seq2seq.translator import Translator
+from seq2seq.training import distributed
+from seq2seq.training import loop as train_module
+from seq2seq.training import run as training_run
+from seq2seq.training.checkpoint import load_checkpoint
+from seq2seq.training.run import Progress
+from seq2seq.training.run_lock import RunFolderLock
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 

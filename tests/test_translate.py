@@ -1,5 +1,6 @@
 """The translator, evaluate.py, translate.py (pipe mode and a real terminal) and checkpoint
-averaging, on a checkpoint trained for a few steps by seq2seq.train on a generated corpus."""
+averaging, on a checkpoint trained for a few steps by seq2seq.training.loop on a generated
+corpus."""
 
 import json
 import os
@@ -17,22 +18,22 @@ import torch
 from commands import SEQ2SEQ, default_sigint
 from results_table import sections
 
-from seq2seq.checkpoint import (
+from seq2seq.config import load_config
+from seq2seq.data.corpora import UserFiles, domain_of
+from seq2seq.data.prepare import prepare
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.evaluation import evaluate
+from seq2seq.decoding.loading import load_for_inference
+from seq2seq.decoding.model_result import ModelResult
+from seq2seq.decoding.translator import Translator
+from seq2seq.errors import UserError
+from seq2seq.training.checkpoint import (
     average_checkpoints,
     load_checkpoint,
     save_checkpoint,
     tokenizer_entry,
 )
-from seq2seq.config import load_config
-from seq2seq.corpora import UserFiles, domain_of
-from seq2seq.errors import UserError
-from seq2seq.evaluation import evaluate
-from seq2seq.inference import load_for_inference
-from seq2seq.model_result import ModelResult
-from seq2seq.prepare import prepare
-from seq2seq.tokenizer import Tokenizer
-from seq2seq.train import train
-from seq2seq.translator import Translator
+from seq2seq.training.loop import train
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 

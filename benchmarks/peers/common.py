@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
+from seq2seq.decoding.model_result import git_state
 from seq2seq.device import cpu_has_bf16_instructions
-from seq2seq.model_result import git_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for bench.py
 from bench import bench_path, device_name

@@ -22,8 +22,8 @@ from typing import Any
 import sentencepiece as spm
 from common import default_out, peer_versions, record_header
 
-from seq2seq.metrics import corpus_scores
-from seq2seq.prepared import PreparedData
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.scores import corpus_scores
 
 PREPARED = Path("data/multi30k.en-de")
 RUNS = (1, 2)

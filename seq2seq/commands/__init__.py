@@ -5,7 +5,7 @@
 
 Each module of this package is one subcommand: its docstring is its help, `TUNE` says whether
 the process is tuned first (seq2seq.fast.process), and `main(argv)` parses its options and does
-the work; a UserError becomes one `error:` line and exit status 2 (seq2seq.cli.run_cli).
+the work; a UserError becomes one `error:` line and exit status 2 (seq2seq.commands.cli.run_cli).
 Importing a command module changes nothing in the process.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from functools import partial
 from types import ModuleType
 
-from seq2seq.cli import run_cli
+from seq2seq.commands.cli import run_cli
 
 # The subcommands, in the order of the data flow (and of `seq2seq --help`).
 COMMANDS = ("prepare", "train", "translate", "evaluate", "average", "export", "serve", "explore")

@@ -10,10 +10,10 @@ them. The result translates and evaluates like any checkpoint (it holds no train
 
 from pathlib import Path
 
-from seq2seq.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
-from seq2seq.cli import check_output, command_parser, number
+from seq2seq.commands.cli import check_output, command_parser, number
 from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.errors import UserError
+from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
 
 TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 

@@ -13,7 +13,8 @@ The split is read from the prepared folder named in the checkpoint's configurati
 (data.prepared). The output is detokenized and scored against the plain reference text, the
 same code path that training validation uses.
 
---record writes the model's entry for the README's results table (see seq2seq.model_result): the
+--record writes the model's entry for the README's results table (see
+seq2seq.decoding.model_result): the
 scores and signatures, and from the checkpoint the model, corpus, direction, parameter count,
 step and number of averaged checkpoints. What the checkpoint cannot know is given as options:
 the row's name, the training device and hours, and the commands that made the checkpoint; this
@@ -26,7 +27,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from seq2seq.cli import (
+from seq2seq.commands.cli import (
     add_decode_options,
     add_model_options,
     apply_decode_options,
@@ -36,15 +37,15 @@ from seq2seq.cli import (
     number,
 )
 from seq2seq.config_rules import AT_LEAST_0
-from seq2seq.corpora import domain_of
+from seq2seq.data.corpora import domain_of
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.evaluation import EvalResult, check_aligned, evaluate
+from seq2seq.decoding.loading import Inference
+from seq2seq.decoding.model_result import ModelResult, git_state
+from seq2seq.decoding.translator import SourceTooLong, Translator
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
-from seq2seq.evaluation import EvalResult, check_aligned, evaluate
 from seq2seq.files import read_lines, write_atomically
-from seq2seq.inference import Inference
-from seq2seq.model_result import ModelResult, git_state
-from seq2seq.prepared import PreparedData
-from seq2seq.translator import SourceTooLong, Translator
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 

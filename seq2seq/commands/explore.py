@@ -9,7 +9,7 @@ or --checkpoint after them. docs/explore.md shows each view.
 """
 
 from seq2seq.commands import serve
-from seq2seq.inference import SHIPPED_MODELS, WEIGHTS
+from seq2seq.decoding.loading import SHIPPED_MODELS, WEIGHTS
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 FIRST = "transformer-tiny.multi30k.en-de"

@@ -1,4 +1,5 @@
-"""Export a checkpoint as a small model folder that translates on its own (see seq2seq.export).
+"""Export a checkpoint as a small model folder that translates on its own (see
+seq2seq.decoding.export).
 
     seq2seq export --checkpoint checkpoints/run/best.pt   # to exported/run/
     seq2seq export --checkpoint checkpoints/run/best.pt --out exported/NAME
@@ -12,10 +13,10 @@ ignores (models/ holds the shipped models). Add its card with
 
 from pathlib import Path
 
-from seq2seq.cli import command_parser
+from seq2seq.commands.cli import command_parser
+from seq2seq.decoding.export import DTYPES, check_export_target, default_export_folder, export_model
+from seq2seq.decoding.loading import load_for_inference
 from seq2seq.errors import UserError
-from seq2seq.export import DTYPES, check_export_target, default_export_folder, export_model
-from seq2seq.inference import load_for_inference
 
 TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 

@@ -5,13 +5,13 @@ seq2seq prepare --corpus tatoeba --src en --tgt fr
 seq2seq prepare --corpus files --src en --tgt de --data-dir my_corpus/
 """
 
-from seq2seq.clean import MAX_RATIO, MAX_WORDS
-from seq2seq.cli import command_parser
-from seq2seq.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
-from seq2seq.download import MIRROR_ENV
+from seq2seq.commands.cli import command_parser
+from seq2seq.data.clean import MAX_RATIO, MAX_WORDS
+from seq2seq.data.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
+from seq2seq.data.download import MIRROR_ENV
+from seq2seq.data.prepare import prepare
+from seq2seq.data.tokenizer import MODEL_TYPES, SAMPLE
 from seq2seq.errors import UserError
-from seq2seq.prepare import prepare
-from seq2seq.tokenizer import MODEL_TYPES, SAMPLE
 
 TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 

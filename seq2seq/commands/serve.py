@@ -26,11 +26,17 @@ from types import FrameType
 import torch
 import uvicorn
 
-from seq2seq.cli import ArgumentParser, add_decode_options, apply_decode_options, number
+from seq2seq.commands.cli import ArgumentParser, add_decode_options, apply_decode_options, number
 from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, POSITIVE, Range
+from seq2seq.decoding.loading import (
+    CARD,
+    SHIPPED_MODELS,
+    find_model,
+    load_exported,
+    load_for_inference,
+)
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
-from seq2seq.inference import CARD, SHIPPED_MODELS, find_model, load_exported, load_for_inference
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model

@@ -4,9 +4,9 @@ Starting the same command again resumes the run from its last.pt exactly.
 Several GPUs or nodes: `torchrun --nproc_per_node=N -m seq2seq train --config FILE`.
 """
 
-from seq2seq.cli import command_parser
+from seq2seq.commands.cli import command_parser
 from seq2seq.config import load_config
-from seq2seq.train import train
+from seq2seq.training.loop import train
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 

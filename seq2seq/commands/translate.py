@@ -21,7 +21,7 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
-from seq2seq.cli import (
+from seq2seq.commands.cli import (
     add_decode_options,
     add_model_options,
     apply_decode_options,
@@ -33,12 +33,12 @@ from seq2seq.cli import (
     terminal_width,
 )
 from seq2seq.config_rules import AT_LEAST_1
-from seq2seq.corpora import domain_of
+from seq2seq.data.corpora import domain_of
+from seq2seq.decoding.attention_maps import attention_figure, attention_text
+from seq2seq.decoding.translator import SourceTooLong, Translation, Translator
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import text_lines
-from seq2seq.plots import attention_figure, attention_text
-from seq2seq.translator import SourceTooLong, Translation, Translator
 
 HISTORY_FILE = Path.home() / ".seq2seq_history"
 HISTORY_LENGTH = 1000

@@ -1,6 +1,6 @@
 """Multi-head attention for decoding many beams over a shared source, and the fused kernel.
 
-`seq2seq.attention.MultiHeadAttention.attend` computes, for every row of its batch,
+`seq2seq.models.attention.MultiHeadAttention.attend` computes, for every row of its batch,
 softmax(q k^T / sqrt(d)) v with the explicit operations. `BeamGroupedAttention.attend` gives the
 same result with two changes that pay in decoding and training:
 
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seq2seq.attention import MultiHeadAttention, padding_mask
+from seq2seq.models.attention import MultiHeadAttention, padding_mask
 
 
 def fused_kernel_pays(device: torch.device) -> bool:

@@ -1,7 +1,7 @@
 """int8 linear layers without the per-call cost of PyTorch's Python wrapper.
 
-`seq2seq/quantize.py` makes an int8 copy of a model with PyTorch's dynamic quantization, whose
-linear module (`torch.ao.nn.quantized.dynamic.Linear`) calls its kernel through the operator
+`seq2seq/decoding/quantize.py` makes an int8 copy of a model with PyTorch's dynamic quantization,
+whose linear module (`torch.ao.nn.quantized.dynamic.Linear`) calls its kernel through the operator
 packet `torch.ops.quantized.linear_dynamic`. On each call that packet checks every argument, in
 Python, for the stand-ins of script objects that tracing uses; with the module's own attribute
 lookups this is a large part of each call for the small products of decoding one sentence

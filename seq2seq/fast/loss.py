@@ -1,6 +1,6 @@
 """Label-smoothed cross-entropy with its gradient written by hand.
 
-The loss (seq2seq.loss) is
+The loss (seq2seq.training.loss) is
 
     loss = (1 - e) * nll + e * mean_v(-log p_v),    nll = -log p_y,    p = softmax(z)
 
@@ -13,7 +13,7 @@ log-softmax and writes that gradient directly in backward, instead of autograd t
 import torch
 from torch import Tensor
 
-from seq2seq.specials import PAD_ID
+from seq2seq.data.specials import PAD_ID
 
 
 class _LabelSmoothedCrossEntropy(torch.autograd.Function):
@@ -43,6 +43,6 @@ class _LabelSmoothedCrossEntropy(torch.autograd.Function):
 def label_smoothed_cross_entropy(
     logits: Tensor, target: Tensor, smoothing: float
 ) -> tuple[Tensor, Tensor]:
-    """The same as `seq2seq.loss.label_smoothed_cross_entropy`: summed label-smoothed loss and
-    summed NLL (no gradient) over the non-PAD targets of logits (N, V) and target (N,)."""
+    """The same as `seq2seq.training.loss.label_smoothed_cross_entropy`: summed label-smoothed loss
+    and summed NLL (no gradient) over the non-PAD targets of logits (N, V) and target (N,)."""
     return _LabelSmoothedCrossEntropy.apply(logits, target, smoothing)

@@ -1,9 +1,9 @@
 """The best continuations of a beam search step without forming the whole sum.
 
-`seq2seq.search.best_candidates` computes `(beam_scores.view(-1, 1) + log_probs).view(A, K * V)
-.topk(n)`: the n best (beam, token) pairs of each sentence. The (A, K * V) sum is the largest
-tensor of a step; `best_candidates` here gives the same values without it, faster on a CPU
-(docs/benchmarks.md).
+`seq2seq.decoding.search.best_candidates` computes
+`(beam_scores.view(-1, 1) + log_probs).view(A, K * V).topk(n)`: the n best (beam, token) pairs of
+each sentence. The (A, K * V) sum is the largest tensor of a step; `best_candidates` here gives the
+same values without it, faster on a CPU (docs/benchmarks.md).
 """
 
 from torch import Tensor

@@ -1,7 +1,7 @@
 """The one interface both model families implement, used by training and by search.
 
 Shapes: B = batch, S = source length, T = target length, V = target vocabulary, H = heads.
-Token id conventions (seq2seq.specials): a source is `ids + [EOS]`; a target is
+Token id conventions (seq2seq.data.specials): a source is `ids + [EOS]`; a target is
 `[BOS] + ids + [EOS]`, fed as `tgt_in = target[:, :-1]` and predicted as `target[:, 1:]`.
 
 Encoder state and decoder cache are dictionaries whose values are tensors (or lists of tensors)
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
-from seq2seq.specials import PAD_ID
+from seq2seq.data.specials import PAD_ID
 
 State = dict[str, Tensor | list[Tensor]]
 

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from seq2seq.attention import AdditiveAttention
 from seq2seq.config import ModelConfig
+from seq2seq.models.attention import AdditiveAttention
 from seq2seq.models.base import Seq2SeqModel, State, StepOutput, make_embeddings
 
 

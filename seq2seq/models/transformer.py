@@ -21,12 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seq2seq.attention import MultiHeadAttention, causal_mask, padding_mask
 from seq2seq.config import ModelConfig
+from seq2seq.data.specials import PAD_ID
 from seq2seq.errors import UserError
+from seq2seq.models.attention import MultiHeadAttention, causal_mask, padding_mask
 from seq2seq.models.base import Seq2SeqModel, State, StepOutput, make_embeddings
-from seq2seq.positional import PositionalEncoding
-from seq2seq.specials import PAD_ID
+from seq2seq.models.positional import PositionalEncoding
 
 
 class Residual(nn.Module):

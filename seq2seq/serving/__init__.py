@@ -7,7 +7,7 @@ The modules, in the order a request meets them:
     schemas.py         the JSON bodies of /v1/translate and /v1/models (pydantic)
     http_errors.py     every error as a status and a one-line JSON body; the body-size limit
     worker.py          the decoding worker: a thread that merges queued requests into batches
-    metrics.py         the Prometheus metrics of one app
+    prometheus.py      the Prometheus metrics of one app
     state.py           what the routes share (`ServerState`), and the path from lines to answers
     libretranslate.py  LibreTranslate's API (`POST /translate`, `GET /languages`)
     explorer.py        the attention explorer: its page (static/) and `POST /v1/explain`

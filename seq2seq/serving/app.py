@@ -3,7 +3,7 @@
     POST /v1/translate   lines -> their n-best translations with scores, in input order
     GET  /v1/models      the models served: languages, family, size, decoding defaults, scores
     GET  /healthz        answers at once, even while the model decodes
-    GET  /metrics        Prometheus text format (seq2seq.serving.metrics)
+    GET  /metrics        Prometheus text format (seq2seq.serving.prometheus)
     GET  /openapi.json   the schema of all of these, browsable at /docs
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
     GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from seq2seq.serving import explorer, libretranslate
 from seq2seq.serving.http_errors import ReadBody, add_error_handlers
 from seq2seq.serving.limits import Limits
-from seq2seq.serving.metrics import CountRequests, Metrics
+from seq2seq.serving.prometheus import CountRequests, Metrics
 from seq2seq.serving.registry import ServedModel
 from seq2seq.serving.schemas import (
     ErrorBody,

@@ -1,7 +1,8 @@
 """The attention explorer over HTTP: the page at `/` and `POST /v1/explain`.
 
 The page is static HTML, CSS and JavaScript in `static/`, served as they are (no build step,
-nothing fetched from elsewhere). It asks `POST /v1/explain` for what `seq2seq.explain.explain`
+nothing fetched from elsewhere). It asks `POST /v1/explain` for what
+`seq2seq.decoding.explain.explain`
 computes: the n-best translations, pieces, words, every attention map and the word alignment.
 The sentence is decoded by the server's decoding worker, like a /v1/translate request; the maps
 are computed in a thread of the pool, never in the event loop.
@@ -15,8 +16,8 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from seq2seq.decoding.explain import check_text, explain
 from seq2seq.errors import UserError
-from seq2seq.explain import check_text, explain
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.schemas import ErrorBody
 from seq2seq.serving.state import StateDep

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from seq2seq.corpora import domain_of
+from seq2seq.data.corpora import domain_of
+from seq2seq.decoding.loading import Inference
+from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
-from seq2seq.inference import Inference
-from seq2seq.translator import Translator
 
 # What GET /v1/models shows of a model card (card.json, written by seq2seq evaluate --record).
 CARD_SCORES = ("corpus", "split", "bleu", "bleu_lc", "chrf", "signatures", "beam_size")

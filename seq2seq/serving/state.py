@@ -11,9 +11,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from seq2seq.decoding.translator import Translation
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.limits import Limits
-from seq2seq.serving.metrics import Metrics
+from seq2seq.serving.prometheus import Metrics
 from seq2seq.serving.registry import ServedModel
 from seq2seq.serving.worker import (
     DeadlineExceeded,
@@ -22,7 +23,6 @@ from seq2seq.serving.worker import (
     QueueFull,
     Stopping,
 )
-from seq2seq.translator import Translation
 
 RETRY_AFTER_S = 1  # what a 503 asks the client to wait
 

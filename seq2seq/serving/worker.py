@@ -20,10 +20,10 @@ from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
 
+from seq2seq.decoding.translator import Translation
 from seq2seq.serving.limits import Limits
-from seq2seq.serving.metrics import Metrics
+from seq2seq.serving.prometheus import Metrics
 from seq2seq.serving.registry import ServedModel
-from seq2seq.translator import Translation
 
 log = logging.getLogger(__name__)
 

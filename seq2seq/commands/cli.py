@@ -24,10 +24,10 @@ import torch
 
 from seq2seq.config import DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, RULES
+from seq2seq.decoding.loading import Inference, find_model, load_exported, load_for_inference
 from seq2seq.errors import UserError
 from seq2seq.fast.process import tune_process
 from seq2seq.files import check_output_location
-from seq2seq.inference import Inference, find_model, load_exported, load_for_inference
 
 Number = TypeVar("Number", int, float)
 

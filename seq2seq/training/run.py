@@ -1,5 +1,5 @@
 """A training run: its folder, its setup (data, model, optimizer, schedule), what its
-checkpoints hold, and resuming it from last.pt. The loop itself is in seq2seq/train.py."""
+checkpoints hold, and resuming it from last.pt. The loop itself is in seq2seq/training/loop.py."""
 
 import math
 from dataclasses import asdict, dataclass, field
@@ -8,19 +8,24 @@ from typing import Any
 
 import torch
 
-from seq2seq import distributed
-from seq2seq.batching import ParallelDataset
-from seq2seq.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, tokenizer_entry
 from seq2seq.config import Config, config_from_dict
+from seq2seq.data.batching import ParallelDataset
+from seq2seq.data.prepare import prepare
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.translator import source_limit
 from seq2seq.device import autocast_dtype, decode_dtype
 from seq2seq.errors import UserError
-from seq2seq.model_size import check_model_fits
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.prepare import prepare
-from seq2seq.prepared import PreparedData
-from seq2seq.reproducibility import rng_state, seed_everything, set_rng_state
-from seq2seq.translator import source_limit
+from seq2seq.models.size import check_model_fits
+from seq2seq.training import distributed
+from seq2seq.training.checkpoint import (
+    CHECKPOINT_FORMAT,
+    load_checkpoint,
+    save_checkpoint,
+    tokenizer_entry,
+)
+from seq2seq.training.reproducibility import rng_state, seed_everything, set_rng_state
 
 
 class TrainingDiverged(UserError):
@@ -98,7 +103,7 @@ def load_data(
         data.verify()
     data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
     # The checkpoints' configuration names the corpus the folder holds, whatever data.corpus
-    # said: the model's domain is read from it (seq2seq.corpora.domain_of).
+    # said: the model's domain is read from it (seq2seq.data.corpora.domain_of).
     cfg.data.corpus = data.manifest["corpus"]
     return data
 

@@ -1,9 +1,9 @@
-"""Prepare a corpus for training (`seq2seq.prepared` loads the folder it writes).
+"""Prepare a corpus for training (`seq2seq.data.prepared_corpus` loads the folder it writes).
 
-`prepare` fetches a corpus (see `seq2seq.corpora`, `seq2seq.download`), normalises every split,
-filters the training pairs (`seq2seq.clean`), trains sentencepiece on them
-(`seq2seq.tokenizer`) and writes one folder, by default `data/<corpus>.<src>-<tgt>/`, in the
-format of `seq2seq.prepared_format`.
+`prepare` fetches a corpus (see `seq2seq.data.corpora`, `seq2seq.data.download`), normalises every
+split, filters the training pairs (`seq2seq.data.clean`), trains sentencepiece on them
+(`seq2seq.data.tokenizer`) and writes one folder, by default `data/<corpus>.<src>-<tgt>/`, in the
+format of `seq2seq.data.manifest`.
 
 The folder is built in a temporary folder beside it and renamed into place at the end, so a
 failure never leaves a half-written folder and never damages a good one. Preparing again with
@@ -29,19 +29,19 @@ import numpy as np
 import sentencepiece
 from tqdm import tqdm
 
-from seq2seq.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
-from seq2seq.corpora import (
+from seq2seq.data.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
+from seq2seq.data.corpora import (
     SPLITS,
     USER_CORPUS,
     Pair,
     UserFiles,
     get_corpus,
 )
-from seq2seq.download import fetch, removing_new_empty_dirs, resolve_mirror
+from seq2seq.data.download import fetch, removing_new_empty_dirs, resolve_mirror
+from seq2seq.data.manifest import FORMAT_VERSION, ID_DTYPES, MANIFEST, OFFSETS_DTYPE, array_files
+from seq2seq.data.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 from seq2seq.errors import UserError
 from seq2seq.files import check_output_location, iter_lines, sha256_file
-from seq2seq.prepared_format import FORMAT_VERSION, ID_DTYPES, MANIFEST, OFFSETS_DTYPE, array_files
-from seq2seq.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 
 T = TypeVar("T")
 MIN_VOCAB_SIZE = 16
@@ -72,13 +72,13 @@ def prepare(
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
 
-    corpus: a name from `seq2seq.corpora`, or "files" with `files` giving the user's corpus.
+    corpus: a name from `seq2seq.data.corpora`, or "files" with `files` giving the user's corpus.
     mirror: a folder or URL standing in for upstream (default `$SEQ2SEQ_DATA_MIRROR`).
     joint: one sentencepiece model for both languages (else one per language).
     cache_dir: downloads go here (default: `downloads/` beside the prepared folder).
     spm_sample: sentencepiece trains on a random sample of this many training sentences.
     mirror_option: how the caller's user gives a mirror, for the error when a download fails
-        (see `seq2seq.download.mirror_advice`).
+        (see `seq2seq.data.download.mirror_advice`).
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
     if spm_sample < MIN_SPM_SAMPLE:

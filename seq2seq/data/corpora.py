@@ -2,8 +2,8 @@
 
 Each named corpus says where its files live upstream, what a mirror holds (`<mirror>/<folder>/`),
 their SHA256 checksums, its languages and licence, and how to read its files into aligned
-`train` / `valid` / `test` line pairs. Fetching the files is `seq2seq.download`'s job; cleaning
-and tokenising them is done later by `seq2seq.prepare`.
+`train` / `valid` / `test` line pairs. Fetching the files is `seq2seq.data.download`'s job; cleaning
+and tokenising them is done later by `seq2seq.data.prepare`.
 
     multi30k  Multi30k task 1 (Flickr30k image descriptions): en, de, fr, cs; 29000/1014/1000 pairs
     tatoeba   Tatoeba English-French pairs (manythings.org, d2l version), split here by a hash

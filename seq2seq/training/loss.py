@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seq2seq.batching import Batch
+from seq2seq.data.batching import Batch
+from seq2seq.data.specials import PAD_ID
 from seq2seq.fast import loss as fast_loss
-from seq2seq.specials import PAD_ID
 
 
 def label_smoothed_cross_entropy(

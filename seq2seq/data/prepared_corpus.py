@@ -1,4 +1,4 @@
-"""A prepared folder (written by `seq2seq.prepare`, in the format of `seq2seq.prepared_format`),
+"""A prepared folder (written by `seq2seq.data.prepare`, in the format of `seq2seq.data.manifest`),
 loaded for training and evaluation.
 
 `PreparedData.load(folder)` gives the tokenizers, the text of each split and its token ids as a
@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from seq2seq.batching import ParallelDataset
-from seq2seq.corpora import SPLITS, Pairs
+from seq2seq.data.batching import ParallelDataset
+from seq2seq.data.corpora import SPLITS, Pairs
+from seq2seq.data.manifest import FORMAT_VERSION, MANIFEST, array_files
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, sha256_file
-from seq2seq.prepared_format import FORMAT_VERSION, MANIFEST, array_files
-from seq2seq.tokenizer import Tokenizer
 
 HINT = "prepare it with `make data` or seq2seq prepare"
 CHECK_CHUNK = 1 << 22  # array elements read at a time by the checks
@@ -178,7 +178,7 @@ class PreparedData:
 
     def dataset(self, split: str) -> ParallelDataset:
         """The token ids of `split`, read from the folder's arrays (nothing is tokenised
-        again), ready for `seq2seq.batching`."""
+        again), ready for `seq2seq.data.batching`."""
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         dtypes = self.manifest["ids"]

@@ -1,5 +1,5 @@
-"""The prepared folder's format, shared by its writer (`seq2seq.prepare`) and its reader
-(`seq2seq.prepared`), so that neither imports the other.
+"""The prepared folder's format, shared by its writer (`seq2seq.data.prepare`) and its reader
+(`seq2seq.data.prepared_corpus`), so that neither imports the other.
 
     train.en train.de valid.en valid.de test.en test.de    normalised text, one sentence a line
     train.en.ids train.en.offsets ...     the token ids of each of those files end to end

@@ -1,7 +1,7 @@
 """From text to text: read lines, tokenize, batch, search, detokenize.
 
 `Translator` is the one path from raw lines to translations. Training validation,
-`seq2seq evaluate` (through seq2seq.evaluation) and `seq2seq translate` all go through it,
+`seq2seq evaluate` (through seq2seq.decoding.evaluation) and `seq2seq translate` all go through it,
 so a BLEU printed during training is computed exactly like the one printed at test time; both
 scripts read their input with `seq2seq.files.text_lines`, so they split and decode text alike.
 """
@@ -16,14 +16,14 @@ import torch
 from torch import Tensor
 
 from seq2seq.config import DecodeConfig
+from seq2seq.data.specials import EOS_ID, EOS_PIECE, PAD_ID
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.loading import Inference
+from seq2seq.decoding.quantize import quantized_copy
+from seq2seq.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from seq2seq.device import decode_dtype, precision_name
 from seq2seq.errors import UserError
-from seq2seq.inference import Inference
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.quantize import quantized_copy
-from seq2seq.search import Hypothesis, beam_search, greedy_search, max_output_lengths
-from seq2seq.specials import EOS_ID, EOS_PIECE, PAD_ID
-from seq2seq.tokenizer import Tokenizer
 
 MAX_BATCH_TOKENS = 16_000  # padded source tokens times beam size per decoding batch
 
@@ -51,7 +51,8 @@ class SourceTooLong(UserError):
 class Translation:
     """One translation of one input line.
 
-    text: the detokenized output; score: its length-penalised log-probability (seq2seq.search);
+    text: the detokenized output; score: its length-penalised log-probability
+    (seq2seq.decoding.search);
     tokens: the output ids (no BOS/EOS); src_pieces / tgt_pieces: the sentencepiece pieces of
     input and output, each ending with the EOS piece; attention: (len(tgt_pieces),
     len(src_pieces)) cross-attention averaged over heads, or None unless asked for;
@@ -77,8 +78,8 @@ class Translator:
     `dtype` (bf16 where decode_cfg.precision is "auto" and the device computes in it quickly;
     None: fp32), while the beam's log-probabilities and scores stay in fp32. With "int8" (CPU
     only) a copy of the model with int8 linear layers decodes, in fp32 otherwise
-    (seq2seq/quantize.py). "auto" also decodes a single line on a CPU with that int8 copy (see
-    `precision_for`).
+    (seq2seq/decoding/quantize.py). "auto" also decodes a single line on a CPU with that int8
+    copy (see `precision_for`).
     """
 
     def __init__(

@@ -2,8 +2,9 @@
 or a shipped model by name.
 
     load_model("transformer-tiny.multi30k.en-de")  # shipped with the package (SHIPPED_MODELS)
-    load_model("exported/my-run")                   # a folder written by seq2seq.export
-    load_model("checkpoints/run/best.pt")           # a training checkpoint (seq2seq.checkpoint)
+    load_model("exported/my-run")                   # a folder written by seq2seq.decoding.export
+    load_model("checkpoints/run/best.pt")           # a training checkpoint
+                                                    # (seq2seq.training.checkpoint)
 
 An exported model folder holds
 
@@ -25,15 +26,16 @@ from typing import Any
 import safetensors.torch
 import torch
 
-from seq2seq.checkpoint import checkpoint_tokenizers, load_checkpoint
 from seq2seq.config import Config, config_from_dict
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
-from seq2seq.model_size import check_model_fits
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.models.size import check_model_fits
+from seq2seq.training.checkpoint import checkpoint_tokenizers, load_checkpoint
 
-SHIPPED_MODELS = Path(__file__).resolve().parent / "shipped_models"  # installed with the package
+# The shipped models, installed with the package.
+SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "shipped_models"
 WEIGHTS = "model.safetensors"
 DESCRIPTION = "model.json"
 CARD = "card.json"

@@ -1,7 +1,7 @@
 """Token-id datasets, length-bucketed batches under a token budget, and padding into tensors.
 
     ParallelDataset     all sentence pairs of a split as two flat id arrays plus offsets
-                        (files written by `seq2seq.prepare`, or packed lists)
+                        (files written by `seq2seq.data.prepare`, or packed lists)
     TokenBatchSampler   which sentences go together: similar lengths, at most `max_tokens`
                         tokens per batch counting padding; shuffled per epoch, resumable,
                         split across ranks for distributed training
@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 
 
 def _offsets(lens: np.ndarray) -> np.ndarray:
@@ -47,7 +47,7 @@ class Example(NamedTuple):
 
 
 class Array1D(Protocol):
-    """A 1-D array read by slices: a numpy array, or a `seq2seq.prepared.FileArray`."""
+    """A 1-D array read by slices: a numpy array, or a `seq2seq.data.prepared_corpus.FileArray`."""
 
     def __len__(self) -> int: ...
 
@@ -78,7 +78,7 @@ def _lengths(offsets: Array1D, specials: int, chunk: int = 1 << 16) -> np.ndarra
 class ParallelDataset:
     """The token ids of one split, each side one flat array of ids plus (N + 1,) offsets.
 
-    The flat arrays hold the subword ids only (any integer dtype; `seq2seq.prepare` writes
+    The flat arrays hold the subword ids only (any integer dtype; `seq2seq.data.prepare` writes
     uint16 or int32 files, read by `FileArray`); `dataset[i]` adds the special tokens.
     `src_lens[i]` and `tgt_lens[i]` are the lengths of the rows `dataset[i]` returns, special
     tokens included, computed from the offsets when asked for (not kept: a batch sampler

@@ -23,10 +23,10 @@ Weights are rounded to `DECIMALS` decimals to keep the payload small.
 import torch
 from torch import Tensor
 
+from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.errors import UserError
 from seq2seq.models import TransformerSeq2Seq
-from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.translator import Translation, Translator
 
 DECIMALS = 3
 WORD_START = "▁"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from seq2seq.corpora import RemoteFile
+from seq2seq.data.corpora import RemoteFile
 from seq2seq.errors import UserError
 from seq2seq.files import sha256_file
 

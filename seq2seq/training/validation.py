@@ -6,16 +6,16 @@ import math
 import torch
 from tqdm import tqdm
 
-from seq2seq.batching import ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.config import Config
-from seq2seq.evaluation import evaluate
-from seq2seq.loss import token_losses
+from seq2seq.data.batching import ParallelDataset, TokenBatchSampler, make_loader
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.decoding.attention_maps import attention_figure, attention_grid_figure
+from seq2seq.decoding.evaluation import evaluate
+from seq2seq.decoding.translator import Translator
 from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
-from seq2seq.plots import attention_figure, attention_grid_figure
-from seq2seq.prepared import PreparedData
-from seq2seq.run_log import RunLog
-from seq2seq.specials import BOS_ID, EOS_ID
-from seq2seq.translator import Translator
+from seq2seq.training.loss import token_losses
+from seq2seq.training.run_log import RunLog
 
 
 @torch.no_grad()

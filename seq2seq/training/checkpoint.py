@@ -8,7 +8,7 @@ A checkpoint is a plain dictionary saved with `torch.save`:
     tokenizers   {"joint": bool, "src": uint8 tensor, "tgt": uint8 tensor}: the sentencepiece
                  model files themselves, so a checkpoint translates on its own
     training     (training checkpoints only) optimizer, scheduler, scaler, step, epoch, sampler
-                 position, RNG states and validation history; see seq2seq.train
+                 position, RNG states and validation history; see seq2seq.training.loop
 
 Loading uses `torch.load(weights_only=True)`, whose unpickler accepts only tensors and plain
 containers: a file carrying a pickled code payload is refused before anything in it runs. It
@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
 from seq2seq.files import write_atomically
-from seq2seq.tokenizer import Tokenizer
 
 CHECKPOINT_FORMAT = 1
 STEP_CHECKPOINT = re.compile(r"step-(\d+)\.pt")  # the names training gives step checkpoints

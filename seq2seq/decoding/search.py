@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.fast import topk as fast_topk
 from seq2seq.models.base import Seq2SeqModel, select_rows
-from seq2seq.specials import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

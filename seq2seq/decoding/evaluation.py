@@ -8,14 +8,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from seq2seq.decoding.scores import corpus_scores
+from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
-from seq2seq.metrics import corpus_scores
-from seq2seq.translator import Translator
 
 
 @dataclass
 class EvalResult:
-    """Corpus scores of a test set (see seq2seq.metrics) and the decoding speed, with the
+    """Corpus scores of a test set (see seq2seq.decoding.scores) and the decoding speed, with the
     output: `hypotheses` (detokenized text) and `hypothesis_ids` (the ids the search produced,
     without BOS/EOS), one per source line."""
 

@@ -17,7 +17,7 @@ A model result, e.g. results/models/transformer-tiny.en-de.json:
 
 `seq2seq evaluate --record FILE` writes one: the scores, signatures, beam, model, corpus,
 parameter count, step, number of averaged checkpoints and decoding precision come from the
-evaluation and the checkpoint, the domain from the corpus (`seq2seq.corpora.domain_of`); the
+evaluation and the checkpoint, the domain from the corpus (`seq2seq.data.corpora.domain_of`); the
 name, training time, device and commands are given as options.
 """
 
@@ -87,7 +87,7 @@ class ModelResult:
 
 def git_state() -> tuple[str | None, bool | None]:
     """The commit checked out and whether tracked files differ from it (None outside git)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> str:
         result = subprocess.run(

@@ -1,6 +1,6 @@
 """Exporting a trained model: a small folder that translates on its own, with no pickle
-anywhere (its files: `seq2seq.inference`, which loads it). Tied weights (shared embeddings, tied
-output layer) are stored once (`safetensors.torch.save_model`)."""
+anywhere (its files: `seq2seq.decoding.loading`, which loads it). Tied weights (shared embeddings,
+tied output layer) are stored once (`safetensors.torch.save_model`)."""
 
 import copy
 import json
@@ -11,9 +11,7 @@ from pathlib import Path
 import safetensors.torch
 import torch
 
-from seq2seq.errors import UserError
-from seq2seq.files import check_output_location
-from seq2seq.inference import (
+from seq2seq.decoding.loading import (
     CARD,
     DESCRIPTION,
     JOINT_TOKENIZER,
@@ -22,6 +20,8 @@ from seq2seq.inference import (
     WEIGHTS,
     Inference,
 )
+from seq2seq.errors import UserError
+from seq2seq.files import check_output_location
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EXPORTED = Path("exported")  # where exports go by default, ignored by git

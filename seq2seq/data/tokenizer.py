@@ -2,10 +2,10 @@
 
 Training settings that matter for translation:
 
-- the special ids come from `seq2seq.specials` (pad 0, unk 1, bos 2, eos 3) in every model;
+- the special ids come from `seq2seq.data.specials` (pad 0, unk 1, bos 2, eos 3) in every model;
 - `character_coverage=1.0`: every character seen in training gets a piece (no rare-char UNKs);
 - normalisation rule `identity`: sentencepiece leaves the text alone; `encode` applies this
-  project's own normalisation (`seq2seq.clean.normalize`: NFC, single spaces), so
+  project's own normalisation (`seq2seq.data.clean.normalize`: NFC, single spaces), so
   `decode(encode([s])) == [s]` for every normalised line made of known characters;
 - `hard_vocab_limit=False`: a corpus too small for the requested size gets a smaller vocabulary
   instead of an error;
@@ -20,9 +20,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from seq2seq.clean import normalize, normalize_lines
-from seq2seq.errors import UserError
-from seq2seq.specials import (
+from seq2seq.data.clean import normalize, normalize_lines
+from seq2seq.data.specials import (
     BOS_ID,
     BOS_PIECE,
     EOS_ID,
@@ -32,6 +31,7 @@ from seq2seq.specials import (
     UNK_ID,
     UNK_PIECE,
 )
+from seq2seq.errors import UserError
 
 MODEL_TYPES = ("unigram", "bpe")
 SETTINGS = {
@@ -126,9 +126,9 @@ class Tokenizer:
         return self._sp.get_piece_size()
 
     def encode(self, lines: list[str], normalized: bool = False) -> list[list[int]]:
-        """Subword ids of each line (no BOS/EOS; `seq2seq.batching` adds them).
+        """Subword ids of each line (no BOS/EOS; `seq2seq.data.batching` adds them).
 
-        Lines are first normalised as the prepared text was (`seq2seq.clean.normalize`), so raw
+        Lines are first normalised as the prepared text was (`seq2seq.data.clean.normalize`), so raw
         input, e.g. typed in decomposed Unicode, is tokenised like the training data; lines
         that already are (`normalized=True`, the prepared text) skip that step.
         """

@@ -9,9 +9,9 @@
         every `save_every_minutes`: last.pt
 
 A run folder holds everything: config.toml, train.log, TensorBoard events, checkpoints, and
-train.lock, which one process at a time holds while it trains (seq2seq/run_lock.py). Starting
-the same command again resumes from last.pt exactly: weights, optimizer, schedule, step, epoch,
-the position inside the epoch and every random generator come back as they were saved.
+train.lock, which one process at a time holds while it trains (seq2seq/training/run_lock.py).
+Starting the same command again resumes from last.pt exactly: weights, optimizer, schedule, step,
+epoch, the position inside the epoch and every random generator come back as they were saved.
 Ctrl-C or SIGTERM ends the current update, saves last.pt and exits with 130 or 143.
 """
 
@@ -27,19 +27,16 @@ from typing import NamedTuple
 import torch
 from tqdm import tqdm
 
-from seq2seq import distributed
-from seq2seq.batching import Batch, TokenBatchSampler, make_loader
-from seq2seq.checkpoint import save_validated
 from seq2seq.config import Config, dump_toml
+from seq2seq.data.batching import Batch, TokenBatchSampler, make_loader
 from seq2seq.device import cpu_has_fast_bf16, pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import remove_temporary_files
-from seq2seq.loss import token_losses
-from seq2seq.reproducibility import rng_state
-from seq2seq.run_lock import RunFolderLock
-from seq2seq.run_log import RunLog
-from seq2seq.signals import StopSignals
-from seq2seq.training_run import (
+from seq2seq.training import distributed
+from seq2seq.training.checkpoint import save_validated
+from seq2seq.training.loss import token_losses
+from seq2seq.training.reproducibility import rng_state
+from seq2seq.training.run import (
     Progress,
     Run,
     TrainingDiverged,
@@ -51,7 +48,10 @@ from seq2seq.training_run import (
     set_up,
     training_checkpoint,
 )
-from seq2seq.validation import validate
+from seq2seq.training.run_lock import RunFolderLock
+from seq2seq.training.run_log import RunLog
+from seq2seq.training.signals import StopSignals
+from seq2seq.training.validation import validate
 
 CPU_ESTIMATE_AFTER = 20  # updates timed before a CPU run says when its first validation comes
 CPU_RECIPE_VALID_EVERY = 500  # train.valid_every of the CPU recipe in docs/training.md
@@ -310,7 +310,7 @@ def train(cfg: Config, prepare_missing: bool = False, verify_data: bool = False)
 
 @contextmanager
 def lock_run_folder(run_dir: Path, env: distributed.Dist) -> Iterator[None]:
-    """Hold the run folder's lock (`seq2seq.run_lock`) on rank 0 for the block; when it is
+    """Hold the run folder's lock (`seq2seq.training.run_lock`) on rank 0 for the block; when it is
     refused, every rank stops with rank 0's message."""
     with ExitStack() as stack:
         refusal = None

@@ -1,0 +1,10 @@
+"""From a corpus to batches of token ids.
+
+    corpora -> download -> clean -> tokenizer -> prepare -> prepared_corpus -> batching
+
+`corpora` names the corpora and their files, `download` fetches them (checksums verified),
+`clean` normalises and filters the pairs, `tokenizer` trains and applies sentencepiece, `prepare`
+writes a prepared folder (its layout: `manifest`), `prepared_corpus` reads it back, and
+`batching` groups its pairs into padded batches under a token budget. `specials` holds the
+special token ids that every other stage shares.
+"""
