@@ -2,7 +2,6 @@
 
 from seq2seq.config import ModelConfig
 from seq2seq.errors import UserError
-from seq2seq.fast import speed_up
 from seq2seq.models.base import Seq2SeqModel, State, StepOutput, select_rows
 from seq2seq.models.gru import GRUSeq2Seq
 from seq2seq.models.transformer import TransformerSeq2Seq
@@ -41,6 +40,8 @@ def build_model(
         raise UserError(f"model.arch: unknown architecture {cfg.arch!r}; known: gru, transformer")
     model = ARCHITECTURES[cfg.arch](cfg, src_vocab_size, tgt_vocab_size, joint_vocab)
     if fast:
+        from seq2seq.fast import speed_up  # seq2seq.fast imports the attention parts
+
         speed_up(model)
     if verbose:
         print(f"model {cfg.name}: {model.num_parameters():,} parameters")
