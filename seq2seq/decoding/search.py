@@ -17,8 +17,12 @@ score is the plain log-probability; alpha > 0 favours longer outputs. PAD and BO
 produced, and the EOS is forced once a sentence reaches its maximum output length, but the
 probabilities themselves are the model's: the score equals what teacher-forced scoring of the
 same tokens gives.
+
+Both take an optional `should_stop`, called before each step: when it returns True the search
+raises `Stopped` (a server uses it to drop the work of a request nobody waits for any more).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +31,15 @@ from torch import Tensor
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.fast import topk as fast_topk
 from seq2seq.models.base import Seq2SeqModel, select_rows
+
+
+class Stopped(Exception):
+    """The search's `should_stop` returned True: its result is not wanted any more."""
+
+
+def _check_stop(should_stop: Callable[[], bool] | None) -> None:
+    if should_stop is not None and should_stop():
+        raise Stopped
 
 
 @dataclass
@@ -115,6 +128,7 @@ def greedy_search(
     length_penalty: float = 1.0,
     no_repeat_ngram: int = 0,
     max_piece_repeat: int = 0,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[Hypothesis]:
     """Pick the most probable next token at every step. The same output as beam_search with K = 1.
 
@@ -135,6 +149,7 @@ def greedy_search(
     rows = torch.arange(batch_size, device=device)  # the sentences still running
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
     for step in range(max_steps):
+        _check_stop(should_stop)
         out = model.decode_step(state, prev, cache, need_attention)
         history, at_max_len = tokens[rows, :step], step >= max_lens[rows]
         log_probs = _banned_log_probs(
@@ -194,6 +209,7 @@ def beam_search(
     need_attention: bool = False,
     stop_early: bool = False,
     max_piece_repeat: int = 0,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences at once: B * K decoder rows advance together.
 
@@ -226,6 +242,7 @@ def beam_search(
     history_attention = None
 
     for step in range(int(max_lens.max()) + 1):
+        _check_stop(should_stop)
         num_active = len(sentences)
         out = model.decode_step(state, prev, cache, need_attention)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)

@@ -151,6 +151,7 @@ class Translator:
         nbest: int = 1,
         need_attention: bool = False,
         on_batch: Callable[[int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> list[list[Translation]]:
         """Translate `lines`; returns, in input order, the `nbest` best translations of each.
 
@@ -161,7 +162,8 @@ class Translator:
         `on_batch(n)`, if given, is called after each with its number of sentences (e.g. a
         progress bar's `update`). A line over `source_limit` is a `SourceTooLong` error (or cut,
         with decode.truncate_src), and a beam wider than the target vocabulary a `UserError`,
-        both before anything is decoded.
+        both before anything is decoded. `should_stop`, if given, is called before each decoding
+        step; once it returns True, the search raises `seq2seq.decoding.search.Stopped`.
         """
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
@@ -180,7 +182,7 @@ class Translator:
                 batch_sources = [sources[i] for i in batch]
                 with torch.autocast(self.device.type, dtype, enabled=dtype is not None):
                     hypotheses = self._search(
-                        model, batch_sources, beam_size, nbest, need_attention
+                        model, batch_sources, beam_size, nbest, need_attention, should_stop
                     )
                 translations = self._translations(batch_sources, hypotheses)
                 for i, nbest_list in zip(batch, translations, strict=True):
@@ -251,6 +253,7 @@ class Translator:
         beam_size: int,
         nbest: int,
         need_attention: bool,
+        should_stop: Callable[[], bool] | None = None,
     ) -> list[list[Hypothesis]]:
         """Decode one batch of tokenized sources (EOS not yet appended) with `model`."""
         cfg = self.decode_cfg
@@ -270,6 +273,7 @@ class Translator:
                 length_penalty=cfg.length_penalty,
                 no_repeat_ngram=cfg.no_repeat_ngram,
                 max_piece_repeat=cfg.max_piece_repeat,
+                should_stop=should_stop,
             )
             return [[hypothesis] for hypothesis in hypotheses]
         return beam_search(
@@ -284,6 +288,7 @@ class Translator:
             need_attention=need_attention,
             stop_early=cfg.stop_early,
             max_piece_repeat=cfg.max_piece_repeat,
+            should_stop=should_stop,
         )
 
     def _translations(

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from seq2seq.serving import explorer, libretranslate
@@ -51,14 +51,16 @@ v1 = APIRouter(prefix="/v1", tags=["translation"])
 
 
 @v1.post("/translate", responses=ERRORS)
-async def translate(request: TranslateRequest, state: StateDep) -> TranslateResponse:
+async def translate(request: TranslateRequest, state: StateDep, http: Request) -> TranslateResponse:
     """Translate `lines`: for each, its `nbest` best translations and their scores."""
     served = state.model(request.model)
     state.check_lines(request.lines)
     options = state.options(
         served, request.beam, request.nbest, request.length_penalty, request.max_len_ratio
     )
-    results = await state.translate(served, request.lines, options)
+    results = await state.translate(
+        served, request.lines, options, disconnected=http.is_disconnected
+    )
     return TranslateResponse(
         model=served.name,
         translations=[[Hypothesis(text=t.text, score=t.score) for t in nbest] for nbest in results],

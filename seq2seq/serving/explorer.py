@@ -11,18 +11,24 @@ are computed in a thread of the pool, never in the event loop.
 import json
 from pathlib import Path
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from seq2seq.decoding.explain import check_text, explain
 from seq2seq.errors import UserError
+from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.serving.http_errors import ApiError
+from seq2seq.serving.registry import ServedModel
 from seq2seq.serving.schemas import ErrorBody
 from seq2seq.serving.state import StateDep
 
 MAX_TEXT_CHARS = 400  # the maps grow with its square: 400 characters give a few MB of JSON
+# The most attention weights one answer may hold, counted before decoding for the longest output
+# the model may write: each is a Python float while the answer is built (32 bytes) and about 6
+# bytes of JSON, so an answer takes at most about 80 MB of memory and 12 MB on the wire.
+MAX_MAP_WEIGHTS = 2_000_000
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {"explorer.js": "text/javascript", "explorer.css": "text/css"}
 
@@ -30,7 +36,7 @@ ERRORS: dict[int | str, dict] = {
     status: {"model": ErrorBody, "description": why}
     for status, why in {
         404: "no model of that name",
-        413: f"a text over {MAX_TEXT_CHARS} characters",
+        413: f"a text over {MAX_TEXT_CHARS} characters, or maps over {MAX_MAP_WEIGHTS:,} weights",
         422: "an empty text, a lone surrogate, or a field of the wrong type or value",
         503: "the queue is full, or the server is stopping (see Retry-After)",
         504: "no answer within the server's time limit",
@@ -53,6 +59,39 @@ class ExplainRequest(BaseModel):
     all_maps: bool = Field(False, description="return the maps of every hypothesis")
 
 
+def map_weights(model: Seq2SeqModel, src_pieces: int, tgt_pieces: int) -> int:
+    """The attention weights in one hypothesis's maps (`seq2seq.decoding.explain`) for S =
+    `src_pieces` and T = `tgt_pieces`, EOS included in both: L_enc * H * S * S + L_dec * H *
+    (T * T + T * S) for a Transformer, T * S for a GRU."""
+    if not isinstance(model, TransformerSeq2Seq):
+        return tgt_pieces * src_pieces
+    heads = model.encoder_layers[0].self_attn.num_heads
+    encoder = len(model.encoder_layers) * heads * src_pieces * src_pieces
+    decoder = len(model.decoder_layers) * heads * (tgt_pieces + src_pieces) * tgt_pieces
+    return encoder + decoder
+
+
+def check_answer_size(served: ServedModel, request: ExplainRequest, beam: int) -> None:
+    """413 when the maps the request asks for could hold more than MAX_MAP_WEIGHTS weights,
+    counted for the longest output the model may write (decode.max_len_ratio and
+    max_len_const), before anything is decoded."""
+    translator = served.translator
+    cfg = translator.decode_cfg
+    src_pieces = len(translator.src_tokenizer.encode([request.text])[0]) + 1
+    src_pieces = min(src_pieces, translator.source_limit(beam) + 1)
+    tgt_pieces = int(src_pieces * cfg.max_len_ratio) + cfg.max_len_const + 1
+    shown = request.nbest if request.all_maps else 1
+    weights = shown * map_weights(translator.model, src_pieces, tgt_pieces)
+    if weights > MAX_MAP_WEIGHTS:
+        maps = f"the maps of {shown} hypotheses" if shown > 1 else "its maps"
+        raise ApiError(
+            413,
+            f"text: {src_pieces} pieces; {maps} could hold {weights:,} attention weights, over "
+            f"the explorer's limit of {MAX_MAP_WEIGHTS:,}; send a shorter text"
+            + (" or all_maps false" if shown > 1 else ""),
+        )
+
+
 def json_response(content: dict) -> Response:
     """JSON without spaces: the maps are most of an answer, and spaces would add a fifth."""
     body = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
@@ -72,7 +111,7 @@ async def static_file(name: str) -> FileResponse:
 
 
 @router.post("/v1/explain", responses=ERRORS, tags=["explorer"])
-async def explain_sentence(request: ExplainRequest, state: StateDep) -> Response:
+async def explain_sentence(request: ExplainRequest, state: StateDep, http: Request) -> Response:
     """The n-best translations of `text` with scores; source and target pieces and the words
     they belong to; every attention map of the chosen hypothesis (weights rounded to 3
     decimals); a word alignment read off cross-attention (see `alignment_rule`); and the
@@ -89,7 +128,10 @@ async def explain_sentence(request: ExplainRequest, state: StateDep) -> Response
         message = f"hypothesis: {request.hypothesis} is not below nbest ({request.nbest})"
         raise ApiError(422, message)
     options = state.options(served, request.beam, request.nbest)
-    (nbest,) = await state.translate(served, [request.text], options, field="text")
+    check_answer_size(served, request, options.beam)
+    (nbest,) = await state.translate(
+        served, [request.text], options, field="text", disconnected=http.is_disconnected
+    )
     try:
         payload = await run_in_threadpool(
             explain, served.translator, request.text, nbest, request.hypothesis, request.all_maps

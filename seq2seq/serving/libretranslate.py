@@ -76,7 +76,10 @@ async def translate(request: Request, state: StateDep) -> dict[str, Any]:
     nbest = body.alternatives + 1
     beam = max(served.translator.decode_cfg.beam_size, nbest)
     options = state.options(served, beam=beam, nbest=nbest)
-    results = iter(await state.translate(served, lines, options, field="q"))
+    translations = await state.translate(
+        served, lines, options, field="q", disconnected=request.is_disconnected
+    )
+    results = iter(translations)
     translated = []
     for text in texts:
         nbest_lists = [next(results) for _ in text.split("\n")]

@@ -6,6 +6,7 @@ A router added to the app (e.g. another endpoint that decodes) gets the state wi
 batched, limited and counted like those of /v1/translate."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -25,6 +26,7 @@ from seq2seq.serving.worker import (
 )
 
 RETRY_AFTER_S = 1  # what a 503 asks the client to wait
+DISCONNECT_POLL_S = 0.25  # how often a waiting request checks that its client is still there
 
 
 @dataclass
@@ -99,13 +101,21 @@ class ServerState:
                 raise ApiError(413, message + f" pieces per line at beam {beam}")
 
     async def translate(
-        self, served: ServedModel, lines: list[str], options: DecodeOptions, field: str = "lines"
+        self,
+        served: ServedModel,
+        lines: list[str],
+        options: DecodeOptions,
+        field: str = "lines",
+        disconnected: Callable[[], Awaitable[bool]] | None = None,
     ) -> list[list[Translation]]:
         """Queue `lines` for the worker and wait for their translations, in input order.
 
         413 for a line over the model's length in pieces (`check_pieces`, `field` names the
         request's field); 503 with Retry-After when the queue is full or the server is
-        stopping; 504 when the answer takes longer than `Limits.timeout_s`."""
+        stopping; 504 when the answer takes longer than `Limits.timeout_s`. `disconnected`
+        (e.g. `Request.is_disconnected`) is asked every DISCONNECT_POLL_S while waiting; once
+        the client has left, or the time is up, the job is cancelled and the worker drops it
+        (see `seq2seq.serving.worker`)."""
         self.check_pieces(served, lines, options.beam, field)
         try:
             future = self.worker.submit(served.name, lines, options)
@@ -114,10 +124,28 @@ class ServerState:
             headers = {"Retry-After": str(RETRY_AFTER_S)}
             raise ApiError(503, f"{why}; retry in {RETRY_AFTER_S} s", headers) from None
         try:
-            return await asyncio.wait_for(future, self.limits.timeout_s)
+            return await self._wait(future, disconnected)
         except (TimeoutError, DeadlineExceeded):
             message = f"no answer within the server's limit of {self.limits.timeout_s:g} s"
             raise ApiError(504, message) from None
+        finally:
+            future.cancel()  # no effect once settled; else the worker stops decoding it
+
+    async def _wait(
+        self,
+        future: asyncio.Future[list[list[Translation]]],
+        disconnected: Callable[[], Awaitable[bool]] | None,
+    ) -> list[list[Translation]]:
+        """The future's result; TimeoutError after `Limits.timeout_s`; ApiError 499 (the client
+        closed the connection) as soon as `disconnected` says so."""
+        deadline = asyncio.get_running_loop().time() + self.limits.timeout_s
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            done, _ = await asyncio.wait({future}, timeout=min(left, DISCONNECT_POLL_S))
+            if done:
+                return future.result()
+            if disconnected is not None and await disconnected():
+                raise ApiError(499, "the client closed the connection")
+        raise TimeoutError
 
 
 def server_state(request: Request) -> ServerState:

@@ -9,7 +9,9 @@ their lines together (`Translator.translate`) and answers each request with its 
 order. Requests with other options wait for a later batch.
 
 The event loop never runs the model: `submit` queues a job and returns an asyncio future,
-which the worker settles from its thread with `loop.call_soon_threadsafe`.
+which the worker settles from its thread with `loop.call_soon_threadsafe`. Work nobody waits
+for is dropped: before each decoding step the search asks `_nobody_waits`, and once every job
+of the batch is past its time limit or cancelled (its client left), the batch stops there.
 """
 
 import asyncio
@@ -19,7 +21,9 @@ import time
 from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import partial
 
+from seq2seq.decoding.search import Stopped
 from seq2seq.decoding.translator import Translation
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics
@@ -175,8 +179,16 @@ class DecodingWorker:
         self.metrics.batch_requests.observe(len(jobs))
         try:
             results = translator.translate(
-                lines, nbest=options.nbest, need_attention=options.need_attention
+                lines,
+                nbest=options.nbest,
+                need_attention=options.need_attention,
+                should_stop=partial(self._nobody_waits, jobs),
             )
+        except Stopped:
+            log.info("dropped a batch of %d lines: nobody waits for it any more", len(lines))
+            for job in jobs:
+                _settle(job, error=DeadlineExceeded())
+            return
         except Exception as err:  # answered as a 500; the server keeps serving
             log.exception("decoding failed")
             for job in jobs:
@@ -186,6 +198,12 @@ class DecodingWorker:
         for job in jobs:
             _settle(job, result=results[start : start + len(job.lines)])
             start += len(job.lines)
+
+    def _nobody_waits(self, jobs: list[Job]) -> bool:
+        """Whether every one of `jobs` is past `Limits.timeout_s` or was cancelled (a done
+        future before the worker settles it: the request timed out or its client left)."""
+        now = time.monotonic()
+        return all(job.future.done() or now - job.queued_at > self.limits.timeout_s for job in jobs)
 
 
 def _settle(
