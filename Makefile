@@ -64,17 +64,19 @@ translate: $(STAMP)
 
 # make serve [SERVE_MODELS="transformer-tiny.multi30k.en-de ..."] [ARGS="--port 8080 ..."]
 # Serves the shipped models over HTTP on 127.0.0.1:8000 (docs/serve.md), the first one the
-# default; Ctrl-C stops it.
+# default; Ctrl-C stops it, with exit status 0. `set -m` runs the server in a process group of
+# its own, the terminal's foreground one, so Ctrl-C reaches only the server: make, which would
+# die of the SIGINT (status 130), waits for it and exits with its status.
 SERVE_MODELS ?= transformer-tiny.multi30k.en-de transformer-tiny.multi30k.de-en \
 	transformer-small.tatoeba.en-fr transformer-small.tatoeba.fr-en gru-small.multi30k.en-de
 serve: $(STAMP)
-	$(SEQ2SEQ) serve $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
+	{ set -m; } 2>/dev/null; $(SEQ2SEQ) serve $(foreach model,$(SERVE_MODELS),--model $(model)) $(ARGS)
 
 # make explore [ARGS="--port 8080 ..."]
 # The attention explorer (docs/explore.md) with every shipped model, en-de first (the page's
-# default): http://127.0.0.1:8000/
+# default): http://127.0.0.1:8000/; Ctrl-C stops it, with exit status 0 (see serve).
 explore: $(STAMP)
-	$(SEQ2SEQ) explore $(ARGS)
+	{ set -m; } 2>/dev/null; $(SEQ2SEQ) explore $(ARGS)
 
 # make bench [ARGS="--quick" | ARGS="--growth" | ARGS="--checkpoint-dir checkpoints"] [MIRROR=dir|url]
 # Prepares Multi30k en-de first when it is missing; writes results/bench/<device>-<time>.json.

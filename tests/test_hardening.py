@@ -3,6 +3,8 @@ nobody waits for it, access checks, one-line errors for malformed HTTP, and file
 a full disk or a special file cannot damage or hang."""
 
 import json
+import os
+import pty
 import socket
 import subprocess
 import threading
@@ -23,6 +25,7 @@ from seq2seq.serving.explorer import MAX_MAP_WEIGHTS, map_weights
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
 
+ROOT = Path(__file__).resolve().parents[1]
 MODEL = "transformer-tiny.multi30k.en-de"
 MODEL_DIR = SHIPPED_MODELS / MODEL
 HEAVY_LINE = "zq xv " * 30  # 150 pieces that the model does not end: it writes to its limit
@@ -196,3 +199,29 @@ def test_a_request_whose_client_left_stops_decoding(models: dict[str, ServedMode
         assert stop_server(process) == 0
     assert answer.status_code == 200
     assert waited < 5.0  # the heavy line alone decodes for over a minute
+
+
+# --- make serve and make explore ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["serve", "explore"])
+def test_make_serve_and_explore_exit_0_on_ctrl_c(target: str) -> None:
+    """Ctrl-C typed in a terminal: the SIGINT goes to the terminal's foreground process group."""
+    command = ["make", "-s", "-o", ".venv/.installed", target, "ARGS=--port 0"]
+    if target == "serve":
+        command.append(f"SERVE_MODELS={MODEL}")
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: make, in the terminal
+        os.chdir(ROOT)
+        os.execvp("make", command)
+    output = b""
+    deadline = time.monotonic() + 120
+    while b"serving " not in output and time.monotonic() < deadline:
+        output += os.read(terminal, 4096)
+    time.sleep(0.5)
+    os.write(terminal, b"\x03")  # Ctrl-C
+    _, status = os.waitpid(pid, 0)
+    os.close(terminal)
+    assert b"serving " in output, output.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0
