@@ -5,6 +5,7 @@ import codecs
 import gzip
 import hashlib
 import os
+import stat
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -53,6 +54,41 @@ def iter_lines(path: Path, name: str | None = None) -> Iterator[str]:
 def read_lines(path: Path, name: str | None = None) -> list[str]:
     """All the lines of a text file (see `iter_lines`)."""
     return list(iter_lines(path, name))
+
+
+def check_regular_file(path: Path, max_bytes: int, name: str | None = None) -> None:
+    """Refuse, with a one-line `UserError` naming `name` (by default the path), to read `path`
+    when it is not a regular file (e.g. a FIFO, or a link to /dev/zero) or is larger than
+    `max_bytes`. It is opened without blocking, so a FIFO cannot hang the check."""
+    with _open_regular(path, max_bytes, name or str(path)):
+        pass
+
+
+def read_small_file(path: Path, max_bytes: int, name: str | None = None) -> bytes:
+    """The bytes of the regular file `path` of at most `max_bytes` (see `check_regular_file`),
+    its size checked before anything is read."""
+    name = name or str(path)
+    with _open_regular(path, max_bytes, name) as file:
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while being read
+        raise UserError(f"{name}: over the limit of {max_bytes:,} bytes")
+    return data
+
+
+def _open_regular(path: Path, max_bytes: int, name: str) -> BinaryIO:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise UserError(f"{name}: cannot read: {err.strerror}") from None
+    file = os.fdopen(fd, "rb")
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        file.close()
+        raise UserError(f"{name}: not a regular file; refusing to read it")
+    if info.st_size > max_bytes:
+        file.close()
+        raise UserError(f"{name}: {info.st_size:,} bytes, over the limit of {max_bytes:,}")
+    return file
 
 
 def check_output_location(option: str, path: str | Path) -> Path:

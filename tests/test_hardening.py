@@ -5,6 +5,7 @@ a full disk or a special file cannot damage or hang."""
 import json
 import os
 import pty
+import shutil
 import socket
 import subprocess
 import threading
@@ -20,6 +21,9 @@ from fastapi.testclient import TestClient
 
 from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, load_exported
 from seq2seq.decoding.search import Stopped, beam_search, greedy_search
+from seq2seq.errors import UserError
+from seq2seq.files import read_small_file
+from seq2seq.serving.access import Access, read_keys
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_MAP_WEIGHTS, map_weights
 from seq2seq.serving.limits import Limits
@@ -225,3 +229,227 @@ def test_make_serve_and_explore_exit_0_on_ctrl_c(target: str) -> None:
     os.close(terminal)
     assert b"serving " in output, output.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# --- Access: hosts, origins, keys, rate limits, headers ----------------------------------------
+
+KEYS = {"k1-secret": 2, "k2-secret": None}
+
+
+def access_client(models: dict[str, ServedModel], **changes: object) -> TestClient:
+    access = Access(**{"keys": KEYS, "per_minute": 1, **changes})
+    return TestClient(create_app(models, access=access), base_url="http://localhost:8000")
+
+
+def test_a_host_not_allowed_gets_421(models: dict[str, ServedModel]) -> None:
+    with access_client(models) as client:
+        answer = client.get("/healthz", headers={"host": "rebound.example:8000"})
+        assert answer.status_code == 421
+        assert answer.json() == {
+            "error": "Host rebound.example: not served here; allowed: 127.0.0.1, ::1, "
+            "localhost (--allowed-host)"
+        }
+        for host in ("localhost:8000", "127.0.0.1", "[::1]:8000", "LOCALHOST"):
+            assert client.get("/healthz", headers={"host": host}).status_code == 200
+
+
+def test_a_cross_site_post_is_refused(models: dict[str, ServedModel]) -> None:
+    form = {"q": "A dog.", "source": "en", "target": "de"}
+    with access_client(models, per_minute=0) as client:
+        answer = client.post("/translate", data=form, headers={"origin": "http://evil.example"})
+        assert answer.status_code == 403
+        assert answer.json() == {
+            "error": "Origin http://evil.example: cross-site requests are refused"
+        }
+        answer = client.post("/translate", data=form, headers={"sec-fetch-site": "cross-site"})
+        assert answer.status_code == 403
+        answer = client.post("/translate", data=form, headers={"origin": "null"})
+        assert answer.status_code == 403
+        answer = client.post("/translate", data=form, headers={"origin": "http://localhost:8000"})
+        assert answer.status_code == 200
+
+
+def test_api_keys_and_rate_limits(models: dict[str, ServedModel]) -> None:
+    request = {"q": "A dog.", "source": "en", "target": "de"}
+    with access_client(models) as client:
+        answer = client.post("/translate", json={**request, "api_key": "wrong"})
+        assert (answer.status_code, answer.json()) == (
+            403,
+            {"error": "api_key: not a valid API key"},
+        )
+        bearer = {"authorization": "Bearer k1-secret"}
+        statuses = [client.post("/translate", json=request, headers=bearer) for _ in range(3)]
+        assert [answer.status_code for answer in statuses] == [200, 200, 429]
+        assert statuses[-1].json() == {
+            "error": "over the limit of 2 requests per minute for this API key"
+        }
+        assert 1 <= int(statuses[-1].headers["retry-after"]) <= 60
+        key_field = [client.post("/translate", json={**request, "api_key": "k2-secret"})]
+        key_field.append(client.post("/translate", json={**request, "api_key": "k2-secret"}))
+        assert [answer.status_code for answer in key_field] == [200, 429]  # --req-limit: 1
+        anonymous = [client.post("/v1/translate", json={"lines": ["A cat."]}) for _ in range(2)]
+        assert [answer.status_code for answer in anonymous] == [200, 429]
+        assert "secret" not in "".join(a.text for a in [*statuses, *key_field, *anonymous])
+    with access_client(models, require_key=True, per_minute=0) as client:
+        answer = client.post("/v1/translate", json={"lines": ["A cat."]})
+        assert answer.status_code == 403
+        assert answer.json()["error"].startswith("api_key: this server needs an API key")
+        answer = client.post("/v1/translate", json={"lines": ["A cat."]}, headers=bearer)
+        assert answer.status_code == 200
+
+
+def test_a_keys_file_is_read_strictly(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("# team keys\nalpha 30\n\nbeta\n", encoding="utf-8")
+    assert read_keys(keys) == {"alpha": 30, "beta": None}
+    keys.write_text("alpha 30\nbeta many\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"^--api-keys .*keys:2: expected KEY or KEY REQUESTS"):
+        read_keys(keys)
+
+
+def test_security_headers_on_every_answer(client: TestClient) -> None:
+    for answer in (client.get("/"), client.get("/no-such-page"), client.get("/healthz")):
+        headers = answer.headers
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+        assert "default-src 'self'" in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["x-frame-options"] == "DENY"
+
+
+def test_docs_are_served_from_local_files(client: TestClient) -> None:
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert "https://" not in page.text and "http://" not in page.text
+    assert 'src="/docs/swagger-ui-bundle.js"' in page.text
+    assert "cdn" not in page.text
+    script = client.get("/docs/swagger-ui-bundle.js")
+    assert script.status_code == 200 and "SwaggerUIBundle" in script.text
+    assert client.get("/docs/swagger-ui.css").status_code == 200
+    assert client.get("/docs/../app.py").status_code == 404
+    assert client.get("/redoc").status_code == 404
+
+
+# --- Every error one line of JSON ---------------------------------------------------------------
+
+
+def test_bad_bodies_get_one_line_json(client: TestClient) -> None:
+    body = b'{"lines": ["A dog."]}'
+    answer = client.post("/v1/translate", content=body)  # no Content-Type
+    assert (answer.status_code, answer.json()) == (
+        415,
+        {"error": "Content-Type: missing; send application/json"},
+    )
+    nested = "[" * 100_000 + "]" * 100_000
+    json_type = {"content-type": "application/json"}
+    for path in ("/translate", "/v1/translate"):
+        answer = client.post(path, content=nested, headers=json_type)
+        assert answer.status_code == 400, path
+        assert list(answer.json()) == ["error"]
+    surrogate = b'{"lines": ["A \\ud800 dog."]}'
+    answer = client.post("/v1/translate", content=surrogate, headers=json_type)
+    assert (answer.status_code, answer.json()) == (
+        422,
+        {"error": "lines[0]: a lone surrogate at character 3"},
+    )
+    surrogate = b'{"q": "A \\udc00", "source": "en", "target": "de"}'
+    answer = client.post("/translate", content=surrogate, headers=json_type)
+    assert (answer.status_code, answer.json()) == (
+        422,
+        {"error": "q[0]: a lone surrogate at character 3"},
+    )
+    answer = client.put("/v1/translate", json={})
+    assert (answer.status_code, answer.json()) == (
+        405,
+        {"error": "PUT /v1/translate: method not allowed"},
+    )
+
+
+def raw_exchange(url: str, request: bytes, timeout: float = 10.0) -> bytes:
+    """Send `request` as it is on a new connection; the server's whole answer."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def status_and_body(answer: bytes) -> tuple[int, dict]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    process, url = start_server("--model", MODEL, "--header-timeout", "2")
+    yield url
+    assert stop_server(process) == 0
+
+
+@pytest.mark.slow
+def test_malformed_http_gets_a_4xx_with_one_line_of_json(server: str) -> None:
+    long_line = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Long: " + b"a" * 100_000
+    status, body = status_and_body(raw_exchange(server, long_line + b"\r\n\r\n"))
+    assert status in (400, 431) and list(body) == ["error"]
+    status, body = status_and_body(
+        raw_exchange(server, b"GET /healthz HTTP/9.9\r\nHost: localhost\r\n\r\n")
+    )
+    assert (status, body) == (505, {"error": "HTTP/9.9: send HTTP/1.1"})
+    framing = b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1x\r\n\r\n{}"
+    status, body = status_and_body(raw_exchange(server, framing))
+    assert status == 400 and body["error"].startswith("malformed HTTP request")
+    chunked = b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
+    status, body = status_and_body(raw_exchange(server, chunked + b"\r\nzz\r\n{}\r\n0\r\n\r\n"))
+    assert status == 400 and body["error"].startswith("malformed HTTP request")
+    rebound = b"GET /healthz HTTP/1.1\r\nHost: rebound.example\r\n\r\n"
+    assert status_and_body(raw_exchange(server, rebound))[0] == 421
+
+
+@pytest.mark.slow
+def test_slow_clients_cannot_hold_the_server(server: str) -> None:
+    """200 clients that never finish their headers: a normal client is answered, and the server
+    closes their connections after --header-timeout (2 s here)."""
+    host, port = server.removeprefix("http://").rsplit(":", 1)
+    slow = []
+    for _ in range(200):
+        sock = socket.create_connection((host, int(port)), timeout=15)
+        sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\n")
+        slow.append(sock)
+    try:
+        answer = httpx.post(f"{server}/v1/translate", json={"lines": ["A dog."]}, timeout=15)
+        assert answer.status_code == 200
+        closed = sum(sock.recv(1024) == b"" for sock in slow)  # blocks until the server closes
+    finally:
+        for sock in slow:
+            sock.close()
+    assert closed == 200
+
+
+# --- Model folders: regular files only, size-capped --------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["model.json", "sentencepiece.model", "model.safetensors"])
+@pytest.mark.parametrize("special", ["dev-zero", "fifo"])
+def test_a_special_file_in_a_model_folder_is_refused_at_once(
+    tmp_path: Path, name: str, special: str
+) -> None:
+    folder = tmp_path / "model"
+    shutil.copytree(MODEL_DIR, folder)
+    (folder / name).unlink()
+    if special == "fifo":
+        os.mkfifo(folder / name)
+    else:
+        (folder / name).symlink_to("/dev/zero")
+    with pytest.raises(UserError) as caught:
+        load_exported(folder)
+    assert str(caught.value) == f"{folder / name}: not a regular file; refusing to read it"
+
+
+def test_a_file_over_its_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "big"
+    path.write_bytes(b"x" * 1001)
+    with pytest.raises(UserError, match=r"^--x .*big: 1,001 bytes, over the limit of 1,000$"):
+        read_small_file(path, 1000, f"--x {path}")
+    assert read_small_file(path, 1001) == b"x" * 1001

@@ -12,9 +12,17 @@ The models come from the command line only (`--model`, `--checkpoint`, each repe
 request can name a file. SIGTERM or Ctrl-C (SIGINT) stops the server gracefully: it stops
 accepting connections, answers the requests in flight, lets the worker finish, and exits 0; a
 second Ctrl-C stops it at once.
+
+Access (docs/serve.md, "Reliability"): requests must name this server in their Host header
+(localhost, 127.0.0.1, [::1], the bound address, and each --allowed-host); browsers' cross-site
+POSTs are refused; --api-keys, --require-api-key and --req-limit set keys and rate limits as
+LibreTranslate does. A request head must arrive within --header-timeout seconds, an idle
+connection is closed after --keep-alive seconds, and at most --limit-concurrency connections
+are served at once (503 past it).
 """
 
 import argparse
+import functools
 import ipaddress
 import logging
 import signal
@@ -37,8 +45,11 @@ from seq2seq.decoding.loading import (
 )
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
+from seq2seq.serving.access import Access, allowed_hosts, read_keys
 from seq2seq.serving.app import create_app
+from seq2seq.serving.http_errors import MAX_HEAD_BYTES
 from seq2seq.serving.limits import Limits
+from seq2seq.serving.protocol import GuardedH11Protocol
 from seq2seq.serving.registry import ServedModel, served_model
 
 DEFAULTS = Limits()
@@ -82,6 +93,7 @@ def parse_args(
         "--port", type=number(int, Range(0, 65535)), default=8000, help="0: any free port"
     )
     add_limit_options(parser)
+    add_access_options(parser)
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
@@ -108,6 +120,54 @@ def add_limit_options(parser: argparse.ArgumentParser) -> None:
             default=default,
             help=f"{help_text} (default: %(default)s)",
         )
+
+
+def add_access_options(parser: argparse.ArgumentParser) -> None:
+    """Who may connect, how often, and how long a connection may hold a socket."""
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name requests may name in their Host header, besides localhost, "
+        "127.0.0.1, [::1] and --host; repeat for several",
+    )
+    parser.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        help="API keys, one a line: KEY, or KEY REQUESTS_PER_MINUTE (sent as LibreTranslate's "
+        "api_key field or an Authorization: Bearer header)",
+    )
+    parser.add_argument(
+        "--require-api-key", action="store_true", help="refuse requests without a key (403)"
+    )
+    for option, kind, valid, default, help_text in (
+        ("--req-limit", int, AT_LEAST_0, 0, "decoding requests per minute of each client "
+         "address without a key, and of each key without its own limit; 0: no limit"),
+        ("--header-timeout", float, POSITIVE, 10.0, "seconds a client has to send a request's "
+         "headers"),
+        ("--keep-alive", float, POSITIVE, 5.0, "seconds an idle connection stays open"),
+        ("--limit-concurrency", int, AT_LEAST_1, 1000, "connections and requests served at "
+         "once; past it: 503"),
+    ):  # fmt: skip
+        parser.add_argument(
+            option,
+            type=number(kind, valid),
+            default=default,
+            help=f"{help_text} (default: %(default)s)",
+        )
+
+
+def access_of(args: argparse.Namespace, bound_host: str) -> Access:
+    if args.require_api_key and not args.api_keys:
+        raise UserError("--require-api-key: give the keys with --api-keys FILE")
+    keys = read_keys(Path(args.api_keys)) if args.api_keys else {}
+    return Access(
+        allowed_hosts=allowed_hosts(bound_host, args.allowed_host),
+        keys=keys,
+        require_key=args.require_api_key,
+        per_minute=args.req_limit,
+    )
 
 
 def limits_of(args: argparse.Namespace) -> Limits:
@@ -188,20 +248,29 @@ def serve(args: argparse.Namespace) -> None:
     """Load the models `args` names, bind the port and serve until SIGTERM or Ctrl-C."""
     if not args.model and not args.checkpoint:
         raise UserError("give at least one --model or --checkpoint (see seq2seq serve --help)")
+    access = access_of(args, args.host)
     sock = bind(args.host, args.port)
-    if not is_loopback(args.host):
+    if not is_loopback(args.host) and not access.require_key:
         print(
-            f"warning: --host {args.host}: reachable from other machines; "
-            "the server has no authentication",
+            f"warning: --host {args.host}: reachable from other machines, by anyone "
+            "(--require-api-key asks for a key)",
             file=sys.stderr,
         )
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    app = create_app(load_models(args), limits_of(args))
+    app = create_app(load_models(args), limits_of(args), access)
     host, port = sock.getsockname()[:2]
     print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)
     logging.getLogger("seq2seq").setLevel(args.log_level.upper())
-    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=None)
+    config = uvicorn.Config(
+        app,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=None,
+        http=functools.partial(GuardedH11Protocol, header_timeout_s=args.header_timeout),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        timeout_keep_alive=args.keep_alive,
+        limit_concurrency=args.limit_concurrency,
+    )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopped)
     uvicorn.Server(config).run(sockets=[sock])

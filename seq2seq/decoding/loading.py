@@ -29,6 +29,7 @@ import torch
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
+from seq2seq.files import check_regular_file, read_small_file
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.size import check_model_fits
@@ -39,6 +40,11 @@ SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "shipped_models"
 WEIGHTS = "model.safetensors"
 DESCRIPTION = "model.json"
 CARD = "card.json"
+# The largest file of each kind read from a model folder: anything larger, or not a regular file
+# (a FIFO, a link to /dev/zero), is refused before it is read.
+MAX_DESCRIPTION_BYTES = 1 << 20
+MAX_TOKENIZER_BYTES = 64 << 20
+MAX_WEIGHTS_BYTES = 16 << 30
 JOINT_TOKENIZER = "sentencepiece.model"
 SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
 
@@ -119,8 +125,9 @@ def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
 def load_exported(folder: str | Path, device: str | torch.device = "cpu") -> Inference:
     """Load an exported model (weights cast to fp32, eval mode, on `device`) and its tokenizers."""
     folder = Path(folder)
+    description_bytes = read_small_file(folder / DESCRIPTION, MAX_DESCRIPTION_BYTES)
     try:
-        description = json.loads((folder / DESCRIPTION).read_text(encoding="utf-8"))
+        description = json.loads(description_bytes)
         config = config_from_dict(description["config"])
     except (OSError, ValueError, KeyError, TypeError, UserError) as err:
         raise UserError(f"{folder / DESCRIPTION}: unreadable model description ({err})") from None
@@ -134,6 +141,7 @@ def load_exported(folder: str | Path, device: str | torch.device = "cpu") -> Inf
     except UserError as err:
         raise UserError(f"{folder / DESCRIPTION}: {err}") from None
     model = build_model(config.model, *vocab_sizes, config.data.joint_vocab, verbose=False)
+    check_regular_file(folder / WEIGHTS, MAX_WEIGHTS_BYTES)
     try:
         safetensors.torch.load_model(model, str(folder / WEIGHTS), strict=True)
     except (OSError, RuntimeError, safetensors.SafetensorError) as err:
@@ -152,8 +160,9 @@ def load_exported(folder: str | Path, device: str | torch.device = "cpu") -> Inf
 
 
 def _tokenizer(path: Path) -> Tokenizer:
+    model_bytes = read_small_file(path, MAX_TOKENIZER_BYTES)
     try:
-        return Tokenizer(path.read_bytes())
+        return Tokenizer(model_bytes)
     except OSError as err:
         raise UserError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
     except UserError as err:

@@ -4,9 +4,13 @@
     GET  /v1/models      the models served: languages, family, size, decoding defaults, scores
     GET  /healthz        answers at once, even while the model decodes
     GET  /metrics        Prometheus text format (seq2seq.serving.prometheus)
-    GET  /openapi.json   the schema of all of these, browsable at /docs
+    GET  /openapi.json   the schema of all of these, browsable at /docs (Swagger UI, served
+                         from the swagger-ui-bundle package: nothing is fetched from elsewhere)
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
     GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
+
+Every answer carries the security headers of `seq2seq.serving.access`; with an `Access`,
+requests are checked for their Host, Origin, API key and rate limit before they are read.
 
 Another router can be added to the app that `create_app` returns (`app.include_router`); its
 routes reach the models, the limits and the decoding worker through
@@ -15,13 +19,18 @@ a parameter `state: seq2seq.serving.state.StateDep`.
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from swagger_ui_bundle import swagger_ui_path
 
 from seq2seq.serving import explorer, libretranslate
-from seq2seq.serving.http_errors import ReadBody, add_error_handlers
+from seq2seq.serving.access import Access, AccessGuard, SecurityHeaders
+from seq2seq.serving.http_errors import ApiError, CheckHead, ReadBody, add_error_handlers
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import CountRequests, Metrics
 from seq2seq.serving.registry import ServedModel
@@ -39,9 +48,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": why}
     for status, why in {
         400: "malformed JSON, or a body that is not UTF-8",
+        403: "a cross-site request, or a missing or unknown API key",
         404: "no model of that name",
         413: "a body, a line or a number of lines over the server's limits",
+        415: "a body that is not JSON, or no Content-Type",
+        421: "a Host header naming a host this server does not answer to",
         422: "a field of the wrong type or value",
+        429: "over the rate limit (see Retry-After)",
         503: "the queue is full, or the server is stopping (see Retry-After)",
         504: "no answer within the server's time limit",
     }.items()
@@ -88,6 +101,32 @@ async def metrics(state: StateDep) -> Response:
     return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
+DOCS_FILES = {
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui.css": "text/css",
+    "favicon-32x32.png": "image/png",
+}
+
+
+@service.get("/docs", include_in_schema=False)
+async def docs() -> HTMLResponse:
+    """Swagger UI, from the files of the swagger-ui-bundle package."""
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title="seq2seq translation server",
+        swagger_js_url="/docs/swagger-ui-bundle.js",
+        swagger_css_url="/docs/swagger-ui.css",
+        swagger_favicon_url="/docs/favicon-32x32.png",
+    )
+
+
+@service.get("/docs/{name}", include_in_schema=False)
+async def docs_file(name: str) -> FileResponse:
+    if name not in DOCS_FILES:
+        raise ApiError(404, f"/docs/{name}: no such file")
+    return FileResponse(Path(str(swagger_ui_path)) / name, media_type=DOCS_FILES[name])
+
+
 @asynccontextmanager
 async def run_worker(app: FastAPI) -> AsyncIterator[None]:
     """Run the decoding worker while the app serves; on shutdown (after the requests in flight
@@ -100,8 +139,12 @@ async def run_worker(app: FastAPI) -> AsyncIterator[None]:
         worker.stop()
 
 
-def create_app(models: dict[str, ServedModel], limits: Limits | None = None) -> FastAPI:
-    """The app serving `models` (by name; the first is the default) within `limits`."""
+def create_app(
+    models: dict[str, ServedModel], limits: Limits | None = None, access: Access | None = None
+) -> FastAPI:
+    """The app serving `models` (by name; the first is the default) within `limits`, to the
+    clients that `access` lets in (None: no Host, Origin, key or rate checks, e.g. behind a
+    proxy that makes them; `seq2seq serve` always passes one)."""
     if not models:
         raise ValueError("create_app needs at least one model")
     limits = limits or Limits()
@@ -110,9 +153,15 @@ def create_app(models: dict[str, ServedModel], limits: Limits | None = None) -> 
         title="seq2seq translation server",
         summary="Neural machine translation with the models loaded at start",
         lifespan=run_worker,
+        docs_url=None,  # served by the route `docs`, from local files
+        redoc_url=None,  # ReDoc would load its script from a CDN
     )
     app.state.server = ServerState(models, limits, DecodingWorker(models, limits, metrics), metrics)
+    if access is not None:  # the innermost: it reads the body that ReadBody bounded
+        app.add_middleware(AccessGuard, access=access)
     app.add_middleware(ReadBody, max_bytes=limits.max_body_bytes)
+    app.add_middleware(CheckHead)
+    app.add_middleware(SecurityHeaders)
     app.add_middleware(CountRequests, metrics=metrics)
     add_error_handlers(app)
     app.include_router(v1)

@@ -1,5 +1,6 @@
 """Every error as an HTTP status and a one-line JSON body, {"error": "..."}, never a traceback
-or an HTML page; and the request-body limit (`ReadBody`), checked before any parsing."""
+or an HTML page; and the checks made before any parsing: the request's head (`CheckHead`) and
+the request-body limit (`ReadBody`)."""
 
 from collections.abc import Sequence
 from typing import Any
@@ -76,6 +77,37 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, internal_error)
+
+
+MAX_HEAD_BYTES = 16 * 1024  # the request line and headers together
+
+
+class CheckHead:
+    """ASGI middleware: answer 505 for an HTTP version other than 1.0 and 1.1, 431 for a head
+    (request line and headers) over MAX_HEAD_BYTES, and 415 for a body without a
+    Content-Type, before the app sees the request."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        has_body = headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers
+        head_bytes = len(scope["raw_path"]) + len(scope["query_string"])
+        head_bytes += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+        if scope["http_version"] not in ("1.0", "1.1"):
+            error = error_response(505, f"HTTP/{scope['http_version']}: send HTTP/1.1")
+        elif head_bytes > MAX_HEAD_BYTES:
+            error = error_response(431, f"the request's headers are over {MAX_HEAD_BYTES} bytes")
+        elif has_body and b"content-type" not in headers:
+            error = error_response(415, "Content-Type: missing; send application/json")
+        else:
+            await self.app(scope, receive, send)
+            return
+        await error(scope, receive, send)
 
 
 class ReadBody:

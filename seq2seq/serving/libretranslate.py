@@ -7,8 +7,8 @@
 
 The model is the first one served that translates `source` into `target` ("auto": the only
 source language served for `target`). Each line of a text is translated on its own, and the
-lines are joined again. Only plain text is translated (format "text"); an API key is accepted
-and ignored."""
+lines are joined again. Only plain text is translated (format "text"). An API key
+(`api_key`) is checked, with the rate limits, by `seq2seq.serving.access`."""
 
 import json
 from typing import Any, Literal
@@ -37,7 +37,7 @@ class LibreTranslateRequest(BaseModel):
     target: str
     format: Literal["text", "html"] = "text"
     alternatives: int = Field(0, ge=0, description="other translations to give per text")
-    api_key: str | None = Field(None, description="accepted and ignored")
+    api_key: str | None = Field(None, description="an API key (see seq2seq serve --api-keys)")
 
 
 REQUEST_BODY = {
@@ -108,6 +108,8 @@ async def read_request(request: Request) -> LibreTranslateRequest:
             fields = json.loads(body)
         except ValueError as err:
             raise ApiError(400, f"malformed JSON: {err}") from None
+        except RecursionError:
+            raise ApiError(400, "malformed JSON: nested too deeply") from None
     try:
         return LibreTranslateRequest.model_validate(fields)
     except ValidationError as err:

@@ -8,9 +8,10 @@ from typing import Any
 import torch
 
 from seq2seq.data.corpora import domain_of
-from seq2seq.decoding.loading import Inference
+from seq2seq.decoding.loading import MAX_DESCRIPTION_BYTES, Inference
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
+from seq2seq.files import read_small_file
 
 # What GET /v1/models shows of a model card (card.json, written by seq2seq evaluate --record).
 CARD_SCORES = ("corpus", "split", "bleu", "bleu_lc", "chrf", "signatures", "beam_size")
@@ -68,7 +69,7 @@ def served_model(
 def read_card_scores(path: Path) -> dict[str, Any]:
     """The test scores of a model card; a card that is not JSON is a UserError naming it."""
     try:
-        card = json.loads(path.read_text(encoding="utf-8"))
+        card = json.loads(read_small_file(path, MAX_DESCRIPTION_BYTES))
     except (OSError, ValueError) as err:
         raise UserError(f"{path}: unreadable model card ({err})") from None
     if not isinstance(card, dict):

@@ -49,7 +49,8 @@ class ServerState:
         return self.models[name]
 
     def check_lines(self, lines: list[str], field: str = "lines") -> None:
-        """413 for more lines, or a longer line, than the limits allow."""
+        """413 for more lines, or a longer line, than the limits allow; 422 for a line that is
+        not text (a lone surrogate, from a JSON escape such as "\\ud800")."""
         limits = self.limits
         if len(lines) > limits.max_lines:
             message = f"{field}: {len(lines)} lines, over the limit of {limits.max_lines}"
@@ -58,6 +59,11 @@ class ServerState:
             if len(line) > limits.max_line_chars:
                 message = f"{field}[{number}]: {len(line)} characters, over the limit of "
                 raise ApiError(413, message + f"{limits.max_line_chars} per line")
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError as err:
+                message = f"{field}[{number}]: a lone surrogate at character {err.start + 1}"
+                raise ApiError(422, message) from None
 
     def options(
         self,
