@@ -2,9 +2,11 @@
 never leaves a half-written one."""
 
 import codecs
+import glob
 import gzip
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 import zlib
@@ -131,7 +133,65 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _fsync_folder(path.parent)
+
+
+def staging_folder(target: Path, kind: str) -> Path:
+    """A new empty folder beside `target`, `.<name>.<kind>-<pid>-<random>`, to build a
+    replacement for `target` in (see `replace_folder`); the pid lets `recover_folder` tell the
+    folder of a killed process from one still being built."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{target.name}.{kind}-{os.getpid()}-"
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+
+
+def replace_folder(new: Path, target: Path) -> None:
+    """Put the folder `new` in the place of `target` (which may not exist): `target` is renamed
+    to `.<name>.old`, `new` to `target`, then the old folder is deleted. A kill between the two
+    renames leaves `target` missing and its old contents whole under `.<name>.old`, which
+    `recover_folder` puts back at the next start."""
+    old = target.with_name(f".{target.name}.old")
+    if target.exists():
+        os.rename(target, old)
+    os.rename(new, target)
+    _fsync_folder(target.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_folder(target: Path, kind: str) -> list[str]:
+    """Undo what a killed `replace_folder` or build left beside `target`, before a new one:
+    `.<name>.old` goes back to `target` when `target` is missing, or is deleted when `target`
+    is there (the rename had finished); staging folders of `kind` whose process is gone are
+    deleted. Returns one line per thing done, for the caller to print."""
+    done = []
+    old = target.with_name(f".{target.name}.old")
+    if old.is_dir() and not target.exists():
+        os.rename(old, target)
+        done.append(f"{target}: restored from {old.name}, left by an interrupted replacement")
+    elif old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+        done.append(f"{target}: deleted {old.name}, left by an interrupted replacement")
+    pattern = f".{glob.escape(target.name)}.{kind}-*-*"
+    for stale in sorted(target.parent.glob(pattern)):
+        pid = stale.name.removeprefix(f".{target.name}.{kind}-").split("-")[0]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+            done.append(f"{target}: deleted {stale.name}, left by an interrupted build")
+    return done
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fsync_folder(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

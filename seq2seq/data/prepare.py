@@ -17,7 +17,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -41,7 +40,14 @@ from seq2seq.data.download import fetch, removing_new_empty_dirs, resolve_mirror
 from seq2seq.data.manifest import FORMAT_VERSION, ID_DTYPES, MANIFEST, OFFSETS_DTYPE, array_files
 from seq2seq.data.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
 from seq2seq.errors import UserError
-from seq2seq.files import check_output_location, iter_lines, sha256_file
+from seq2seq.files import (
+    check_output_location,
+    iter_lines,
+    recover_folder,
+    replace_folder,
+    sha256_file,
+    staging_folder,
+)
 
 T = TypeVar("T")
 MIN_VOCAB_SIZE = 16
@@ -85,6 +91,9 @@ def prepare(
         raise UserError(f"--spm-sample {spm_sample}: must be >= {MIN_SPM_SAMPLE}")
     out = Path(out) if out else default_out(corpus, src, tgt)
     check_output_location("--out", out)
+    if out.parent.is_dir():
+        for line in recover_folder(out, "building"):
+            print(line)
     settings: dict[str, Any] = {
         "corpus": corpus,
         "src": src,
@@ -173,20 +182,14 @@ def _up_to_date(out: Path, settings: dict[str, Any]) -> bool:
 def _staging(out: Path) -> Iterator[Path]:
     """A temporary folder beside `out` that replaces `out` if the block succeeds and is deleted
     if it fails (the old `out`, if any, is left as it was)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    tmp = staging_folder(out, "building")
     try:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     tmp.chmod(0o755)
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    shutil.rmtree(old, ignore_errors=True)
-    if out.exists():
-        os.rename(out, old)
-    os.rename(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_folder(tmp, out)
 
 
 def _read_corpus(

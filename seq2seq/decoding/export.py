@@ -5,7 +5,6 @@ tied output layer) are stored once (`safetensors.torch.save_model`)."""
 import copy
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import safetensors.torch
@@ -21,7 +20,7 @@ from seq2seq.decoding.loading import (
     Inference,
 )
 from seq2seq.errors import UserError
-from seq2seq.files import check_output_location
+from seq2seq.files import check_output_location, recover_folder, replace_folder, staging_folder
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EXPORTED = Path("exported")  # where exports go by default, ignored by git
@@ -36,8 +35,12 @@ def check_export_target(out: Path, force: bool, option: str = "--out") -> None:
     """Refuse, before any work, to write the folder `out` (given by `option`) where the user did
     not ask to replace anything: a folder that is there already (an exported model is replaced
     only when `force`; anything else never), or any folder inside the shipped models' folder
-    (only when `force`). Also `check_output_location`."""
+    (only when `force`). Also `check_output_location`. What a killed export left beside `out`
+    is recovered first (`recover_folder`), so `out` is checked as it was before that export."""
     resolved = check_output_location(option, out)
+    if out.parent.is_dir():
+        for line in recover_folder(out, "export"):
+            print(line)
     if out.exists() and not (out / WEIGHTS).is_file():
         raise UserError(
             f"{option} {out}: exists and is not an exported model folder; not replacing it"
@@ -56,14 +59,18 @@ def check_export_target(out: Path, force: bool, option: str = "--out") -> None:
 
 
 def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:
-    """Write `inference`'s model to the folder `out`, replacing it atomically if it exists.
+    """Write `inference`'s model to the folder `out`, replacing it if it exists.
 
-    The folder is built beside `out` and renamed into place, so an interrupted export leaves
-    the previous folder (or none) as it was. A card.json already in `out` is kept.
+    The folder is built beside `out` and put in place by `seq2seq.files.replace_folder`, so an
+    interrupted export leaves the previous folder (or none) as it was, and what a killed one
+    left is recovered first (`recover_folder`). A card.json already in `out` is kept. A write
+    that fails (e.g. a full disk) is a one-line `UserError`, and nothing is replaced.
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    for line in recover_folder(out, "export"):
+        print(line)
+    tmp = staging_folder(out, "export")
     try:
         weights = copy.deepcopy(inference.model).to(dtype)
         safetensors.torch.save_model(weights, str(tmp / WEIGHTS))
@@ -86,10 +93,10 @@ def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfl
             shutil.copyfile(out / CARD, tmp / CARD)
         for path in (tmp, *tmp.iterdir()):  # readable by all, like a folder made by hand
             path.chmod(0o755 if path.is_dir() else 0o644)
-        old = out.with_name(f".{out.name}.old")
-        if out.exists():
-            out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_folder(tmp, out)
+    except OSError as err:
+        reason = err.strerror or str(err)
+        message = f"{out}: cannot write the exported model ({reason}); nothing replaced"
+        raise UserError(message) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
