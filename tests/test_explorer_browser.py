@@ -192,7 +192,7 @@ def test_a_late_answer_never_replaces_a_newer_one(page: Page) -> None:
 
     page.route("**/v1/explain", hold_first)
     page.fill("#text", "A dog runs .")
-    page.wait_for_function("document.querySelector('#status').textContent !== ''")
+    page.wait_for_function("() => document.querySelector('#status').textContent !== ''")
     type_sentence(page, SENTENCE)
     newer = page.locator("#nbest").inner_text()
     held[0].continue_()

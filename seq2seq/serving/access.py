@@ -35,7 +35,8 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 WINDOW_S = 60.0  # rate limits count the requests of the last minute
 MAX_KEYS_FILE_BYTES = 1 << 20
 SECURITY_HEADERS = {
-    "content-security-policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+    "base-uri 'none'; "
     "form-action 'self'",
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
