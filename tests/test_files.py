@@ -13,7 +13,7 @@ import safetensors.torch
 from reversal import prepare_reversal
 
 from seq2seq.decoding.export import check_export_target, export_model
-from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_exported
+from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, find_model, load_exported
 from seq2seq.errors import UserError
 from seq2seq.files import (
     read_lines,
@@ -109,6 +109,8 @@ def test_export_force_over_a_stale_old_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exported"]
 
     out.rename(tmp_path / ".exported.old")  # killed between the renames of export --force
+    with pytest.raises(UserError, match=r"missing; an interrupted export left the model in "):
+        find_model(str(out))
     with pytest.raises(UserError, match="holds an exported model already; pass --force"):
         check_export_target(out, force=False)  # recovered first, so nothing is replaced
     assert (out / "model.safetensors").is_file()

@@ -19,6 +19,7 @@ import torch
 from commands import SEQ2SEQ
 from fastapi.testclient import TestClient
 
+from seq2seq.commands.serve import access_of, parse_args
 from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, load_exported
 from seq2seq.decoding.search import Stopped, beam_search, greedy_search
 from seq2seq.errors import UserError
@@ -272,11 +273,12 @@ def test_a_cross_site_post_is_refused(models: dict[str, ServedModel]) -> None:
 def test_api_keys_and_rate_limits(models: dict[str, ServedModel]) -> None:
     request = {"q": "A dog.", "source": "en", "target": "de"}
     with access_client(models) as client:
-        answer = client.post("/translate", json={**request, "api_key": "wrong"})
-        assert (answer.status_code, answer.json()) == (
-            403,
-            {"error": "api_key: not a valid API key"},
-        )
+        for wrong in ("wrong", "k1-secrét"):
+            answer = client.post("/translate", json={**request, "api_key": wrong})
+            assert (answer.status_code, answer.json()) == (
+                403,
+                {"error": "api_key: not a valid API key"},
+            )
         bearer = {"authorization": "Bearer k1-secret"}
         statuses = [client.post("/translate", json=request, headers=bearer) for _ in range(3)]
         assert [answer.status_code for answer in statuses] == [200, 200, 429]
@@ -453,3 +455,21 @@ def test_a_file_over_its_cap_is_refused_before_it_is_read(tmp_path: Path) -> Non
     with pytest.raises(UserError, match=r"^--x .*big: 1,001 bytes, over the limit of 1,000$"):
         read_small_file(path, 1000, f"--x {path}")
     assert read_small_file(path, 1001) == b"x" * 1001
+
+
+def test_access_options_are_checked_at_start(tmp_path: Path) -> None:
+    model = ["--model", MODEL]
+    with pytest.raises(UserError, match=r"^--require-api-key: give the keys with --api-keys"):
+        access_of(parse_args([*model, "--require-api-key"]), "127.0.0.1")
+    with pytest.raises(UserError, match=r"^--api-keys .*missing: cannot read"):
+        access_of(parse_args([*model, "--api-keys", str(tmp_path / "missing")]), "127.0.0.1")
+    keys = tmp_path / "keys"
+    keys.write_text("alpha 5\n", encoding="utf-8")
+    args = parse_args([*model, "--host", "0.0.0.0", "--allowed-host", "mt.example", "--api-keys",
+                       str(keys), "--require-api-key", "--req-limit", "30"])  # fmt: skip
+    assert access_of(args, args.host) == Access(
+        allowed_hosts=frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "mt.example"}),
+        keys={"alpha": 5},
+        require_key=True,
+        per_minute=30,
+    )

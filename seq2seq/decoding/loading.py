@@ -117,6 +117,12 @@ def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
     for folder in (Path(name), models_dir / name):
         if is_exported_model(folder):
             return folder
+    left = Path(name).with_name(f".{Path(name).name}.old")
+    if (left / WEIGHTS).is_file():  # a kill between the two renames of `seq2seq export --force`
+        raise UserError(
+            f"--model {name}: missing; an interrupted export left the model in {left} "
+            f"(the next seq2seq export --out {name} puts it back, or rename it)"
+        )
     shipped = sorted(p.parent.name for p in models_dir.glob(f"*/{WEIGHTS}"))
     known = f"; shipped models: {', '.join(shipped)}" if shipped else ""
     raise UserError(f"--model {name}: not an exported model folder{known}")

@@ -69,7 +69,7 @@ def read_keys(path: Path, option: str = "--api-keys") -> dict[str, int | None]:
     """The keys of a keys file: one a line, `KEY` or `KEY REQUESTS_PER_MINUTE`; blank lines and
     lines starting with # are skipped. A problem is a `UserError` naming the line, never the
     key."""
-    text = read_small_file(path, MAX_KEYS_FILE_BYTES, option).decode("utf-8", errors="replace")
+    text = read_small_file(path, MAX_KEYS_FILE_BYTES, f"{option} {path}").decode(errors="replace")
     keys: dict[str, int | None] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
@@ -111,7 +111,10 @@ class RateLimiter:
     def forget_idle(self) -> None:
         """Drop the identities with no request in the window, so the table stays small."""
         now = time.monotonic()
-        for identity in [key for key, times in self.times.items() if times[-1] <= now - WINDOW_S]:
+        idle = [
+            key for key, times in self.times.items() if not times or times[-1] <= now - WINDOW_S
+        ]
+        for identity in idle:
             del self.times[identity]
 
 
@@ -191,9 +194,9 @@ class AccessGuard:
         self, headers: dict[str, str], body: bytes, scope: Scope
     ) -> JSONResponse | None:
         """403 for an unknown key (or none, when one is required); 429 past the rate limit."""
-        key = request_key(headers, body)
+        key = request_key(headers, body) or None  # an empty key is no key
         access = self.access
-        known = next((k for k in access.keys if key and hmac.compare_digest(k, key)), None)
+        known = next((k for k in access.keys if key is not None and same_key(k, key)), None)
         if key is not None and known is None:
             return error_response(403, "api_key: not a valid API key")
         if known is None and access.require_key:
@@ -211,6 +214,11 @@ class AccessGuard:
             message = f"over the limit of {per_minute} requests per minute for {who}"
             return error_response(429, message, {"Retry-After": str(wait)})
         return None
+
+
+def same_key(known: str, given: str) -> bool:
+    """Whether `given` is the key `known`, in constant time (any characters)."""
+    return hmac.compare_digest(known.encode(), given.encode("utf-8", "surrogatepass"))
 
 
 def request_key(headers: dict[str, str], body: bytes) -> str | None:
