@@ -9,7 +9,9 @@
 
 docs/api.md shows more. The same `Translator` as `seq2seq translate` does the work, and the
 same maps as the attention explorer (seq2seq.decoding.explain) come back, so the outputs are those
-of the command line and of the explorer with the same options.
+of the command line and of the explorer with the same options. The arguments are checked as the
+command line checks its options (seq2seq.config_rules): a bad one is a one-line ValueError
+naming it, raised before anything is decoded.
 """
 
 import dataclasses
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from torch import Tensor
 
-from seq2seq.config_rules import DECODE_PRECISIONS
+from seq2seq.config_rules import DECODE_PRECISIONS, checked, line_problem
 from seq2seq.decoding.attention_maps import attention_text
 from seq2seq.decoding.explain import source_attention, teacher_forced_maps
 from seq2seq.decoding.loading import Inference, load_model
@@ -70,26 +72,58 @@ class Model:
         return self.inference.config.data.tgt
 
     def translate(
-        self, lines: list[str], beam: int | None = None, nbest: int | None = None
+        self,
+        lines: list[str],
+        beam: int | None = None,
+        nbest: int | None = None,
+        length_penalty: float | None = None,
+        max_len_ratio: float | None = None,
     ) -> list[str] | list[list[Translation]]:
-        """Translate `lines` with beam size `beam` (default: the model's decode.beam_size).
+        """Translate `lines` with beam size `beam`, GNMT `length_penalty` and at most
+        `max_len_ratio` output pieces per source piece (each by default the model's decode
+        settings).
 
         Returns the best translation of each line as text; with `nbest` = N, the N best of each
         line as `Translation`s (text, score, pieces), best first.
         """
         if isinstance(lines, str):
             raise TypeError("translate takes a list of lines; for one line: translate([line])")
-        results = self.translator.translate(list(lines), beam_size=beam, nbest=nbest or 1)
+        lines = list(lines)
+        for number, line in enumerate(lines):
+            problem = line_problem(line)
+            if problem:
+                raise ValueError(f"lines[{number}]: {problem}")
+        beam = self._beam(beam, nbest)
+        changes = {}
+        if length_penalty is not None:
+            changes["length_penalty"] = checked("length_penalty", length_penalty, float)
+        if max_len_ratio is not None:
+            changes["max_len_ratio"] = checked("max_len_ratio", max_len_ratio, float)
+        translator = self.translator.with_decode(**changes) if changes else self.translator
+        results = translator.translate(lines, beam_size=beam, nbest=nbest or 1)
         return results if nbest else [nbest_list[0].text for nbest_list in results]
 
     def attention(self, line: str, beam: int | None = None) -> Attention:
         """The best translation of `line` and every attention map the model computes when it
         produces exactly that translation (teacher-forced, in fp32)."""
+        problem = line_problem(line)
+        if problem:
+            raise ValueError(f"line: {problem}")
+        beam = self._beam(beam)
         src_ids = self.translator.src_tokenizer.encode([line])[0]
         if not src_ids:
             raise UserError("nothing in the line is left to translate once normalised")
         (best,) = self.translator.translate([line], beam_size=beam)[0]
         return Attention(best, teacher_forced_maps(self.translator, src_ids, best.tokens))
+
+    def _beam(self, beam: int | None, nbest: int | None = None) -> int:
+        """The beam size to search with: `beam`, or the model's decode.beam_size; a ValueError
+        naming the argument for a beam or an n-best list size out of its range
+        (seq2seq.config_rules.ARGUMENTS), or an n-best list longer than the beam."""
+        beam = self.translator.decode_cfg.beam_size if beam is None else checked("beam", beam, int)
+        if nbest is not None and checked("nbest", nbest, int) > beam:
+            raise ValueError(f"nbest: {nbest} is more than the beam size ({beam})")
+        return beam
 
 
 def load(name: str | Path, device: str = "auto", precision: str | None = None) -> Model:

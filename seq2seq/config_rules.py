@@ -1,8 +1,15 @@
-"""The valid values of every configuration key (`RULES`).
+"""The valid values of every configuration key (`RULES`), the one place each range is written.
 
-`seq2seq.config` checks a configuration against them when it is loaded (and the rules between
-keys, `seq2seq.config.cross_checks`); the command line uses the same ranges for its options
-(`seq2seq.commands.cli.number`).
+Every other place derives its check from them:
+
+    seq2seq.config                 a configuration file or override (`check_rule`), and the
+                                   rules between keys (`seq2seq.config.cross_checks`)
+    seq2seq.commands.cli           each option's type and help (`number`, `range_help`)
+    seq2seq.api                    each argument of `Model.translate` (`checked`, `line_problem`)
+    seq2seq.serving.schemas        each field of an HTTP request (`Range.bounds`)
+
+`ARGUMENTS` names the decoding values that the command line, the Python API and the HTTP API
+share: the same name in all three, the same range as the configuration key it sets.
 """
 
 import math
@@ -32,12 +39,25 @@ class Range:
         )
         return above and below
 
-    def __str__(self) -> str:
+    def interval(self) -> str:
+        """ ">= 1", "> 0" or "in [0, 1)": the values, as a help text shows them."""
         low, high = _number(self.low), _number(self.high)
         if self.high is None:
-            return f"must be {'>' if self.low_open else '>='} {low}"
+            return f"{'>' if self.low_open else '>='} {low}"
         left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"must be in {left}{low}, {high}{right}"
+        return f"in {left}{low}, {high}{right}"
+
+    def __str__(self) -> str:
+        return f"must be {self.interval()}"
+
+    def bounds(self) -> dict[str, float]:
+        """The range as the constraints of a pydantic `Field`: ge or gt, le or lt."""
+        bounds = {}
+        if self.low is not None:
+            bounds["gt" if self.low_open else "ge"] = self.low
+        if self.high is not None:
+            bounds["lt" if self.high_open else "le"] = self.high
+        return bounds
 
 
 def _number(value: float | None) -> str:
@@ -49,6 +69,13 @@ AT_LEAST_1 = Range(1)
 AT_LEAST_0 = Range(0)
 POSITIVE = Range(0, low_open=True)
 PROBABILITY = Range(0, 1, high_open=True)
+# The beams a search may keep: a translation's cost grows with the beam, and a beam this wide
+# already gives no better BLEU. A beam is also at most the target vocabulary (the translator
+# checks that against the model).
+BEAM_SIZES = Range(1, 256)
+# GNMT's alpha: ((5 + n) / 6) ** alpha stays a finite float32 for every output length n allowed
+# below (n <= 10 * 10,000 + 1,000) up to alpha = 5; usual values are 0.6 to 2.
+LENGTH_PENALTIES = Range(0, 5)
 
 # The valid values of every number and every string with fixed choices; a test checks that each
 # numeric field of the dataclasses of seq2seq/config.py has its entry here.
@@ -71,14 +98,14 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.max_steps": AT_LEAST_0,
     "train.max_epochs": AT_LEAST_1,
     "train.optimizer_betas": PROBABILITY,
-    "train.lr": POSITIVE,
+    "train.lr": Range(0, 1, low_open=True),
     "train.weight_decay": AT_LEAST_0,
     "train.schedule": ("inverse_sqrt", "plateau"),
     "train.warmup_steps": AT_LEAST_0,
     "train.plateau_factor": Range(0, 1, low_open=True, high_open=True),
     "train.plateau_patience": AT_LEAST_0,
     "train.plateau_threshold": AT_LEAST_0,
-    "train.min_lr": AT_LEAST_0,
+    "train.min_lr": Range(0, 1),
     "train.label_smoothing": PROBABILITY,
     "train.clip_norm": AT_LEAST_0,
     "train.log_every": AT_LEAST_1,
@@ -92,16 +119,26 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.attention_samples": AT_LEAST_0,
     "train.max_bad_steps": AT_LEAST_1,
     "train.num_workers": AT_LEAST_0,
-    "decode.beam_size": AT_LEAST_1,
-    "decode.length_penalty": AT_LEAST_0,
-    "decode.max_len_ratio": POSITIVE,
-    "decode.max_len_const": AT_LEAST_0,
-    "decode.no_repeat_ngram": AT_LEAST_0,
-    "decode.max_piece_repeat": AT_LEAST_0,
-    "decode.batch_size": AT_LEAST_1,
+    "decode.beam_size": BEAM_SIZES,
+    "decode.length_penalty": LENGTH_PENALTIES,
+    "decode.max_len_ratio": Range(0, 10, low_open=True),  # output tokens per source piece
+    "decode.max_len_const": Range(0, 1000),
+    "decode.no_repeat_ngram": Range(0, 100),
+    "decode.max_piece_repeat": Range(0, 1000),
+    "decode.batch_size": Range(1, 100_000),
     "decode.precision": DECODE_PRECISIONS,
-    "decode.valid_beam_size": AT_LEAST_1,
-    "decode.max_src_pieces": AT_LEAST_1,
+    "decode.valid_beam_size": BEAM_SIZES,
+    "decode.max_src_pieces": Range(1, 10_000),
+}
+
+# The values that `seq2seq translate` (--beam, --nbest, ...), `Model.translate` (beam=, ...)
+# and POST /v1/translate ("beam", ...) all take, by that name: the rule of each. nbest is the
+# length of the n-best list, at most the beam (checked where both are known).
+ARGUMENTS: dict[str, Range] = {
+    "beam": RULES["decode.beam_size"],
+    "nbest": BEAM_SIZES,
+    "length_penalty": RULES["decode.length_penalty"],
+    "max_len_ratio": RULES["decode.max_len_ratio"],
 }
 
 
@@ -111,3 +148,28 @@ def check_rule(value: Any, rule: Range | tuple[str, ...]) -> str | None:
         return None if value in rule else f"must be one of {', '.join(rule)}"
     values = value if isinstance(value, tuple) else (value,)
     return None if all(v in rule for v in values) else str(rule)
+
+
+def checked(name: str, value: Any, kind: type[int] | type[float]) -> Any:
+    """`value` of the Python API's argument `name` (a key of ARGUMENTS) as `kind`; a one-line
+    ValueError naming the argument unless it is a `kind` (an int does for a float) in its range."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or (kind is int and not isinstance(value, int)):
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name}: {value!r} is not {what}")
+    if value not in ARGUMENTS[name]:
+        raise ValueError(f"{name}: {value!r}: {ARGUMENTS[name]}")
+    return kind(value)
+
+
+def line_problem(line: Any) -> str | None:
+    """Why `line` is no text to translate, or None: not a str, or a str holding a lone surrogate
+    (a code point of U+D800..U+DFFF, which no UTF-8 text holds; JSON's "\\ud800" gives one)."""
+    if not isinstance(line, str):
+        return f"expected a str, got {type(line).__name__}"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as err:
+        where = f"U+{ord(line[err.start]):04X} at character {err.start + 1}"
+        return f"a lone surrogate ({where}) is not text"
+    return None

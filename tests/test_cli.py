@@ -1,4 +1,5 @@
-"""Process tuning (seq2seq.fast.process.tune_process): oneDNN's cache and glibc's malloc."""
+"""The command line: process tuning (seq2seq.fast.process.tune_process: oneDNN's cache and
+glibc's malloc), the decoding options, and a `--help` that imports no torch."""
 
 import importlib
 import os
@@ -9,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from seq2seq.commands import COMMANDS, command_module, translate, usage
+from seq2seq.commands import export as export_command
 from seq2seq.commands.cli import apply_decode_options
 from seq2seq.config import DecodeConfig
+from seq2seq.decoding import export
 from seq2seq.fast.process import is_glibc
 
 # Each round allocates three 20 MiB blocks (the size of a beam step's fp32 log-probabilities),
@@ -105,3 +109,54 @@ def test_the_decoding_commands_take_the_same_decode_options(command: str) -> Non
         "no_repeat_ngram": 4,
         "stop_early": True,
     }
+
+
+HELP_WITHOUT_TORCH = """
+import contextlib, io, sys
+from seq2seq.commands import COMMANDS, main
+shown = []
+for argv in [["--help"], *([name, "--help"] for name in COMMANDS)]:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            main(argv)
+        except SystemExit as exit:
+            assert exit.code == 0, argv
+    shown.append(out.getvalue().startswith("usage: seq2seq"))
+print(sorted(name for name in ("torch", "matplotlib", "uvicorn") if name in sys.modules), shown)
+"""
+
+
+def test_help_imports_no_torch() -> None:
+    """`seq2seq --help` and every `seq2seq COMMAND --help` print their help without importing
+    torch (nor matplotlib, nor uvicorn), which is what makes them answer at once."""
+    result = subprocess.run(
+        [sys.executable, "-c", HELP_WITHOUT_TORCH], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == f"[] {[True] * (1 + len(COMMANDS))}"
+
+
+def test_usage_shows_each_command_summary_whole() -> None:
+    """Each command's line says its whole first paragraph, wrapped; none is cut mid-sentence."""
+    text = usage()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    joined = " ".join(text.split())
+    for name in COMMANDS:
+        doc = command_module(name).__doc__
+        first_paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+        assert f"{name} {first_paragraph}" in joined
+        assert first_paragraph.endswith((".", ".`", "`.")), name
+    assert "health and Prometheus metrics." in joined
+
+
+def test_decode_options_show_their_range(capsys) -> None:
+    with pytest.raises(SystemExit):
+        translate.parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--beam BEAM beam size (in [1, 256]; default: the checkpoint's decode)" in help_text
+    assert "(in [0, 5]; default: the checkpoint's)" in help_text  # --length-penalty
+    assert "(in (0, 10]; default: the checkpoint's)" in help_text  # --max-len-ratio
+
+
+def test_exports_dtypes_are_the_exporters() -> None:
+    assert tuple(sorted(export.DTYPES)) == export_command.DTYPES

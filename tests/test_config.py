@@ -1,14 +1,18 @@
-"""Configuration files, overrides, presets and their one-line errors."""
+"""Configuration files, overrides, presets and their one-line errors; the ranges that the
+configuration, the command line, the Python API and the HTTP API share."""
 
+import math
 import re
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from seq2seq.config import MODEL_PRESETS, Config, config_from_dict, dump_toml, load_config
-from seq2seq.config_rules import RULES, Range
+from seq2seq.config_rules import ARGUMENTS, RULES, Range, checked, line_problem
 from seq2seq.errors import UserError
+from seq2seq.serving.schemas import TranslateRequest
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
 
@@ -63,10 +67,19 @@ def test_dump_and_reload_round_trip(tmp_path: Path) -> None:
         ("train.clip_norm=-1", "train.clip_norm=-1.0: must be >= 0"),
         ("train.log_every=0", "train.log_every=0: must be >= 1"),
         ("train.keep_last=-1", "train.keep_last=-1: must be >= 0"),
-        ("decode.batch_size=0", "decode.batch_size=0: must be >= 1"),
+        ("decode.batch_size=0", "decode.batch_size=0: must be in [1, 100000]"),
         ("model.ffn_size=0", "model.ffn_size=0: must be >= 1"),
-        ("train.lr=nan", "train.lr=nan: must be > 0"),
-        ("decode.length_penalty=inf", "decode.length_penalty=inf: must be >= 0"),
+        ("train.lr=nan", "train.lr=nan: must be in (0, 1]"),
+        ("decode.length_penalty=inf", "decode.length_penalty=inf: must be in [0, 5]"),
+        ("decode.length_penalty=1000", "override: decode.length_penalty=1000.0: must be in [0, 5]"),
+        ("decode.max_len_ratio=1e6", "decode.max_len_ratio=1000000.0: must be in (0, 10]"),
+        ("decode.max_len_ratio=0", "decode.max_len_ratio=0.0: must be in (0, 10]"),
+        ("decode.beam_size=0", "override: decode.beam_size=0: must be in [1, 256]"),
+        ("decode.beam_size=257", "decode.beam_size=257: must be in [1, 256]"),
+        ("decode.valid_beam_size=1000", "decode.valid_beam_size=1000: must be in [1, 256]"),
+        ("decode.max_src_pieces=100000", "decode.max_src_pieces=100000: must be in [1, 10000]"),
+        ("decode.max_len_const=-1", "decode.max_len_const=-1: must be in [0, 1000]"),
+        ("train.lr=2", "train.lr=2.0: must be in (0, 1]"),
         ("train.optimizer_betas=[0.9, 1.0]", "train.optimizer_betas=[0.9, 1.0]: must be in [0, 1)"),
         ("model.attention_layer=4", "model.attention_layer=4, model.decoder_layers=4"),
         ("lr=1", "expected section.key=value"),
@@ -109,3 +122,99 @@ def test_the_error_names_the_file_that_set_the_value(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=re.escape("override: train.warmup_steps=-6")):
         load_config(path, ["train.warmup_steps=-6"])
     assert load_config(path, ["train.warmup_steps=0"]).train.warmup_steps == 0
+
+
+# The configuration key that each value shared by the command line, the Python API and the HTTP
+# API sets (nbest sets none).
+SHARED_KEYS = {
+    "beam": "decode.beam_size",
+    "length_penalty": "decode.length_penalty",
+    "max_len_ratio": "decode.max_len_ratio",
+}
+
+
+def probes(rule: Range, kind: type) -> list[float]:
+    """The bounds of `rule`, values just outside and inside them, and (for a float) the values
+    that overflow or are not numbers."""
+    step = 1 if kind is int else 1e-9
+    values = [0, 1] if kind is int else [0.0, 1.0, 1e308, -1e308, math.nan, math.inf]
+    for bound in (rule.low, rule.high):
+        if bound is not None:
+            values += [kind(bound - step), kind(bound), kind(bound + step)]
+    return values
+
+
+def accepted_by_the_option(name: str, value: float) -> bool:
+    from seq2seq.commands import translate
+
+    try:
+        translate.parse_args(["--model", "m", f"--{name.replace('_', '-')}", repr(value)])
+    except SystemExit:
+        return False
+    return True
+
+
+def accepted_by_the_http_schema(name: str, value: float) -> bool:
+    try:
+        TranslateRequest.model_validate({"lines": ["a"], name: value})
+    except ValidationError:
+        return False
+    return True
+
+
+def accepted_by_the_python_api(name: str, value: float, kind: type) -> bool:
+    try:
+        checked(name, value, kind)
+    except ValueError:
+        return False
+    return True
+
+
+def accepted_by_the_configuration(key: str, value: float) -> bool:
+    try:
+        load_config(None, [f"{key}={value!r}"])
+    except UserError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", list(ARGUMENTS))
+def test_a_shared_value_has_the_same_range_everywhere(name: str, capsys) -> None:
+    """The option, the HTTP field, the Python API's argument and the configuration key accept
+    exactly the values of the one rule, on both sides of each bound."""
+    kind = int if name in ("beam", "nbest") else float
+    rule = ARGUMENTS[name]
+    assert name not in SHARED_KEYS or RULES[SHARED_KEYS[name]] == rule
+    for value in probes(rule, kind):
+        expected = value in rule
+        assert accepted_by_the_option(name, value) == expected, (name, value)
+        assert accepted_by_the_http_schema(name, value) == expected, (name, value)
+        assert accepted_by_the_python_api(name, value, kind) == expected, (name, value)
+        if name in SHARED_KEYS and not math.isnan(value) and not math.isinf(value):
+            assert accepted_by_the_configuration(SHARED_KEYS[name], value) == expected
+    capsys.readouterr()  # the options' error lines
+
+
+def test_the_http_schema_states_the_ranges() -> None:
+    """The OpenAPI schema shows the bounds of each shared field, as derived from ARGUMENTS."""
+    fields = TranslateRequest.model_json_schema()["properties"]
+    assert fields["nbest"]["minimum"] == 1 and fields["nbest"]["maximum"] == 256
+    [number, _] = fields["max_len_ratio"]["anyOf"]
+    assert (number["exclusiveMinimum"], number["maximum"]) == (0, 10)
+    [number, _] = fields["length_penalty"]["anyOf"]
+    assert (number["minimum"], number["maximum"]) == (0, 5)
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("a dog", None),
+        ("a \ud800 b", "a lone surrogate (U+D800 at character 3) is not text"),
+        ("\udfff", "a lone surrogate (U+DFFF at character 1) is not text"),
+        ("😀", None),
+        (3, "expected a str, got int"),
+        (None, "expected a str, got NoneType"),
+    ],
+)
+def test_line_problem(line: object, problem: str | None) -> None:
+    assert line_problem(line) == problem

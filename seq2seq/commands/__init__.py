@@ -6,16 +6,18 @@
 Each module of this package is one subcommand: its docstring is its help, `TUNE` says whether
 the process is tuned first (seq2seq.fast.process), and `main(argv)` parses its options and does
 the work; a UserError becomes one `error:` line and exit status 2 (seq2seq.commands.cli.run_cli).
-Importing a command module changes nothing in the process.
+Importing a command module changes nothing in the process and imports no torch (its functions
+import what computes), so `--help` answers at once and tunes nothing.
 """
 
 import importlib
 import sys
+import textwrap
 from collections.abc import Sequence
 from functools import partial
 from types import ModuleType
 
-from seq2seq.commands.cli import run_cli
+from seq2seq.commands.cli import run_cli, summary
 
 # The subcommands, in the order of the data flow (and of `seq2seq --help`).
 COMMANDS = ("prepare", "train", "translate", "evaluate", "average", "export", "serve", "explore")
@@ -26,7 +28,7 @@ def command_module(name: str) -> ModuleType:
 
 
 def usage() -> str:
-    """`seq2seq --help`: the commands, each with the first line of its docstring."""
+    """`seq2seq --help`: the commands, each with the first paragraph of its docstring."""
     lines = [
         "usage: seq2seq COMMAND [options]",
         "",
@@ -35,8 +37,8 @@ def usage() -> str:
         "commands:",
     ]
     for name in COMMANDS:
-        summary = command_module(name).__doc__.strip().splitlines()[0]
-        lines.append(f"  {name:<10}  {summary}")
+        text = f"  {name:<10}  {summary(command_module(name).__doc__)}"
+        lines += textwrap.wrap(text, 80, subsequent_indent=" " * 14)
     lines += ["", "`seq2seq COMMAND --help` describes the options of one command."]
     return "\n".join(lines)
 
@@ -53,4 +55,5 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {given}; commands: {listed} (see seq2seq --help)", file=sys.stderr)
         sys.exit(2)
     module = command_module(argv[0])
-    run_cli(partial(module.main, argv[1:]), tune=module.TUNE)
+    wants_help = any(arg in ("-h", "--help") for arg in argv[1:])
+    run_cli(partial(module.main, argv[1:]), tune=module.TUNE and not wants_help)

@@ -13,13 +13,14 @@ from pathlib import Path
 from seq2seq.commands.cli import check_output, command_parser, number
 from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.errors import UserError
-from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint, step_checkpoints
 
 TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
 
 def last_step_checkpoints(run_dir: Path, count: int) -> list[Path]:
     """The `count` step-<N>.pt files of `run_dir` with the highest N, oldest first."""
+    from seq2seq.training.checkpoint import step_checkpoints
+
     if not run_dir.is_dir():
         raise UserError(f"--last: {run_dir} is not a folder")
     found = step_checkpoints(run_dir)
@@ -41,6 +42,8 @@ def main(argv: list[str]) -> None:
         "inputs", nargs="+", metavar="CHECKPOINT|RUN_DIR", help="checkpoints, or one run folder"
     )
     args = parser.parse_args(argv)
+    from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint
+
     if args.last is not None:
         if len(args.inputs) != 1:
             parser.error("--last N takes one run folder")

@@ -7,8 +7,11 @@ The library never calls these on import; each script does, from its `__main__` b
         run_cli(main, tune=True)   # tune=True for the scripts that train or decode
 
 `ArgumentParser`, `number` and `check_output` refuse a bad command line, option value or output
-file with one `error:` line before any work is done.
+file with one `error:` line before any work is done. Building a parser imports no torch, so that
+`--help` answers at once: the modules that compute are imported by the functions that use them.
 """
+
+from __future__ import annotations
 
 import argparse
 import atexit
@@ -18,16 +21,17 @@ import sys
 from collections.abc import Callable, Container, Iterable
 from contextlib import suppress
 from pathlib import Path
-from typing import NoReturn, TextIO, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 from seq2seq.config import DecodeConfig
-from seq2seq.config_rules import DECODE_PRECISIONS, RULES
-from seq2seq.decoding.loading import Inference, find_model, load_exported, load_for_inference
+from seq2seq.config_rules import ARGUMENTS, DECODE_PRECISIONS, RULES, Range
 from seq2seq.errors import UserError
-from seq2seq.fast.process import tune_process
 from seq2seq.files import check_output_location
+
+if TYPE_CHECKING:  # torch is imported by the commands that decode, when they start working
+    import torch
+
+    from seq2seq.decoding.loading import Inference
 
 Number = TypeVar("Number", int, float)
 
@@ -37,6 +41,8 @@ def run_cli(main: Callable[[], None], tune: bool = False) -> None:
 
     tune: first call `seq2seq.fast.process.tune_process` (the scripts that train or decode)."""
     if tune:
+        from seq2seq.fast.process import tune_process  # imports torch (seq2seq.fast)
+
         tune_process()
     try:
         main()
@@ -61,9 +67,14 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def summary(doc: str) -> str:
+    """The first paragraph of a command's docstring, on one line: what the command does."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 def command_parser(name: str, doc: str) -> ArgumentParser:
-    """The parser of `seq2seq NAME`, described by the first line of the command's docstring."""
-    return ArgumentParser(prog=f"seq2seq {name}", description=doc.splitlines()[0])
+    """The parser of `seq2seq NAME`, described by the first paragraph of its docstring."""
+    return ArgumentParser(prog=f"seq2seq {name}", description=summary(doc))
 
 
 def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[[str], Number]:
@@ -81,6 +92,12 @@ def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[
         return value
 
     return convert
+
+
+def ranged(kind: Callable[[str], Number], rule: Range, what: str, default: str) -> dict[str, Any]:
+    """The `type` and `help` of an option that takes a `kind` in `rule`: `what` it is, the range
+    (written once, in seq2seq.config_rules) and the `default`."""
+    return {"type": number(kind, rule), "help": f"{what} ({rule.interval()}; default: {default})"}
 
 
 def check_output(
@@ -129,6 +146,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def load_model(args: argparse.Namespace, device: str | torch.device) -> Inference:
     """The model that --checkpoint or --model names, on `device`."""
+    from seq2seq.decoding.loading import find_model, load_exported, load_for_inference
+
     if args.checkpoint is not None:
         return load_for_inference(args.checkpoint, device)
     return load_exported(find_model(args.model), device)
@@ -140,15 +159,17 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
     length limit (--max-src-pieces, --truncate) to `parser`. Each overrides one field of the
     checkpoint's [decode] configuration for this run."""
     parser.add_argument(
-        "--beam",
-        type=number(int, RULES["decode.beam_size"]),
-        help="beam size (default: the checkpoint's decode)",
+        "--beam", **ranged(int, ARGUMENTS["beam"], "beam size", "the checkpoint's decode")
     )
     parser.add_argument(
         "--length-penalty",
-        type=number(float, RULES["decode.length_penalty"]),
         metavar="ALPHA",
-        help="GNMT length penalty; higher favours longer outputs (default: the checkpoint's)",
+        **ranged(
+            float,
+            ARGUMENTS["length_penalty"],
+            "GNMT length penalty; higher favours longer outputs",
+            "the checkpoint's",
+        ),
     )
     parser.add_argument(
         "--stop-early",
@@ -158,27 +179,38 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
     )
     parser.add_argument(
         "--max-len-ratio",
-        type=number(float, RULES["decode.max_len_ratio"]),
         metavar="RATIO",
-        help="the longest output: RATIO x the source length + decode.max_len_const (default: "
-        "the checkpoint's)",
+        **ranged(
+            float,
+            ARGUMENTS["max_len_ratio"],
+            "the longest output: RATIO x the source length + decode.max_len_const",
+            "the checkpoint's",
+        ),
     )
     parser.add_argument(
         "--no-repeat-ngram",
-        type=number(int, RULES["decode.no_repeat_ngram"]),
         metavar="N",
-        help="ban a token that would repeat an N-gram of the output; 0: off "
-        "(default: the checkpoint's)",
+        **ranged(
+            int,
+            RULES["decode.no_repeat_ngram"],
+            "ban a token that would repeat an N-gram of the output; 0: off",
+            "the checkpoint's",
+        ),
     )
     parser.add_argument(
         "--max-piece-repeat",
-        type=number(int, RULES["decode.max_piece_repeat"]),
         metavar="R",
-        help="ban a piece that would come more than R times in a row; 0: off "
-        "(default: the checkpoint's)",
+        **ranged(
+            int,
+            RULES["decode.max_piece_repeat"],
+            "ban a piece that would come more than R times in a row; 0: off",
+            "the checkpoint's",
+        ),
     )
     parser.add_argument(
-        "--batch-size", type=number(int, RULES["decode.batch_size"]), help=batch_size_help
+        "--batch-size",
+        type=number(int, RULES["decode.batch_size"]),
+        help=f"{batch_size_help} ({RULES['decode.batch_size'].interval()})",
     )
     parser.add_argument(
         "--precision",
@@ -188,10 +220,13 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument(
         "--max-src-pieces",
-        type=number(int, RULES["decode.max_src_pieces"]),
         metavar="N",
-        help="refuse an input line of more than N sentencepiece pieces (default: the "
-        "checkpoint's decode.max_src_pieces, 256 unless set)",
+        **ranged(
+            int,
+            RULES["decode.max_src_pieces"],
+            "refuse an input line of more than N sentencepiece pieces",
+            "the checkpoint's decode.max_src_pieces, 256 unless set",
+        ),
     )
     parser.add_argument(
         "--truncate",

@@ -21,11 +21,14 @@ the row's name, the training device and hours, and the commands that made the ch
 evaluation's own command and the git revision are added.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seq2seq.commands.cli import (
     add_decode_options,
@@ -38,14 +41,14 @@ from seq2seq.commands.cli import (
 )
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.data.corpora import domain_of
-from seq2seq.data.prepared_corpus import PreparedData
-from seq2seq.decoding.evaluation import EvalResult, check_aligned, evaluate
-from seq2seq.decoding.loading import Inference
 from seq2seq.decoding.model_result import ModelResult, git_state
-from seq2seq.decoding.translator import SourceTooLong, Translator
-from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, write_atomically
+
+if TYPE_CHECKING:  # main imports what decodes (torch), so that --help answers at once
+    from seq2seq.data.prepared_corpus import PreparedData
+    from seq2seq.decoding.evaluation import EvalResult
+    from seq2seq.decoding.loading import Inference
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
@@ -151,6 +154,11 @@ def model_result(
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
+    from seq2seq.data.prepared_corpus import PreparedData  # imports torch: not for --help
+    from seq2seq.decoding.evaluation import check_aligned, evaluate
+    from seq2seq.decoding.translator import SourceTooLong, Translator
+    from seq2seq.device import pick_device
+
     if args.src:
         sources = read_lines(Path(args.src), f"--src {args.src}")
         references = read_lines(Path(args.ref), f"--ref {args.ref}")

@@ -9,7 +9,6 @@ or --checkpoint after them. docs/explore.md shows each view.
 """
 
 from seq2seq.commands import serve
-from seq2seq.decoding.loading import SHIPPED_MODELS, WEIGHTS
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 FIRST = "transformer-tiny.multi30k.en-de"
@@ -17,6 +16,8 @@ FIRST = "transformer-tiny.multi30k.en-de"
 
 def shipped_models() -> list[str]:
     """The names of the shipped models, FIRST first."""
+    from seq2seq.decoding.loading import SHIPPED_MODELS, WEIGHTS  # imports torch
+
     names = sorted(path.parent.name for path in SHIPPED_MODELS.glob(f"*/{WEIGHTS}"))
     return sorted(names, key=lambda name: name != FIRST)
 

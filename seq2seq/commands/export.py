@@ -14,9 +14,9 @@ ignores (models/ holds the shipped models). Add its card with
 from pathlib import Path
 
 from seq2seq.commands.cli import command_parser
-from seq2seq.decoding.export import DTYPES, check_export_target, default_export_folder, export_model
-from seq2seq.decoding.loading import load_for_inference
 from seq2seq.errors import UserError
+
+DTYPES = ("bf16", "fp16", "fp32")  # the keys of seq2seq.decoding.export.DTYPES
 
 TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
         "--out", metavar="DIR", help="the model folder to write (default: exported/<run folder>)"
     )
     parser.add_argument(
-        "--dtype", choices=sorted(DTYPES), default="bf16", help="weight precision (default: bf16)"
+        "--dtype", choices=DTYPES, default="bf16", help="weight precision (default: bf16)"
     )
     parser.add_argument(
         "--force",
@@ -37,11 +37,14 @@ def main(argv: list[str]) -> None:
         "models/ folder (the shipped models)",
     )
     args = parser.parse_args(argv)
-    out = Path(args.out) if args.out else default_export_folder(args.checkpoint)
-    check_export_target(out, args.force)
+    from seq2seq.decoding import export  # imports torch: not for --help
+    from seq2seq.decoding.loading import load_for_inference
+
+    out = Path(args.out) if args.out else export.default_export_folder(args.checkpoint)
+    export.check_export_target(out, args.force)
     inference = load_for_inference(args.checkpoint)
     try:
-        export_model(inference, out, DTYPES[args.dtype])
+        export.export_model(inference, out, export.DTYPES[args.dtype])
     except OSError as err:
         raise UserError(f"--out {out}: cannot write ({err.strerror or err})") from None
     size = sum(path.stat().st_size for path in out.iterdir())

@@ -21,6 +21,8 @@ connection is closed after --keep-alive seconds, and at most --limit-concurrency
 are served at once (503 past it).
 """
 
+from __future__ import annotations
+
 import argparse
 import functools
 import ipaddress
@@ -30,27 +32,22 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-import torch
-import uvicorn
-
-from seq2seq.commands.cli import ArgumentParser, add_decode_options, apply_decode_options, number
-from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, POSITIVE, Range
-from seq2seq.decoding.loading import (
-    CARD,
-    SHIPPED_MODELS,
-    find_model,
-    load_exported,
-    load_for_inference,
+from seq2seq.commands.cli import (
+    ArgumentParser,
+    add_decode_options,
+    apply_decode_options,
+    number,
+    ranged,
 )
-from seq2seq.device import pick_device
+from seq2seq.config_rules import ARGUMENTS, AT_LEAST_0, AT_LEAST_1, POSITIVE, Range
 from seq2seq.errors import UserError
-from seq2seq.serving.access import Access, allowed_hosts, read_keys
-from seq2seq.serving.app import create_app
-from seq2seq.serving.http_errors import MAX_HEAD_BYTES
 from seq2seq.serving.limits import Limits
-from seq2seq.serving.protocol import GuardedH11Protocol
-from seq2seq.serving.registry import ServedModel, served_model
+
+if TYPE_CHECKING:  # the functions import what serves and decodes, so --help answers at once
+    from seq2seq.serving.access import Access
+    from seq2seq.serving.registry import ServedModel
 
 DEFAULTS = Limits()
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
@@ -70,16 +67,15 @@ def parse_args(
         action="append",
         default=[],
         metavar="NAME|FOLDER",
-        help="an exported model: the name of a shipped one "
-        f"({', '.join(sorted(p.parent.name for p in SHIPPED_MODELS.glob('*/model.safetensors')))}) "
-        "or a folder from seq2seq export; repeat for several",
+        help="an exported model: the name of a shipped one (e.g. transformer-tiny.multi30k.en-de; "
+        "seq2seq explore serves them all) or a folder from seq2seq export; repeat for several",
     )
     parser.add_argument(
         "--checkpoint", action="append", default=[], help="a checkpoint written by training"
     )
     add_decode_options(
         parser,
-        batch_size_help=f"the most sentences in one batch (default: {DEFAULTS.batch_sentences})",
+        batch_size_help=f"the most sentences in one batch, by default {DEFAULTS.batch_sentences}",
     )
     parser.add_argument(
         "--threads",
@@ -106,7 +102,8 @@ def add_limit_options(parser: argparse.ArgumentParser) -> None:
         ("--max-lines", int, AT_LEAST_1, DEFAULTS.max_lines, "lines per request"),
         ("--max-line-chars", int, AT_LEAST_1, DEFAULTS.max_line_chars, "characters per line"),
         ("--max-body-bytes", int, AT_LEAST_1, DEFAULTS.max_body_bytes, "bytes per request body"),
-        ("--max-beam", int, AT_LEAST_1, DEFAULTS.max_beam, "beam size a request may ask for"),
+        ("--max-beam", int, ARGUMENTS["beam"], DEFAULTS.max_beam, "beam size a request "
+         "may ask for"),
         ("--max-queue-lines", int, AT_LEAST_1, DEFAULTS.max_queue_lines, "lines waiting to be "
          "decoded; past it: 503"),
         ("--timeout", float, POSITIVE, DEFAULTS.timeout_s, "seconds a request may wait for its "
@@ -115,10 +112,7 @@ def add_limit_options(parser: argparse.ArgumentParser) -> None:
          "request waits for others to share its decoding batch"),
     ):  # fmt: skip
         parser.add_argument(
-            option,
-            type=number(kind, valid),
-            default=default,
-            help=f"{help_text} (default: %(default)s)",
+            option, default=default, **ranged(kind, valid, help_text, "%(default)s")
         )
 
 
@@ -159,6 +153,8 @@ def add_access_options(parser: argparse.ArgumentParser) -> None:
 
 
 def access_of(args: argparse.Namespace, bound_host: str) -> Access:
+    from seq2seq.serving.access import Access, allowed_hosts, read_keys
+
     if args.require_api_key and not args.api_keys:
         raise UserError("--require-api-key: give the keys with --api-keys FILE")
     keys = read_keys(Path(args.api_keys)) if args.api_keys else {}
@@ -186,6 +182,10 @@ def limits_of(args: argparse.Namespace) -> Limits:
 def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
     """The models of --model and --checkpoint, by name (the first is the default), each with
     the decoding options applied; on a CPU they decode in int8 unless --precision says else."""
+    from seq2seq.decoding.loading import CARD, find_model, load_exported, load_for_inference
+    from seq2seq.device import pick_device
+    from seq2seq.serving.registry import served_model
+
     device = pick_device(args.device)
     sources = [(find_model(name), "model") for name in args.model]
     sources += [(Path(path), "checkpoint") for path in args.checkpoint]
@@ -246,6 +246,13 @@ def main(argv: list[str]) -> None:
 
 def serve(args: argparse.Namespace) -> None:
     """Load the models `args` names, bind the port and serve until SIGTERM or Ctrl-C."""
+    import torch
+    import uvicorn
+
+    from seq2seq.serving.app import create_app
+    from seq2seq.serving.http_errors import MAX_HEAD_BYTES
+    from seq2seq.serving.protocol import GuardedH11Protocol
+
     if not args.model and not args.checkpoint:
         raise UserError("give at least one --model or --checkpoint (see seq2seq serve --help)")
     access = access_of(args, args.host)

@@ -6,7 +6,6 @@ Several GPUs or nodes: `torchrun --nproc_per_node=N -m seq2seq train --config FI
 
 from seq2seq.commands.cli import command_parser
 from seq2seq.config import load_config
-from seq2seq.training.loop import train
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
@@ -29,4 +28,6 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     cfg = load_config(args.config, args.overrides)
+    from seq2seq.training.loop import train  # imports torch: not for --help
+
     train(cfg, prepare_missing=args.prepare, verify_data=args.verify)

@@ -12,6 +12,8 @@ N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbe
 --save-attention FILE.png numbers its files the same way: FILE-0.png for the first line.
 """
 
+from __future__ import annotations
+
 import argparse
 import atexit
 import sys
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext, suppress
 from itertools import islice
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from seq2seq.commands.cli import (
     add_decode_options,
@@ -28,17 +30,17 @@ from seq2seq.commands.cli import (
     check_output,
     command_parser,
     load_model,
-    number,
+    ranged,
     take_terminal,
     terminal_width,
 )
-from seq2seq.config_rules import AT_LEAST_1
+from seq2seq.config_rules import ARGUMENTS
 from seq2seq.data.corpora import domain_of
-from seq2seq.decoding.attention_maps import attention_figure, attention_text
-from seq2seq.decoding.translator import SourceTooLong, Translation, Translator
-from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import text_lines
+
+if TYPE_CHECKING:  # the functions import what decodes (torch), so that --help answers at once
+    from seq2seq.decoding.translator import Translation, Translator
 
 HISTORY_FILE = Path.home() / ".seq2seq_history"
 HISTORY_LENGTH = 1000
@@ -53,7 +55,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_model_options(parser)
     add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
     parser.add_argument(
-        "--nbest", type=number(int, AT_LEAST_1), default=1, help="show the N best translations"
+        "--nbest",
+        default=1,
+        metavar="N",
+        **ranged(int, ARGUMENTS["nbest"], "show the N best translations, N <= the beam", "1"),
     )
     parser.add_argument(
         "--show-attention",
@@ -75,6 +80,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def load_translator(args: argparse.Namespace) -> tuple[Translator, str]:
     """The translator of the checkpoint, with the options applied, and the model's domain."""
+    from seq2seq.decoding.translator import Translator
+    from seq2seq.device import pick_device
+
     device = pick_device(args.device)
     inference = load_model(args, device)
     decode_cfg = inference.config.decode
@@ -103,6 +111,8 @@ def attention_path(save_attention: str, number: int | None) -> Path:
 
 
 def save_attention_map(best: Translation, path: Path) -> None:
+    from seq2seq.decoding.attention_maps import attention_figure
+
     figure = attention_figure(best.attention, best.src_pieces, best.tgt_pieces, best.text)
     try:
         figure.savefig(path)
@@ -112,6 +122,8 @@ def save_attention_map(best: Translation, path: Path) -> None:
 
 def show(nbest: list[Translation], show_attention: bool) -> None:
     """Print one input's translation (or n-best list) and its attention heatmap at the prompt."""
+    from seq2seq.decoding.attention_maps import attention_text
+
     if len(nbest) == 1:
         print(nbest[0].text)
         print(f"  (score {nbest[0].score:.3f})")
@@ -142,6 +154,8 @@ def start_history() -> None:
 
 
 def interactive(translator: Translator, args: argparse.Namespace, domain: str) -> None:
+    from seq2seq.decoding.translator import SourceTooLong
+
     take_terminal()
     start_history()
     model = args.model or args.checkpoint
@@ -190,6 +204,9 @@ def batch_mode(
     The attention map of input line k (from 0, as in the n-best lines) is FILE-k.png; an empty
     line has none.
     """
+    from seq2seq.decoding.attention_maps import attention_text
+    from seq2seq.decoding.translator import SourceTooLong
+
     need_attention = args.show_attention or bool(args.save_attention)
     limit = translator.source_limit(translator.decode_cfg.beam_size)
     line_number = 0

@@ -8,8 +8,9 @@ class Limits:
     """The server's limits and batching settings (seq2seq serve sets each with an option).
 
     max_lines: lines in one request; max_line_chars: characters in one line; max_body_bytes: the
-    size of a request body; max_beam: the largest beam a request may ask for. Past one of the
-    first three a request gets 413, naming the limit.
+    size of a request body; max_beam: the largest beam a request may ask for, within the beams
+    any search allows (seq2seq.config_rules.ARGUMENTS["beam"], which the request's schema checks
+    first). Past one of the first three a request gets 413, naming the limit.
 
     max_queue_lines: lines waiting for the decoding worker; a request that would go past it gets
     503 with Retry-After. timeout_s: how long a request may wait for its answer (504 after).

@@ -1,9 +1,26 @@
 """The JSON bodies of the /v1 API, as pydantic models: FastAPI checks requests against them
-and writes the OpenAPI schema (GET /openapi.json, pages at /docs) from them."""
+and writes the OpenAPI schema (GET /openapi.json, pages at /docs) from them.
 
-from typing import Any
+The range of each decoding field is derived from seq2seq.config_rules.ARGUMENTS, the ranges
+the configuration, the command line and the Python API check too."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+from seq2seq.config_rules import ARGUMENTS, line_problem
+
+
+def text_line(line: str) -> str:
+    """`line`, unless it holds a lone surrogate (valid in JSON, "\\ud800", but not text)."""
+    problem = line_problem(line)
+    if problem:
+        raise PydanticCustomError("not_text", problem)
+    return line
+
+
+Line = Annotated[str, AfterValidator(text_line)]
 
 
 class TranslateRequest(BaseModel):
@@ -12,14 +29,24 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(None, description="a name from GET /v1/models; default: the first")
-    lines: list[str] = Field(min_length=1, description="the sentences to translate, one a line")
-    beam: int | None = Field(None, ge=1, description="beam size; 1: greedy search")
-    nbest: int = Field(1, ge=1, description="translations per line, best first; at most beam")
+    lines: list[Line] = Field(min_length=1, description="the sentences to translate, one a line")
+    beam: int | None = Field(
+        None, **ARGUMENTS["beam"].bounds(), description="beam size; 1: greedy search"
+    )
+    nbest: int = Field(
+        1, **ARGUMENTS["nbest"].bounds(), description="translations per line, best first; <= beam"
+    )
     length_penalty: float | None = Field(
-        None, ge=0, allow_inf_nan=False, description="GNMT alpha; higher favours longer outputs"
+        None,
+        **ARGUMENTS["length_penalty"].bounds(),
+        allow_inf_nan=False,
+        description="GNMT alpha; higher favours longer outputs",
     )
     max_len_ratio: float | None = Field(
-        None, gt=0, le=10, allow_inf_nan=False, description="maximum output tokens per source token"
+        None,
+        **ARGUMENTS["max_len_ratio"].bounds(),
+        allow_inf_nan=False,
+        description="maximum output tokens per source token",
     )
 
 
