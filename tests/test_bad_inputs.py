@@ -27,8 +27,10 @@ import numpy as np
 import pytest
 import torch
 from commands import SEQ2SEQ
+from fastapi.testclient import TestClient
 from reversal import prepare_reversal
 
+import seq2seq
 import seq2seq.commands
 from seq2seq.commands import COMMANDS
 from seq2seq.config import dump_toml, load_config
@@ -38,6 +40,8 @@ from seq2seq.decoding.loading import SHIPPED_MODELS, load_for_inference
 from seq2seq.decoding.translator import SourceTooLong, Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
+from seq2seq.serving.app import create_app
+from seq2seq.serving.registry import served_model
 from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,8 +186,19 @@ CASES: dict[str, Case | object] = {
     "ffn_size=0": Case("train", [*CONFIG, "model.ffn_size=0"], "model.ffn_size=0: must be >= 1"),
     "keep_last=-1": Case("train", [*CONFIG, "train.keep_last=-1"], "train.keep_last=-1"),
     "log_every=0": Case("train", [*CONFIG, "train.log_every=0"], "train.log_every=0"),
-    "lr=nan": Case("train", [*CONFIG, "train.lr=nan"], "train.lr=nan: must be > 0"),
+    "lr=nan": Case("train", [*CONFIG, "train.lr=nan"], "train.lr=nan: must be in (0, 1]"),
     "length_penalty=inf": Case("train", [*CONFIG, "decode.length_penalty=inf"], "=inf: must"),
+    "length_penalty=1000": Case(
+        "train",
+        [*CONFIG, "decode.length_penalty=1000.0"],
+        "length_penalty=1000.0: must be in [0, 5]",
+    ),
+    "max_len_ratio=1e6": Case(
+        "train",
+        [*CONFIG, "decode.max_len_ratio=1e6"],
+        "max_len_ratio=1000000.0: must be in (0, 10]",
+    ),
+    "beam_size=257": Case("train", [*CONFIG, "decode.beam_size=257"], "must be in [1, 256]"),
     "heads do not divide": Case("train", [*CONFIG, "model.num_heads=3"], "divisible by"),
     "dropout=1": Case("train", [*CONFIG, "model.dropout=1.0"], "model.dropout=1.0: must be in"),
     "one beta": Case("train", [*CONFIG, "train.optimizer_betas=[0.9]"], "optimizer_betas"),
@@ -238,7 +253,9 @@ CASES: dict[str, Case | object] = {
         [*CONFIG, "decode.max_src_pieces=3", "data.vocab_size=32"],
         "decode.max_src_pieces=3: valid sentence ",
     ),
-    "max_src_pieces=0": Case("train", [*CONFIG, "decode.max_src_pieces=0"], "=0: must be >= 1"),
+    "max_src_pieces=0": Case(
+        "train", [*CONFIG, "decode.max_src_pieces=0"], "=0: must be in [1, 10000]"
+    ),
     "run folder in /proc": Case(
         "train", [*CONFIG, "data.vocab_size=32", 'train.run_dir="/proc/run"'], "run folder /proc"
     ),
@@ -266,12 +283,23 @@ CASES: dict[str, Case | object] = {
     "length penalty nan": Case("translate", [*CKPT, "--length-penalty", "nan"], "nan: must be"),
     "length penalty < 0": Case("translate", [*CKPT, "--length-penalty", "-1"], "-1: must be"),
     "length penalty text": Case("translate", [*CKPT, "--length-penalty", "x"], "not a number"),
-    "beam 0": Case("translate", [*CKPT, "--beam", "0"], "--beam: 0: must be >= 1"),
+    "beam 0": Case("translate", [*CKPT, "--beam", "0"], "--beam: 0: must be in [1, 256]"),
     "beam 2.5": Case("translate", [*CKPT, "--beam", "2.5"], "'2.5' is not an integer"),
     "batch size 0": Case("translate", [*CKPT, "--batch-size", "0"], "--batch-size: 0"),
-    "nbest 0": Case("translate", [*CKPT, "--nbest", "0"], "--nbest: 0: must be >= 1"),
+    "nbest 0": Case("translate", [*CKPT, "--nbest", "0"], "--nbest: 0: must be in [1, 256]"),
     "nbest > beam": Case("translate", [*CKPT, "--nbest", "3"], "--nbest 3: must be between"),
-    "max len ratio 0": Case("translate", [*CKPT, "--max-len-ratio", "0"], "must be > 0"),
+    "max len ratio 0": Case("translate", [*CKPT, "--max-len-ratio", "0"], "must be in (0, 10]"),
+    "max len ratio 1000000": Case(
+        "translate", [*CKPT, "--max-len-ratio", "1000000"], "--max-len-ratio: 1000000: must be in"
+    ),
+    "length penalty 1000": Case(
+        "translate",
+        [*CKPT, "--length-penalty", "1000"],
+        "--length-penalty: 1000: must be in [0, 5]",
+    ),
+    "length penalty 1e308": Case("translate", [*CKPT, "--length-penalty", "1e308"], "1e308: must"),
+    "beam 257": Case("translate", [*CKPT, "--beam", "257"], "--beam: 257: must be in [1, 256]"),
+    "nbest 1000": Case("translate", [*CKPT, "--nbest", "1000"], "--nbest: 1000: must be in [1,"),
     "max len ratio inf": Case("translate", [*CKPT, "--max-len-ratio", "inf"], "inf: must be"),
     "precision int4": Case("translate", [*CKPT, "--precision", "int4"], "--precision int4"),
     "device tpu": Case("translate", [*CKPT, "--device", "tpu"], "--device tpu: unknown device"),
@@ -288,6 +316,12 @@ CASES: dict[str, Case | object] = {
         "standard input:3: not UTF-8 text (bad byte at byte 1",
         b"a\nb\n\xe9t\xe9\n",
     ),
+    "stdin with a surrogate": Case(  # U+D800 encoded as UTF-8 would be: not UTF-8 text
+        "translate",
+        CKPT,
+        "standard input:2: not UTF-8 text (bad byte at byte 3",
+        b"a\nb \xed\xa0\x80\n",
+    ),
     "line of 100,000 characters": Case(
         "translate",
         CKPT,
@@ -299,9 +333,11 @@ CASES: dict[str, Case | object] = {
         [*CKPT, "--beam", "30", "--max-src-pieces", "1000", "--input", "{long.txt}"],
         "long.txt:1: 50,000 pieces, more than the 532 that the decoding budget (16,000 tokens)",
     ),
-    "max src pieces 0": Case("translate", [*CKPT, "--max-src-pieces", "0"], "0: must be >= 1"),
-    "beam 10000": Case(
-        "translate", [*CKPT, "--beam", "10000"], "beam size 10000: larger than the target vocab"
+    "max src pieces 0": Case(
+        "translate", [*CKPT, "--max-src-pieces", "0"], "0: must be in [1, 10000]"
+    ),
+    "beam 100": Case(
+        "translate", [*CKPT, "--beam", "100"], "beam size 100: larger than the target vocab"
     ),
     "huge model checkpoint": Case(
         "translate", ["--checkpoint", "{huge.pt}"], "huge.pt: model transformer-tiny (embed_dim"
@@ -333,7 +369,11 @@ CASES: dict[str, Case | object] = {
         [*CKPT, "--src", "{long.txt}", "--ref", "{long_ref.txt}"],
         "--src {long.txt}:1: 50,000 pieces, more than the 256",
     ),
-    "evaluate beam 10000": Case("evaluate", [*CKPT, "--beam", "10000"], "larger than the target"),
+    "evaluate beam 100": Case("evaluate", [*CKPT, "--beam", "100"], "larger than the target"),
+    "evaluate beam 1000": Case("evaluate", [*CKPT, "--beam", "1000"], "--beam: 1000: must be in"),
+    "evaluate length penalty 1000": Case(
+        "evaluate", [*CKPT, "--length-penalty", "1000"], "--length-penalty: 1000: must be in [0, 5]"
+    ),
     "src without ref": Case("evaluate", [*CKPT, "--src", "{src.txt}"], "go together"),
     "split and src": Case("evaluate", [*CKPT, *SRC_REF, "--split", "test"], "not both"),
     "split train": Case("evaluate", [*CKPT, "--split", "train"], "invalid choice: 'train'"),
@@ -348,9 +388,14 @@ CASES: dict[str, Case | object] = {
     ),
     "record without name": Case("evaluate", [*CKPT, "--record", "{r.json}"], "--record needs"),
     "train hours < 0": Case("evaluate", [*CKPT, "--train-hours", "-1"], "--train-hours: -1"),
-    "evaluate nan": Case("evaluate", [*CKPT, "--length-penalty", "nan"], "nan: must be >= 0"),
+    "evaluate nan": Case("evaluate", [*CKPT, "--length-penalty", "nan"], "nan: must be in [0, 5]"),
     "evaluate pickle": Case("evaluate", ["--checkpoint", "{plain.pt}"], "saved with pickle"),
     "evaluate missing prepared": Case("evaluate", ["--checkpoint", "{moved.pt}"], "moved"),
+    # seq2seq serve: the same options, and the server's limits within the same ranges
+    "serve max beam 300": Case(
+        "serve", [*CKPT, "--max-beam", "300"], "--max-beam: 300: must be in"
+    ),
+    "serve length penalty": Case("serve", [*CKPT, "--length-penalty", "6"], "6: must be in [0, 5]"),
     # seq2seq average
     "out is a folder": Case("average", ["--out", "{folder}", "{good.pt}"], "folder"),
     "record under a file": Case(
@@ -544,3 +589,64 @@ def test_the_python_api_bounds_its_input_too(world: Path) -> None:
     [[kept]], [[cut]] = translator.translate(["a b c d"]), translator.translate(["a b c d e"])
     assert (kept.truncated_from, cut.truncated_from) == (None, 5)
     assert cut.tokens == kept.tokens and cut.src_pieces == kept.src_pieces
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"beam": 0}, "beam: 0: must be in [1, 256]"),
+        ({"beam": 2.5}, "beam: 2.5 is not an integer"),
+        ({"beam": True}, "beam: True is not an integer"),
+        ({"beam": 257}, "beam: 257: must be in [1, 256]"),
+        ({"nbest": 3}, "nbest: 3 is more than the beam size (2)"),
+        ({"beam": 1, "nbest": 0}, "nbest: 0: must be in [1, 256]"),
+        ({"length_penalty": 1e308}, "length_penalty: 1e+308: must be in [0, 5]"),
+        ({"length_penalty": float("nan")}, "length_penalty: nan: must be in [0, 5]"),
+        ({"length_penalty": "1"}, "length_penalty: '1' is not a number"),
+        ({"max_len_ratio": 1e6}, "max_len_ratio: 1000000.0: must be in (0, 10]"),
+        ({"lines": ["a b", 3]}, "lines[1]: expected a str, got int"),
+        ({"lines": ["a", "b \ud800"]}, "lines[1]: a lone surrogate (U+D800 at character 3) is not"),
+    ],
+)
+def test_the_python_api_checks_its_arguments(world: Path, arguments: dict, message: str) -> None:
+    """Model.translate refuses a bad argument with a one-line ValueError naming it."""
+    model = seq2seq.load(world / "good.pt", device="cpu")  # decode.beam_size 2
+    lines = arguments.pop("lines", ["a b c"])
+    with pytest.raises(ValueError) as error:
+        model.translate(lines, **arguments)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_the_python_api_takes_the_bounds_themselves(world: Path) -> None:
+    model = seq2seq.load(world / "good.pt", device="cpu")
+    [text] = model.translate(["a b c"], beam=1, length_penalty=5, max_len_ratio=10)
+    assert isinstance(text, str)
+    assert len(model.translate(["a b c"], nbest=2)[0]) == 2
+    with pytest.raises(ValueError, match=r"^line: a lone surrogate \(U\+DC00 at character 1\)"):
+        model.attention("\udc00")
+
+
+HTTP_BAD_FIELDS = [
+    ({"length_penalty": 1e308}, "length_penalty: Input should be less than or equal to 5"),
+    ({"max_len_ratio": 1e6}, "max_len_ratio: Input should be less than or equal to 10"),
+    ({"beam": 0}, "beam: Input should be greater than or equal to 1"),
+    ({"beam": 257}, "beam: Input should be less than or equal to 256"),
+    ({"nbest": 300}, "nbest: Input should be less than or equal to 256"),
+    (
+        {"lines": ["a", "b \ud800 c"]},
+        "lines[1]: a lone surrogate (U+D800 at character 3) is not text",
+    ),
+]
+
+
+def test_the_http_api_refuses_the_same_values(world: Path) -> None:
+    """Each value out of its range is 422 with one line naming the field, never a 500."""
+    inference = load_for_inference(world / "good.pt", "cpu")
+    models = {"good": served_model("good", inference, torch.device("cpu"), None)}
+    with TestClient(create_app(models)) as client:
+        for fields, error in HTTP_BAD_FIELDS:
+            body = json.dumps({"lines": ["a b c"], **fields})  # "\ud800" stays a JSON escape
+            answer = client.post(
+                "/v1/translate", content=body, headers={"content-type": "application/json"}
+            )
+            assert (answer.status_code, answer.json()) == (422, {"error": error})

@@ -10,6 +10,7 @@ import pytest
 from commands import SEQ2SEQ
 
 from seq2seq.commands import COMMANDS, command_module, main
+from seq2seq.commands.cli import summary as summary_of
 
 
 def run_in_process(argv: list[str]) -> tuple[int | str | None, str, str]:
@@ -27,10 +28,11 @@ def run_in_process(argv: list[str]) -> tuple[int | str | None, str, str]:
 def test_help_lists_every_command_with_its_summary() -> None:
     code, out, _ = run_in_process(["--help"])
     assert code == 0
-    listed = re.findall(r"^  (\w+) +(.*)$", out.split("commands:\n")[1], re.MULTILINE)
+    commands = out.split("commands:\n")[1].split("\n\n")[0]
+    listed = re.findall(r"^  (\w+) +(.*(?:\n {14}.*)*)$", commands, re.MULTILINE)
     assert [name for name, _ in listed] == list(COMMANDS)
-    for name, summary in listed:
-        assert summary == command_module(name).__doc__.strip().splitlines()[0]
+    for name, summary in listed:  # the whole first paragraph of its docstring, wrapped
+        assert " ".join(summary.split()) == summary_of(command_module(name).__doc__)
 
 
 @pytest.mark.parametrize("name", COMMANDS)

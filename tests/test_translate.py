@@ -311,7 +311,7 @@ def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator)
             assert t.score == pytest.approx(log_probs[tuple(t.tokens)] / lp, rel=1e-5)
 
     negative = script("translate", "--checkpoint", str(run / "best.pt"), "--length-penalty", "-1")
-    assert_one_line_error(negative, "--length-penalty: -1: must be >= 0")
+    assert_one_line_error(negative, "--length-penalty: -1: must be in [0, 5]")
 
 
 def test_stop_early_option_decodes_as_the_translator_with_stop_early(run, translator):
@@ -426,9 +426,9 @@ def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
 def test_bad_decoding_options_are_one_line_errors(run, name):
     checkpoint = str(run / "best.pt")
     for option, value, message in [
-        ("--beam", "0", "--beam: 0: must be >= 1"),
-        ("--length-penalty", "-0.5", "--length-penalty: -0.5: must be >= 0"),
-        ("--batch-size", "0", "--batch-size: 0: must be >= 1"),
+        ("--beam", "0", "--beam: 0: must be in [1, 256]"),
+        ("--length-penalty", "-0.5", "--length-penalty: -0.5: must be in [0, 5]"),
+        ("--batch-size", "0", "--batch-size: 0: must be in [1, 100000]"),
         ("--precision", "int4", "--precision int4: must be one of auto, bf16, fp16, fp32, int8"),
     ]:
         result = script(name, "--checkpoint", checkpoint, option, value, stdin="A dog.")

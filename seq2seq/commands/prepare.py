@@ -9,7 +9,6 @@ from seq2seq.commands.cli import command_parser
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS
 from seq2seq.data.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.data.download import MIRROR_ENV
-from seq2seq.data.prepare import prepare
 from seq2seq.data.tokenizer import MODEL_TYPES, SAMPLE
 from seq2seq.errors import UserError
 
@@ -59,6 +58,7 @@ def main(argv: list[str]) -> None:
         files.add_argument(f"--{split}-tgt", help=f"{split} split, target side")
         files.add_argument(f"--{split}-tsv", help=f"{split} split as source<TAB>target lines")
     args = parser.parse_args(argv)
+    from seq2seq.data.prepare import prepare  # imports numpy: not for --help
 
     options = {
         f"{split}_{kind}": getattr(args, f"{split}_{kind}")
