@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pexpect
 import pytest
 import torch
 from commands import SEQ2SEQ
@@ -574,6 +575,25 @@ def test_truncate_cuts_a_long_line_with_a_warning(world: Path) -> None:
     )
     assert first_eight.returncode == 0, first_eight.stderr.decode()
     assert cut.stdout == first_eight.stdout and cut.stdout.count(b"\n") == 2
+
+
+@pytest.mark.slow  # a prompt in another process
+def test_the_prompt_refuses_a_line_that_is_not_text(world: Path, tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 typed at the prompt: one error line, and the prompt goes on."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
+    command = ["-m", "seq2seq", "translate", "--checkpoint", str(world / "good.pt")]
+    child = pexpect.spawn(sys.executable, command, env=dict(env, PYTHONPATH=str(ROOT)), timeout=120)
+    child.expect_exact(b"> ")
+    child.send(b"a \xed\xa0\x80 b\n")  # U+D800 encoded as UTF-8 would be
+    child.expect_exact(b"error: this line: a lone surrogate (U+DCED at character 3) is not text")
+    child.expect_exact(b"> ")
+    child.sendline(b"a b c")
+    child.expect(rb"\(score -?\d+\.\d{3}\)")
+    child.expect_exact(b"> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and b"Traceback" not in child.before
 
 
 def test_the_python_api_bounds_its_input_too(world: Path) -> None:

@@ -34,7 +34,7 @@ from seq2seq.commands.cli import (
     take_terminal,
     terminal_width,
 )
-from seq2seq.config_rules import ARGUMENTS
+from seq2seq.config_rules import ARGUMENTS, line_problem
 from seq2seq.data.corpora import domain_of
 from seq2seq.errors import UserError
 from seq2seq.files import text_lines
@@ -168,6 +168,10 @@ def interactive(translator: Translator, args: argparse.Namespace, domain: str) -
         try:
             line = input("> ")
             if not line.strip():
+                continue
+            problem = line_problem(line)  # bytes not UTF-8 reach input() as lone surrogates
+            if problem:
+                print(f"error: this line: {problem}", file=sys.stderr)
                 continue
             nbest = translator.translate([line], nbest=args.nbest, need_attention=need_attention)[0]
         except SourceTooLong as err:
