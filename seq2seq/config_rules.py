@@ -4,7 +4,7 @@ Every other place derives its check from them:
 
     seq2seq.config                 a configuration file or override (`check_rule`), and the
                                    rules between keys (`seq2seq.config.cross_checks`)
-    seq2seq.commands.cli           each option's type and help (`number`, `range_help`)
+    seq2seq.commands.cli           each option's type and help (`number`, `ranged`)
     seq2seq.api                    each argument of `Model.translate` (`checked`, `line_problem`)
     seq2seq.serving.schemas        each field of an HTTP request (`Range.bounds`)
 
@@ -40,7 +40,7 @@ class Range:
         return above and below
 
     def interval(self) -> str:
-        """ ">= 1", "> 0" or "in [0, 1)": the values, as a help text shows them."""
+        """The values as a help text shows them: ">= 1", "> 0" or "in [0, 1)"."""
         low, high = _number(self.low), _number(self.high)
         if self.high is None:
             return f"{'>' if self.low_open else '>='} {low}"
@@ -69,12 +69,12 @@ AT_LEAST_1 = Range(1)
 AT_LEAST_0 = Range(0)
 POSITIVE = Range(0, low_open=True)
 PROBABILITY = Range(0, 1, high_open=True)
-# The beams a search may keep: a translation's cost grows with the beam, and a beam this wide
-# already gives no better BLEU. A beam is also at most the target vocabulary (the translator
-# checks that against the model).
+# The beams a search may keep (its time and memory grow with the beam). A beam is also at most
+# the target vocabulary, which the translator checks against the model.
 BEAM_SIZES = Range(1, 256)
-# GNMT's alpha: ((5 + n) / 6) ** alpha stays a finite float32 for every output length n allowed
-# below (n <= 10 * 10,000 + 1,000) up to alpha = 5; usual values are 0.6 to 2.
+# GNMT's alpha: ((5 + n) / 6) ** alpha stays a finite float32 up to alpha = 5 for every output
+# length n allowed below (max_len_ratio x max_src_pieces + max_len_const = 101,000); usual values
+# are 0.6 to 2.
 LENGTH_PENALTIES = Range(0, 5)
 
 # The valid values of every number and every string with fixed choices; a test checks that each
