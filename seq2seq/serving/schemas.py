@@ -4,23 +4,11 @@ and writes the OpenAPI schema (GET /openapi.json, pages at /docs) from them.
 The range of each decoding field is derived from seq2seq.config_rules.ARGUMENTS, the ranges
 the configuration, the command line and the Python API check too."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field
 
-from seq2seq.config_rules import ARGUMENTS, line_problem
-
-
-def text_line(line: str) -> str:
-    """`line`, unless it holds a lone surrogate (valid in JSON, "\\ud800", but not text)."""
-    problem = line_problem(line)
-    if problem:
-        raise PydanticCustomError("not_text", problem)
-    return line
-
-
-Line = Annotated[str, AfterValidator(text_line)]
+from seq2seq.config_rules import ARGUMENTS
 
 
 class TranslateRequest(BaseModel):
@@ -29,7 +17,7 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(None, description="a name from GET /v1/models; default: the first")
-    lines: list[Line] = Field(min_length=1, description="the sentences to translate, one a line")
+    lines: list[str] = Field(min_length=1, description="the sentences to translate, one a line")
     beam: int | None = Field(
         None, **ARGUMENTS["beam"].bounds(), description="beam size; 1: greedy search"
     )
