@@ -79,6 +79,7 @@ from seq2seq.decoding.scores import corpus_scores
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
+from seq2seq.fast import speed_up
 from seq2seq.fast.process import tune_process
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
@@ -246,6 +247,7 @@ def load_model(
         data.joint,
         verbose=False,
     )
+    model = speed_up(model) if config.model.fast else model
     return Inference(model.to(device), config, data.src_tokenizer, data.tgt_tokenizer, step=0)
 
 
@@ -263,7 +265,7 @@ def make_training_step(
 
     def step(batch: Batch) -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, model.fast)
+        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, model.cross_entropy)
         scaler.scale(loss / batch.num_tgt_tokens).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
@@ -434,6 +436,7 @@ def growth_case(settings: BenchmarkSettings, name: str, length: int) -> dict[str
     config = load_config(None, [f"model.name={name}", *settings.overrides]).model
     torch.manual_seed(settings.seed)
     model = build_model(config, SYNTHETIC_VOCAB, SYNTHETIC_VOCAB, True, verbose=False).to(device)
+    model = speed_up(model) if config.fast else model
     generator = torch.Generator().manual_seed(settings.seed)
     batch = synthetic_batch(settings.batch_size, length, generator).to(device)
     step = make_training_step(model, device, dtype)

@@ -126,15 +126,18 @@ class Model:
         return beam
 
 
-def load(name: str | Path, device: str = "auto", precision: str | None = None) -> Model:
+def load(
+    name: str | Path, device: str = "auto", precision: str | None = None, plain: bool = False
+) -> Model:
     """The model `name` names: a shipped model (e.g. "transformer-tiny.multi30k.en-de"), an
     exported model folder, or a training checkpoint file; on `device` ("auto": CUDA when
     present, else the CPU), decoding in `precision` (one of DECODE_PRECISIONS; default: the
-    model's decode.precision)."""
+    model's decode.precision). `plain`: run the textbook modules alone, not the fast twins of
+    seq2seq.fast (the same translations)."""
     if precision is not None and precision not in DECODE_PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(DECODE_PRECISIONS)}")
     torch_device = pick_device(device, "device")
-    inference = load_model(name, torch_device)
+    inference = load_model(name, torch_device, plain)
     if precision is not None:
         decode = dataclasses.replace(inference.config.decode, precision=precision)
         inference.config = dataclasses.replace(inference.config, decode=decode)

@@ -50,6 +50,7 @@ class ModelConfig:
     share_embeddings: bool = True  # one embedding for source and target (joint vocabulary only)
     tie_output: bool = True  # output projection shares the target embedding's weights
     attention_layer: int = -1  # Transformer: decoder layer whose cross-attention is shown
+    fast: bool = True  # the fast twins of seq2seq.fast; false: the textbook modules alone
 
 
 MODEL_PRESETS: dict[str, dict[str, Any]] = {

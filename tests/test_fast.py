@@ -3,25 +3,46 @@ dropout mask (its distribution, scale, gradient and seeding), the hand-written l
 top-k, beam-grouped, fused and inference attention, the int8 linear layer, and a whole fast
 model (and its int8 copy) against its plain twin."""
 
+import ast
+from collections import Counter
+from pathlib import Path
+
 import pytest
 import torch
+from reversal import tiny_overrides
 from test_attention import EMBED, HEADS, paired_modules
-from test_search import ARCHS, held_out, new_model
+from test_imports import ROOT, library_imports, reachable
+from test_search import ARCHS, CHANGES, VOCAB, held_out, new_model
+from tiny import tiny_model
 
+import seq2seq
+from seq2seq.commands import serve, translate
+from seq2seq.config import Config, config_from_dict, load_config
+from seq2seq.data.batching import Batch
 from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import beam_search, max_output_lengths
+from seq2seq.fast import FAST_TWINS, FastModel, FastTransformerSeq2Seq, speed_up
 from seq2seq.fast import loss as fast_loss
-from seq2seq.fast import speed_up
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.dropout import packed_dropout as dropout
 from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
 from seq2seq.fast.topk import best_candidates
+from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention, causal_mask, padding_mask
-from seq2seq.training.loss import label_smoothed_cross_entropy
+from seq2seq.training.checkpoint import load_checkpoint
+from seq2seq.training.loop import train
+from seq2seq.training.loss import label_smoothed_cross_entropy, token_losses
 
 N = 1_000_000
+MODEL = "transformer-tiny.multi30k.en-de"
+SENTENCES = [
+    "Two dogs play in the snow.",
+    "A man in an orange hat starring at something.",
+    "A little girl climbs into a wooden playhouse.",
+    "People are walking.",
+]
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -215,7 +236,7 @@ def test_int8_linear_equals_pytorchs_dynamic_int8_linear() -> None:
     linear = torch.nn.Sequential(torch.nn.Linear(16, 24))
     quantized = quantized_copy(linear)[0]
     assert type(quantized) is DynamicQuantizedLinear
-    fast = quantized_copy(speed_up(linear))[0]
+    fast = speed_up(quantized_copy(linear))[0]
     assert type(fast) is Int8Linear
     for shape in [(7, 16), (3, 5, 16)]:
         x = torch.randn(shape)
@@ -229,7 +250,7 @@ def test_int8_linear_equals_pytorchs_dynamic_int8_linear() -> None:
 @pytest.mark.parametrize("arch", ARCHS)
 def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
     plain, fast = new_model(arch, fast=False), new_model(arch)
-    assert fast.fast and not plain.fast
+    assert isinstance(fast, FastModel) and not isinstance(plain, FastModel)
     assert {k: v.shape for k, v in fast.state_dict().items()} == {
         k: v.shape for k, v in plain.state_dict().items()
     }
@@ -252,8 +273,8 @@ def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
 def test_int8_copy_of_a_fast_model_decodes_as_the_plain_int8_copy(arch: str) -> None:
     plain, fast = new_model(arch, fast=False), new_model(arch)
     fast.load_state_dict(plain.state_dict())
-    plain_int8, fast_int8 = quantized_copy(plain), quantized_copy(fast)
-    assert fast_int8.fast and not plain_int8.fast
+    plain_int8, fast_int8 = plain.int8_copy(), fast.int8_copy()
+    assert isinstance(fast_int8, FastModel) and not isinstance(plain_int8, FastModel)
     linears = [type(m) for m in fast_int8.modules() if isinstance(m, DynamicQuantizedLinear)]
     assert linears and set(linears) == {Int8Linear}
     assert not any(type(m) is Int8Linear for m in plain_int8.modules())
@@ -265,7 +286,7 @@ def test_int8_copy_of_a_fast_model_decodes_as_the_plain_int8_copy(arch: str) -> 
         assert fast_nbest[0].score == pytest.approx(plain_nbest[0].score, abs=1e-5)
 
 
-def test_speed_up_swaps_dropout_and_attention_only(tiny_model) -> None:
+def test_speed_up_swaps_the_model_dropout_and_attention_only(tiny_model) -> None:
     model = tiny_model("transformer", fast=False)
     kinds = [type(m) for m in model.modules()]
     speed_up(model)
@@ -274,6 +295,161 @@ def test_speed_up_swaps_dropout_and_attention_only(tiny_model) -> None:
     assert kinds.count(MultiHeadAttention) == swapped.count(BeamGroupedAttention) > 0
     changed = {(a, b) for a, b in zip(kinds, swapped, strict=True) if a is not b}
     assert changed == {
+        (TransformerSeq2Seq, FastTransformerSeq2Seq),
         (torch.nn.Dropout, PackedDropout),
         (MultiHeadAttention, BeamGroupedAttention),
     }
+
+
+# The switch: model.fast, --plain ------------------------------------------------------------
+
+TEXTBOOK_MODULES = [
+    "seq2seq.models",
+    *(f"seq2seq.models.{name}" for name in ("attention", "base", "gru", "positional", "size")),
+    "seq2seq.models.transformer",
+    "seq2seq.training.loss",
+    "seq2seq.decoding.search",
+    "seq2seq.decoding.quantize",
+]
+# Where a model is set up for training or decoding: the only readers of `model.fast`.
+SET_UP_FILES = ["seq2seq/training/run.py", "seq2seq/decoding/loading.py"]
+
+
+def test_the_textbook_modules_import_nothing_of_seq2seq_fast() -> None:
+    """Neither directly nor through the modules they import."""
+    graph = library_imports()
+    for module in TEXTBOOK_MODULES:
+        imported = reachable(graph, module) | graph[module]
+        assert not {name for name in imported if name.startswith("seq2seq.fast")}, module
+    assert "seq2seq.models" in graph["seq2seq.fast"]  # the graph holds the imports it should
+
+
+def test_only_the_set_up_reads_the_fast_flag() -> None:
+    """`.fast` is read where a model is built for training or decoding, and the options that
+    set it (--plain) change it; no search, loss or model asks it afterwards."""
+    readers = set()
+    for path in (ROOT / "seq2seq").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "fast":
+                readers.add(path.relative_to(ROOT).as_posix())
+    assert readers == {*SET_UP_FILES, "seq2seq/commands/train.py"}
+
+
+def shipped_translation(plain: bool, capsys: pytest.CaptureFixture[str], path: Path) -> list[str]:
+    """`seq2seq translate` (with --plain when `plain`) of the lines of `path`, in fp32, beam 5,
+    with the shipped MODEL."""
+    options = ["--model", MODEL, "--input", str(path), "--nbest", "2"]
+    translate.main([*options, "--precision", "fp32", "--beam", "5", *(["--plain"] * plain)])
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.fixture
+def counted_textbook_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How many times the textbook attention and beam state run (each wrapped to count)."""
+    calls: Counter[str] = Counter()
+    for cls, name in ((MultiHeadAttention, "attend"), (Seq2SeqModel, "beam_state")):
+        original = getattr(cls, name)
+
+        def counted(*args, original=original, name=name, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
+def test_translate_plain_runs_the_textbook_code_to_the_same_translations(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, counted_textbook_calls: Counter[str]
+) -> None:
+    path = tmp_path / "input.en"
+    path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    fast = shipped_translation(False, capsys, path)
+    assert counted_textbook_calls == {}  # the fast twins override both
+    plain = shipped_translation(True, capsys, path)
+    # 4 sentences, beam 5: one beam_state per sentence leaving the batch, and more
+    assert counted_textbook_calls["beam_state"] >= 1
+    assert counted_textbook_calls["attend"] > 3 * len(SENTENCES)
+    assert len(plain) == 2 * len(SENTENCES)
+    for plain_line, fast_line in zip(plain, fast, strict=True):  # N ||| text ||| score
+        number, text, score = plain_line.split(" ||| ")
+        assert fast_line.split(" ||| ")[:2] == [number, text]
+        assert float(fast_line.split(" ||| ")[2]) == pytest.approx(float(score), abs=1e-4)
+
+
+def test_load_plain_gives_the_textbook_model_and_says_so() -> None:
+    plain, fast = (seq2seq.load(MODEL, "cpu", "fp32", plain=p) for p in (True, False))
+    assert type(plain.inference.model) is TransformerSeq2Seq
+    assert type(fast.inference.model) is FastTransformerSeq2Seq
+    assert (plain.inference.config.model.fast, fast.inference.config.model.fast) == (False, True)
+    assert plain.translate(SENTENCES[:2]) == fast.translate(SENTENCES[:2])
+    types = {type(m) for m in plain.inference.model.int8_copy().modules()}
+    assert DynamicQuantizedLinear in types and not types & set(FAST_TWINS.values())
+
+
+def test_serve_plain_serves_the_textbook_model() -> None:
+    """`seq2seq serve --plain` (and `seq2seq explore --plain`, which parses the same options)."""
+    for plain in (True, False):
+        args = serve.parse_args(["--model", MODEL, *(["--plain"] * plain)])
+        (served,) = serve.load_models(args).values()
+        model = served.translator.model  # the int8 copy: a CPU serves in int8
+        types = {type(m) for m in model.modules()}
+        assert (Int8Linear in types, FastTransformerSeq2Seq in types) == (not plain, not plain)
+
+
+def test_a_saved_configuration_without_model_fast_loads_as_fast() -> None:
+    values = Config().to_dict()
+    del values["model"]["fast"]
+    assert config_from_dict(values).model.fast is True
+    assert load_config(None, ["model.fast=false"]).model.fast is False
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_plain_and_fast_train_alike(arch: str) -> None:
+    """Three SGD updates of a model without dropout, through `token_losses` with each model's
+    own loss: the same losses, gradients and weights. (Adam would divide gradients that are
+    zero but for rounding by their own size, and tell apart what is equal.)"""
+    src, src_lens, tgt = held_out(12)
+    batch = Batch(src, src_lens, tgt, (tgt != PAD_ID).sum(dim=1), torch.arange(12), 0, 0)
+    changes = {**CHANGES[arch], "attention_dropout": 0.0}
+    models = tuple(tiny_model(arch, VOCAB, fast, **changes).train() for fast in (False, True))
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in models]
+    for _ in range(3):
+        losses = []
+        for model, optimizer in zip(models, optimizers, strict=True):
+            optimizer.zero_grad()
+            loss, nll = token_losses(model, batch, 0.1, None, model.cross_entropy)
+            (loss / int((tgt[:, 1:] != PAD_ID).sum())).backward()
+            optimizer.step()
+            losses.append((loss.item(), nll.item()))
+        assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    plain, fast = (dict(m.named_parameters()) for m in models)
+    for name, weight in plain.items():
+        torch.testing.assert_close(fast[name].grad, weight.grad, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(fast[name], weight, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow  # trains for seconds
+def test_training_with_model_fast_false_matches_the_fast_run(reversal: Path, tmp_path: Path):
+    """`seq2seq train` with model.fast=false (what --plain sets): the textbook modules train to
+    the same validation loss and weights as the fast twins (no dropout, whose masks differ)."""
+    checkpoints = {}
+    for fast in ("true", "false"):
+        overrides = [
+            *tiny_overrides("transformer", reversal, tmp_path / fast),
+            "model.attention_dropout=0.0",
+            "train.max_steps=8",
+            "train.valid_every=8",
+            "train.valid_max_sentences=20",
+            "train.attention_samples=0",
+            f"model.fast={fast}",
+        ]
+        progress = train(load_config(None, overrides))
+        assert progress.step == 8
+        checkpoints[fast] = load_checkpoint(tmp_path / fast / "last.pt")
+    assert checkpoints["false"]["config"]["model"]["fast"] is False
+    fast_run, plain_run = (checkpoints[f]["training"]["progress"] for f in ("true", "false"))
+    assert plain_run["history"][-1]["valid/nll"] == pytest.approx(
+        fast_run["history"][-1]["valid/nll"], rel=1e-4
+    )
+    for name, weight in checkpoints["false"]["model"].items():
+        torch.testing.assert_close(checkpoints["true"]["model"][name], weight, rtol=1e-3, atol=1e-5)

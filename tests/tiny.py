@@ -11,6 +11,7 @@ module-level helpers and module-scoped fixtures.
 import torch
 
 from seq2seq.config import ModelConfig
+from seq2seq.fast import speed_up
 from seq2seq.models import Seq2SeqModel, build_model
 
 VOCAB = 40  # 4 specials and 36 symbols
@@ -32,8 +33,8 @@ def tiny_config(kind: str = "transformer", **changes: object) -> ModelConfig:
 def tiny_model(
     kind: str = "transformer", vocab_size: int = VOCAB, fast: bool = True, **changes: object
 ) -> Seq2SeqModel:
-    """A tiny model of a joint vocabulary of `vocab_size`, initialised with seed 0; `fast`: with
-    the fast modules of seq2seq.fast, as `build_model` gives by default."""
+    """A tiny model of a joint vocabulary of `vocab_size`, initialised with seed 0; `fast`: its
+    fast twin (seq2seq.fast.speed_up), as training and decoding set it up by default."""
     torch.manual_seed(0)
-    config = tiny_config(kind, **changes)
-    return build_model(config, vocab_size, vocab_size, True, verbose=False, fast=fast)
+    model = build_model(tiny_config(kind, **changes), vocab_size, vocab_size, True, verbose=False)
+    return speed_up(model) if fast else model

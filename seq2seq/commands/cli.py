@@ -133,7 +133,7 @@ def check_output(
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """Add --checkpoint and --model (exactly one of them is needed) to `parser`."""
+    """Add --checkpoint and --model (exactly one of them is needed) and --plain to `parser`."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="a checkpoint written by training")
     source.add_argument(
@@ -142,15 +142,26 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         help="an exported model: the name of a shipped one "
         "(e.g. transformer-tiny.multi30k.en-de) or a folder from seq2seq export",
     )
+    add_plain_option(parser)
+
+
+def add_plain_option(parser: argparse.ArgumentParser) -> None:
+    """Add --plain (model.fast=false) to `parser`."""
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="run the textbook modules alone (model.fast=false): the same results, without the "
+        "fast twins of seq2seq/fast",
+    )
 
 
 def load_model(args: argparse.Namespace, device: str | torch.device) -> Inference:
-    """The model that --checkpoint or --model names, on `device`."""
+    """The model that --checkpoint or --model names, on `device`, plain with --plain."""
     from seq2seq.decoding.loading import find_model, load_exported, load_for_inference
 
     if args.checkpoint is not None:
-        return load_for_inference(args.checkpoint, device)
-    return load_exported(find_model(args.model), device)
+        return load_for_inference(args.checkpoint, device, args.plain)
+    return load_exported(find_model(args.model), device, args.plain)
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from seq2seq.commands.cli import (
     ArgumentParser,
     add_decode_options,
+    add_plain_option,
     apply_decode_options,
     number,
     ranged,
@@ -73,6 +74,7 @@ def parse_args(
     parser.add_argument(
         "--checkpoint", action="append", default=[], help="a checkpoint written by training"
     )
+    add_plain_option(parser)
     add_decode_options(
         parser,
         batch_size_help=f"the most sentences in one batch, by default {DEFAULTS.batch_sentences}",
@@ -192,9 +194,9 @@ def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
     models: dict[str, ServedModel] = {}
     for path, kind in sources:
         if kind == "model":
-            inference, name, card = load_exported(path, device), path.name, path / CARD
+            inference, name, card = load_exported(path, device, args.plain), path.name, path / CARD
         else:
-            inference, card = load_for_inference(path, device), None
+            inference, card = load_for_inference(path, device, args.plain), None
             name = f"{path.resolve().parent.name}/{path.stem}"
         if name in models:
             raise UserError(f"--{kind} {path}: a second model named {name!r}")

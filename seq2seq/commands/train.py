@@ -4,7 +4,7 @@ Starting the same command again resumes the run from its last.pt exactly.
 Several GPUs or nodes: `torchrun --nproc_per_node=N -m seq2seq train --config FILE`.
 """
 
-from seq2seq.commands.cli import command_parser
+from seq2seq.commands.cli import add_plain_option, command_parser
 from seq2seq.config import load_config
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
@@ -26,8 +26,10 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="check every file of data.prepared against its manifest's checksums first",
     )
+    add_plain_option(parser)
     args = parser.parse_args(argv)
     cfg = load_config(args.config, args.overrides)
+    cfg.model.fast &= not args.plain
     from seq2seq.training.loop import train  # imports torch: not for --help
 
     train(cfg, prepare_missing=args.prepare, verify_data=args.verify)

@@ -29,6 +29,7 @@ import torch
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
+from seq2seq.fast import speed_up
 from seq2seq.files import check_regular_file, read_small_file
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
@@ -61,18 +62,33 @@ class Inference:
     averaged_checkpoints: int = 1  # how many checkpoints were averaged into the weights
 
 
+def new_model(
+    config: Config, src_vocab_size: int, tgt_vocab_size: int, plain: bool
+) -> Seq2SeqModel:
+    """The untrained model `config` describes: its fast twin (seq2seq.fast) unless
+    `config.model.fast` is false, which `plain` makes it."""
+    config.model.fast &= not plain
+    model = build_model(
+        config.model, src_vocab_size, tgt_vocab_size, config.data.joint_vocab, verbose=False
+    )
+    return speed_up(model) if config.model.fast else model
+
+
 def model_from_checkpoint(
-    checkpoint: dict[str, Any], path: str | Path, src_vocab_size: int, tgt_vocab_size: int
+    checkpoint: dict[str, Any],
+    path: str | Path,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    plain: bool = False,
 ) -> tuple[Seq2SeqModel, Config]:
-    """Rebuild the model described by a checkpoint and load its weights."""
+    """Rebuild the model described by a checkpoint and load its weights (`plain`: the textbook
+    modules alone)."""
     try:
         config = config_from_dict(checkpoint["config"])
         check_model_fits(config, src_vocab_size, tgt_vocab_size, torch.device("cpu"), False)
     except UserError as err:
         raise UserError(f"{path}: {err}") from None
-    model = build_model(
-        config.model, src_vocab_size, tgt_vocab_size, config.data.joint_vocab, verbose=False
-    )
+    model = new_model(config, src_vocab_size, tgt_vocab_size, plain)
     try:
         model.load_state_dict(checkpoint["model"])
     except RuntimeError as err:
@@ -81,12 +97,15 @@ def model_from_checkpoint(
     return model, config
 
 
-def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> Inference:
-    """Load a checkpoint's model (in eval mode, on `device`) and its tokenizers."""
+def load_for_inference(
+    path: str | Path, device: str | torch.device = "cpu", plain: bool = False
+) -> Inference:
+    """Load a checkpoint's model (in eval mode, on `device`; `plain`: on the textbook modules
+    alone) and its tokenizers."""
     checkpoint = load_checkpoint(path)
     src_tokenizer, tgt_tokenizer = checkpoint_tokenizers(checkpoint)
     model, config = model_from_checkpoint(
-        checkpoint, path, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size
+        checkpoint, path, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size, plain
     )
     model.to(device).eval()
     return Inference(
@@ -99,12 +118,15 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     )
 
 
-def load_model(name: str | Path, device: str | torch.device = "cpu") -> Inference:
+def load_model(
+    name: str | Path, device: str | torch.device = "cpu", plain: bool = False
+) -> Inference:
     """The model `name` gives: a training checkpoint file (.pt), an exported model folder, or the
-    name of a shipped model; in eval mode on `device`."""
+    name of a shipped model; in eval mode on `device`. `plain`: on the textbook modules alone
+    (model.fast false), not on the fast twins of seq2seq.fast, which compute the same."""
     if Path(name).suffix == ".pt":
-        return load_for_inference(name, device)
-    return load_exported(find_model(str(name)), device)
+        return load_for_inference(name, device, plain)
+    return load_exported(find_model(str(name)), device, plain)
 
 
 def is_exported_model(path: str | Path) -> bool:
@@ -128,8 +150,11 @@ def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
     raise UserError(f"--model {name}: not an exported model folder{known}")
 
 
-def load_exported(folder: str | Path, device: str | torch.device = "cpu") -> Inference:
-    """Load an exported model (weights cast to fp32, eval mode, on `device`) and its tokenizers."""
+def load_exported(
+    folder: str | Path, device: str | torch.device = "cpu", plain: bool = False
+) -> Inference:
+    """Load an exported model (weights cast to fp32, eval mode, on `device`; `plain`: on the
+    textbook modules alone) and its tokenizers."""
     folder = Path(folder)
     description_bytes = read_small_file(folder / DESCRIPTION, MAX_DESCRIPTION_BYTES)
     try:
@@ -146,7 +171,7 @@ def load_exported(folder: str | Path, device: str | torch.device = "cpu") -> Inf
         check_model_fits(config, *vocab_sizes, torch.device("cpu"), training=False)
     except UserError as err:
         raise UserError(f"{folder / DESCRIPTION}: {err}") from None
-    model = build_model(config.model, *vocab_sizes, config.data.joint_vocab, verbose=False)
+    model = new_model(config, *vocab_sizes, plain)
     check_regular_file(folder / WEIGHTS, MAX_WEIGHTS_BYTES)
     try:
         safetensors.torch.load_model(model, str(folder / WEIGHTS), strict=True)

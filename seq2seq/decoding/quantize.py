@@ -23,12 +23,12 @@ import torch
 from torch import nn
 
 from seq2seq.errors import UserError
-from seq2seq.fast import speed_up
 
 
 def quantized_copy(model: nn.Module) -> nn.Module:
     """A copy of the CPU model `model` for decoding, with int8 linear layers and GRUs; `model`
-    is untouched. The copy of a fast model (seq2seq.fast) is fast too."""
+    is untouched. (`Seq2SeqModel.int8_copy` calls this; a fast model's adds its own int8
+    layer.)"""
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError:
@@ -39,9 +39,8 @@ def quantized_copy(model: nn.Module) -> nn.Module:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated")
         warnings.filterwarnings("ignore", message="torch.quantize_per_tensor, torch.quantize_per")
-        quantized = quantize_dynamic(
+        return quantize_dynamic(
             copy.deepcopy(model),
             {nn.Linear: per_channel_dynamic_qconfig, nn.GRU: per_channel_dynamic_qconfig},
             dtype=torch.qint8,
         )
-    return speed_up(quantized) if getattr(model, "fast", False) else quantized

@@ -29,7 +29,6 @@ import torch
 from torch import Tensor
 
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
-from seq2seq.fast import topk as fast_topk
 from seq2seq.models.base import Seq2SeqModel, select_rows
 
 
@@ -103,14 +102,6 @@ def _banned_log_probs(
         log_probs[ending] = float("-inf")
         log_probs[ending, EOS_ID] = eos_log_probs
     return log_probs
-
-
-def best_candidates(beam_scores: Tensor, log_probs: Tensor, n: int) -> tuple[Tensor, Tensor]:
-    """The n best continuations of each sentence's beams: (A, K) beam scores and (A * K, V)
-    next-token log-probabilities -> scores (A, n) and indices (A, n) into the K * V (beam, token)
-    pairs (beam * V + token), best first. (seq2seq.fast.topk computes the same faster.)"""
-    sentences = beam_scores.shape[0]
-    return (beam_scores.view(-1, 1) + log_probs).view(sentences, -1).topk(n, dim=1)
 
 
 def _mean_heads(attention: Tensor | None) -> Tensor | None:
@@ -227,13 +218,12 @@ def beam_search(
         raise ValueError(f"nbest must be in [1, beam_size={beam_size}], got {nbest}")
     batch_size, device, k = src.shape[0], src.device, beam_size
 
-    # The cache has one row per beam: K rows per sentence. So has the encoder state, but for a
-    # fast model, whose beams read one copy of their sentence's state (seq2seq.fast).
+    # The cache has one row per beam: K rows per sentence. `state` keeps one row per sentence,
+    # `beam_state` the rows the decoder steps read (one per beam: `Seq2SeqModel.beam_state`).
     state = model.encode(src, src_lens)
     beam_rows = torch.arange(batch_size, device=device).repeat_interleave(k)
     cache = select_rows(model.init_cache(state), beam_rows)
-    if not model.fast:
-        state = select_rows(state, beam_rows)
+    beam_state = model.beam_state(state, k)
     sentences = torch.arange(batch_size, device=device)  # (A,) the A sentences still running
     beam_scores, beam_tokens, beam_attention = _first_beams(batch_size, k, src.shape[1], device)
     prev = torch.full((batch_size * k,), BOS_ID, dtype=torch.long, device=device)
@@ -244,13 +234,13 @@ def beam_search(
     for step in range(int(max_lens.max()) + 1):
         _check_stop(should_stop)
         num_active = len(sentences)
-        out = model.decode_step(state, prev, cache, need_attention)
+        out = model.decode_step(beam_state, prev, cache, need_attention)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)
         history = beam_tokens.reshape(num_active * k, step)
         log_probs = _banned_log_probs(
             out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
-        top_scores, top_beams, top_tokens = _top_candidates(beam_scores, log_probs, model.fast)
+        top_scores, top_beams, top_tokens = _top_candidates(model, beam_scores, log_probs)
         ends = (top_tokens == EOS_ID) & top_scores.isfinite()
         if need_attention:  # (A, K, t + 1, S): every beam's attention rows, this step's included
             step_attention = _mean_heads(out.attention).view(num_active, k, 1, -1)
@@ -278,7 +268,8 @@ def beam_search(
             beam_attention = history_attention[sentence_rows, new_beams]
         cache = select_rows(out.cache, (sentence_rows * k + new_beams).view(-1))  # (A' * K,)
         if len(running) < num_active:
-            state = select_rows(state, running if model.fast else _beam_rows(running, k))
+            state = select_rows(state, running)
+            beam_state = model.beam_state(state, k)
             sentences = sentences[running]
         prev = new_tokens.view(-1)
 
@@ -286,19 +277,14 @@ def beam_search(
 
 
 def _top_candidates(
-    beam_scores: Tensor, log_probs: Tensor, fast: bool
+    model: Seq2SeqModel, beam_scores: Tensor, log_probs: Tensor
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The 2K best (beam, token) continuations of each sentence's K beams: their scores, beams
-    and tokens, each (A, 2K), best first (see `best_candidates`; `fast`: seq2seq.fast.topk's)."""
+    and tokens, each (A, 2K), best first (`Seq2SeqModel.best_candidates`: the top-k of the sum
+    of each beam's score and its next-token log-probabilities)."""
     k, vocab_size = beam_scores.shape[1], log_probs.shape[1]
-    candidates = fast_topk.best_candidates if fast else best_candidates
-    scores, index = candidates(beam_scores, log_probs, min(2 * k, k * vocab_size))
+    scores, index = model.best_candidates(beam_scores, log_probs, min(2 * k, k * vocab_size))
     return scores, index // vocab_size, index % vocab_size
-
-
-def _beam_rows(sentences: Tensor, k: int) -> Tensor:
-    """(A,) sentence rows -> (A * K,) the rows of their K beams each."""
-    return (sentences[:, None] * k + torch.arange(k, device=sentences.device)).view(-1)
 
 
 def _running(

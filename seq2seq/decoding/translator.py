@@ -19,7 +19,6 @@ from seq2seq.config import DecodeConfig
 from seq2seq.data.specials import EOS_ID, EOS_PIECE, PAD_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.loading import Inference
-from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from seq2seq.device import decode_dtype, precision_name
 from seq2seq.errors import UserError
@@ -96,7 +95,7 @@ class Translator:
         self.device = torch.device(device)
         self.dtype = decode_dtype(decode_cfg.precision, self.device)
         int8 = decode_cfg.precision == "int8"
-        self.model = quantized_copy(model) if int8 else model
+        self.model = model.int8_copy() if int8 else model
         # What the model computes in: "int8", "bf16", "fp16" or "fp32".
         self.precision = "int8" if int8 else precision_name(self.dtype)
         # "auto" on a CPU: the int8 copy for single lines, and the weights' version it copied
@@ -141,7 +140,7 @@ class Translator:
             return self.model, self.dtype
         version = weights_version(self.model)
         if self.one_line_model is None or self.one_line_model[0] != version:
-            self.one_line_model = (version, quantized_copy(self.model))
+            self.one_line_model = (version, self.model.int8_copy())
         return self.one_line_model[1], None
 
     def translate(

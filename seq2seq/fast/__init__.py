@@ -1,8 +1,9 @@
 """The speed work, in one place: fast versions of textbook pieces, each tested equal to it.
 
-The modules a reader opens first (`seq2seq.models.attention`, `seq2seq.models`,
-`seq2seq.training.loss`, `seq2seq.decoding.search`) hold the maths in its plain form. Each piece
-here computes the same thing faster where it pays; docs/benchmarks.md has the measured figures.
+The modules a reader opens first (`seq2seq.models`, `seq2seq.training.loss`,
+`seq2seq.decoding.search`, `seq2seq.decoding.quantize`) hold the maths in its plain form and
+never import this package. Each piece here computes the same thing faster where it pays;
+docs/benchmarks.md has the measured figures.
 
     attention.BeamGroupedAttention   multi-head attention in which the K beams of a sentence read
                                      one copy of its source keys/values (one matrix product per
@@ -16,28 +17,62 @@ here computes the same thing faster where it pays; docs/benchmarks.md has the me
                                      Plain: `seq2seq.training.loss.label_smoothed_cross_entropy`.
     topk.best_candidates             the beam's best continuations without forming the
                                      (sentences, K * V) sum.
-                                     Plain: `seq2seq.decoding.search.best_candidates`.
+                                     Plain: `Seq2SeqModel.best_candidates`.
     int8.Int8Linear                  the int8 linear layer of seq2seq/decoding/quantize.py,
                                      calling its kernel directly.
                                      Plain: `torch.ao.nn.quantized.dynamic.Linear`.
+    FastGRUSeq2Seq, FastTransformerSeq2Seq   the models whose beams share their sentence's
+                                     encoder state, and which give training and beam search the
+                                     fast loss and top-k above (`FastModel`).
+                                     Plain: `GRUSeq2Seq`, `TransformerSeq2Seq`.
     process.tune_process             glibc malloc and oneDNN settings for a training or decoding
                                      process (the command line calls it; the library never does).
 
-One switch turns the model-level pieces on: `speed_up(model)`, which `seq2seq.models.build_model`
-calls (and `seq2seq.decoding.quantize.quantized_copy` again, on the int8 copy of a fast model). It
-swaps the class of the modules that have a fast twin (a twin adds no parameter or buffer, so every
-weight stays where it is) and sets `model.fast`, which tells the loss and the
-search to use their fast versions and beam search to keep the encoder state once per sentence.
+One function turns a model into its fast twin: `speed_up(model)`. The code that sets up a model
+for training (`seq2seq.training.run`) and for decoding (`seq2seq.decoding.loading`) calls it,
+unless the configuration's `model.fast` is false (`--plain` on the command line). It swaps the
+class of every module that has a fast twin, the model's own included (a twin adds no parameter or
+buffer, so every weight stays where it is); nothing reads a flag afterwards.
 """
 
 from torch import nn
 
+from seq2seq.fast import loss, topk
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
+from seq2seq.models import GRUSeq2Seq, Seq2SeqModel, State, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention
 
+
+class FastModel(Seq2SeqModel):
+    """What the fast twin of a model changes in the functions a model gives training and beam
+    search (see seq2seq.models.base)."""
+
+    cross_entropy = staticmethod(loss.label_smoothed_cross_entropy)
+    best_candidates = staticmethod(topk.best_candidates)
+
+    def beam_state(self, state: State, beams: int) -> State:
+        """`state` itself: the `beams` beams of a sentence read its one row (its cache rows are
+        consecutive), through `BeamGroupedAttention` or the GRU's additive attention."""
+        return state
+
+    def int8_copy(self) -> Seq2SeqModel:
+        """The plain int8 copy, with the fast int8 linear layer (`Int8Linear`)."""
+        return speed_up(super().int8_copy())
+
+
+class FastGRUSeq2Seq(FastModel, GRUSeq2Seq):
+    """`GRUSeq2Seq` with the functions of `FastModel`."""
+
+
+class FastTransformerSeq2Seq(FastModel, TransformerSeq2Seq):
+    """`TransformerSeq2Seq` with the functions of `FastModel`."""
+
+
 FAST_TWINS: dict[type[nn.Module], type[nn.Module]] = {
+    GRUSeq2Seq: FastGRUSeq2Seq,
+    TransformerSeq2Seq: FastTransformerSeq2Seq,
     nn.Dropout: PackedDropout,
     MultiHeadAttention: BeamGroupedAttention,
     DynamicQuantizedLinear: Int8Linear,
@@ -45,7 +80,8 @@ FAST_TWINS: dict[type[nn.Module], type[nn.Module]] = {
 
 
 def speed_up(model: nn.Module) -> nn.Module:
-    """Switch `model` (in place) to the fast modules of seq2seq.fast; returns it.
+    """Switch `model` (in place) to its fast twin: every module of a class in FAST_TWINS to that
+    class's twin; returns it.
 
     The outputs are the same as the plain model's (tests/test_fast.py); only dropout draws its
     random mask differently."""
@@ -53,5 +89,4 @@ def speed_up(model: nn.Module) -> nn.Module:
         twin = FAST_TWINS.get(type(module))
         if twin is not None:
             module.__class__ = twin
-    model.fast = True
     return model

@@ -28,21 +28,16 @@ def build_model(
     tgt_vocab_size: int,
     joint_vocab: bool,
     verbose: bool = True,
-    fast: bool = True,
 ) -> Seq2SeqModel:
-    """The model `cfg.arch` describes, freshly initialised; prints its size when `verbose`.
+    """The model `cfg.arch` describes, freshly initialised, in its textbook form; prints its
+    size when `verbose` (shared and tied weights counted once).
 
-    Shared and tied weights are counted once. `fast`: switch it to the fast modules of
-    seq2seq.fast (the one place they are switched on); False gives the plain textbook model,
-    which computes the same.
+    `seq2seq.fast.speed_up` turns it into its fast twin, which computes the same; the code that
+    sets up training and decoding calls it, unless `cfg.fast` is false.
     """
     if cfg.arch not in ARCHITECTURES:
         raise UserError(f"model.arch: unknown architecture {cfg.arch!r}; known: gru, transformer")
     model = ARCHITECTURES[cfg.arch](cfg, src_vocab_size, tgt_vocab_size, joint_vocab)
-    if fast:
-        from seq2seq.fast import speed_up  # seq2seq.fast imports the attention parts
-
-        speed_up(model)
     if verbose:
         print(f"model {cfg.name}: {model.num_parameters():,} parameters")
     return model

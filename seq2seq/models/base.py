@@ -6,17 +6,24 @@ Token id conventions (seq2seq.data.specials): a source is `ids + [EOS]`; a targe
 
 Encoder state and decoder cache are dictionaries whose values are tensors (or lists of tensors)
 with the batch on dimension 0, so that one function, `select_rows`, reorders both for beam search.
-Beam search gives the plain model one state row per beam. A fast model (seq2seq.fast) takes the
-state once per sentence and the cache once per beam (G consecutive cache rows per state row), so
-the K beams of a sentence read its source keys and values together instead of from K copies.
+
+Besides the forward pass and the decoder steps, a model gives training and beam search three
+functions (`cross_entropy`, `best_candidates`, `beam_state`) and its int8 copy (`int8_copy`). The
+classes here give the textbook versions; `seq2seq.fast.speed_up` turns a model into its fast twin,
+whose versions compute the same faster: beam search then keeps the encoder state once per
+sentence and the cache once per beam, so that the K beams of a sentence read its source keys and
+values together instead of from K copies.
 """
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.specials import PAD_ID
+from seq2seq.decoding.quantize import quantized_copy
+from seq2seq.training.loss import label_smoothed_cross_entropy
 
 State = dict[str, Tensor | list[Tensor]]
 
@@ -52,13 +59,33 @@ def select_rows(state: State, index: Tensor) -> State:
 
 
 class Seq2SeqModel(nn.Module):
-    """Base class of the GRU and Transformer translation models.
+    """Base class of the GRU and Transformer translation models."""
 
-    `fast` is False for the plain model; seq2seq.fast.speed_up sets it when it switches the model
-    to its fast modules, and the loss and the search then use their fast versions too.
-    """
+    # The loss that training minimises: seq2seq.training.loss.label_smoothed_cross_entropy.
+    cross_entropy = staticmethod(label_smoothed_cross_entropy)
 
-    fast: bool = False
+    @staticmethod
+    def best_candidates(beam_scores: Tensor, log_probs: Tensor, n: int) -> tuple[Tensor, Tensor]:
+        """The n best continuations of each sentence's beams, for beam search: (A, K) beam scores
+        and (A * K, V) next-token log-probabilities -> scores (A, n) and indices (A, n) into the
+        K * V (beam, token) pairs (beam * V + token), best first."""
+        sentences = beam_scores.shape[0]
+        return (beam_scores.view(-1, 1) + log_probs).view(sentences, -1).topk(n, dim=1)
+
+    def beam_state(self, state: State, beams: int) -> State:
+        """The encoder state that beam search decodes `beams` beams per sentence from.
+
+        `decode_step` reads one state row per cache row, so each sentence's row is repeated:
+        rows i * K .. i * K + K - 1 are sentence i's (K = beams). `state` is what `encode`
+        returns (every model's holds `src_lens` (B,)), or a selection of its rows.
+        """
+        src_lens = state["src_lens"]
+        sentences = torch.arange(len(src_lens), device=src_lens.device)
+        return select_rows(state, sentences.repeat_interleave(beams))
+
+    def int8_copy(self) -> "Seq2SeqModel":
+        """A copy with int8 linear layers to decode with on a CPU (seq2seq/decoding/quantize.py)."""
+        return quantized_copy(self)
 
     def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits.
@@ -83,8 +110,8 @@ class Seq2SeqModel(nn.Module):
         """Advance the decoder by one token.
 
         state: B rows; cache and prev_tokens: B * G rows, of which rows i * G .. i * G + G - 1
-        decode from row i of `state` (G = 1 but in beam search with a fast model, where G is the
-        beam size).
+        decode from row i of `state` (G = 1 but in beam search with a fast model, whose
+        `beam_state` keeps one row per sentence: there G is the beam size).
         prev_tokens: the previous target token of each cache row (BOS at the first step).
         Step t costs O(t) for the Transformer (cached keys/values) and O(1) for the GRU.
         """

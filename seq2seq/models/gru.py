@@ -86,8 +86,9 @@ class GRUSeq2Seq(Seq2SeqModel):
         self, state: State, embedded: Tensor, hidden: Tensor
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """One decoder step for R = B * G rows: the G rows of each of the B sentences in
-        `state` (G = 1 but in beam search with a fast model, where G is the beam size) attend
-        to their sentence's source together, as G queries of the additive attention.
+        `state` (G = 1 but in beam search with a fast model, where G is the beam size: see
+        `Seq2SeqModel.decode_step`) attend to their sentence's source together, as G queries of
+        the additive attention.
 
         Args:
             embedded: (R, 1, E) embedding of the previous target token.

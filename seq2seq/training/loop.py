@@ -108,7 +108,11 @@ def train_update(run: Run, group: list[Batch]) -> Update | None:
     for i, batch in enumerate(group):
         with distributed.sync_gradients(model, env, i == len(group) - 1):
             loss, nll = token_losses(
-                model, batch, run.cfg.train.label_smoothing, run.dtype, run.raw_model.fast
+                model,
+                batch,
+                run.cfg.train.label_smoothing,
+                run.dtype,
+                run.raw_model.cross_entropy,
             )
             run.scaler.scale(loss * env.world_size / num_tokens).backward()
         sums += torch.stack([loss.detach(), nll])

@@ -10,9 +10,11 @@ Its gradient with respect to the logits is simply
 
     dloss / dz = p - q
 
-seq2seq.fast.loss computes the same with its gradient written by hand, faster on a CPU; the
-model's `fast` flag (set by seq2seq.fast.speed_up) chooses it.
+A model gives training its loss function (`Seq2SeqModel.cross_entropy`): this one, or, for a
+model's fast twin (seq2seq.fast), the same computed with its gradient written by hand.
 """
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +22,6 @@ from torch import Tensor
 
 from seq2seq.data.batching import Batch
 from seq2seq.data.specials import PAD_ID
-from seq2seq.fast import loss as fast_loss
 
 
 def label_smoothed_cross_entropy(
@@ -44,13 +45,15 @@ def token_losses(
     batch: Batch,
     label_smoothing: float,
     dtype: torch.dtype | None,
-    fast: bool = False,
+    cross_entropy: Callable[[Tensor, Tensor, float], tuple[Tensor, Tensor]] = (
+        label_smoothed_cross_entropy
+    ),
 ) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed loss and summed plain NLL over the batch's target tokens, from the
     model's teacher-forced logits (under autocast in `dtype`; None: fp32). Padding positions are
-    ignored. Both are float32 scalars; divide by the token count. `fast`: compute the loss with
-    seq2seq.fast.loss (pass the model's `fast` flag; `model` may be a wrapper without it)."""
+    ignored. Both are float32 scalars; divide by the token count. `cross_entropy` computes them
+    from the logits: the model's own (`Seq2SeqModel.cross_entropy`; `model` may be a wrapper
+    without it, so it is passed apart)."""
     with torch.autocast(batch.src.device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
         logits = model(batch.src, batch.src_lens, batch.tgt_in)
-    cross_entropy = fast_loss.label_smoothed_cross_entropy if fast else label_smoothed_cross_entropy
     return cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), label_smoothing)

@@ -2,7 +2,7 @@
 checkpoints hold, and resuming it from last.pt. The loop itself is in seq2seq/training/loop.py."""
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.translator import source_limit
 from seq2seq.device import autocast_dtype, decode_dtype
 from seq2seq.errors import UserError
+from seq2seq.fast import speed_up
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.size import check_model_fits
@@ -152,6 +153,8 @@ def set_up(
     check_model_fits(cfg, *vocab_sizes, device, training=True)
     seed_everything(cfg.train.seed)
     raw_model = build_model(cfg.model, *vocab_sizes, data.joint, verbose=env.is_main).to(device)
+    if cfg.model.fast:
+        raw_model = speed_up(raw_model)
     optimizer = torch.optim.AdamW(
         raw_model.parameters(),
         lr=cfg.train.lr,
@@ -239,7 +242,9 @@ def training_checkpoint(run: Run, progress: Progress, rng_states: list[dict]) ->
 
 
 def check_resumable(saved: Config, cfg: Config, path: Path) -> None:
-    """A run folder can only be resumed with the same model and data."""
+    """A run folder can only be resumed with the same model and data; on the fast modules or
+    the textbook ones (model.fast), which compute the same."""
+    saved = replace(saved, model=replace(saved.model, fast=cfg.model.fast))
     for section in ("model", "data"):
         if asdict(getattr(saved, section)) != asdict(getattr(cfg, section)):
             raise UserError(

@@ -31,7 +31,7 @@ def valid_loss(
     total_nll, total_tokens = 0.0, 0
     for batch in make_loader(dataset, sampler):
         batch = batch.to(device)
-        _, nll = token_losses(model, batch, 0.0, dtype, model.fast)
+        _, nll = token_losses(model, batch, 0.0, dtype, model.cross_entropy)
         total_nll += nll.item()
         total_tokens += batch.num_tgt_tokens
     mean = total_nll / max(total_tokens, 1)
