@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 import bench
 import torch
@@ -46,7 +47,7 @@ SENTENCES = [
 VOCAB = 8000
 
 
-def aten_ops(work: Callable[[], None]) -> Counter[tuple[str, str]]:
+def aten_ops(work: Callable[[], object]) -> Counter[tuple[str, str]]:
     """How many times `work` calls each ATen operator, by operator and input shapes."""
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         work()
@@ -68,6 +69,11 @@ def random_batch(sentences: int, length: int) -> Batch:
     return Batch(src, lens, tgt, lens + 1, torch.arange(sentences), src.numel(), src.numel())
 
 
+def repeat(step: Callable[[Batch], None], batch: Batch, times: int) -> None:
+    for _ in range(times):
+        step(batch)
+
+
 def train_ops(plain: bool) -> Counter[tuple[str, str]]:
     counts: Counter[tuple[str, str]] = Counter()
     batch = random_batch(32, 20)
@@ -77,7 +83,7 @@ def train_ops(plain: bool) -> Counter[tuple[str, str]]:
         model = build_model(config.model, VOCAB, VOCAB, True, verbose=False)
         model = model if plain else speed_up(model)
         step = bench.make_training_step(model, torch.device("cpu"), None)
-        counts += aten_ops(lambda: [step(batch) for _ in range(3)])  # noqa: B023
+        counts += aten_ops(partial(repeat, step, batch, 3))
     return counts
 
 
@@ -90,7 +96,7 @@ def decode_ops(plain: bool) -> Counter[tuple[str, str]]:
             translator = Translator(
                 inference.model, inference.src_tokenizer, inference.tgt_tokenizer, decode, "cpu"
             )
-            counts += aten_ops(lambda: translator.translate(SENTENCES, beam_size=5))  # noqa: B023
+            counts += aten_ops(partial(translator.translate, SENTENCES, beam_size=5))
     return counts
 
 

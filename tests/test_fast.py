@@ -1,7 +1,9 @@
 """The speed work (seq2seq.fast), each piece against the plain version it replaces: the packed
 dropout mask (its distribution, scale, gradient and seeding), the hand-written loss, the chunked
 top-k, beam-grouped, fused and inference attention, the int8 linear layer, and a whole fast
-model (and its int8 copy) against its plain twin."""
+model (and its int8 copy) against its plain twin; and the switch between them (model.fast,
+--plain): the textbook modules import nothing of seq2seq.fast, and the plain product translates
+and trains as the fast one while running the textbook code."""
 
 import ast
 from collections import Counter
