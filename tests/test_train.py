@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from reversal import ENV, TRAIN, assert_resumed_exactly, tiny_overrides
+from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq import device as device_module
@@ -296,6 +296,8 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
         "-m",
         "seq2seq",
         "train",
+        "--config",
+        str(DEFAULTS),
         *args,
     ]
     with RunFolderLock(run_dir):  # another process trains in the folder: both ranks stop
