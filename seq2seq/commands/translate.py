@@ -36,6 +36,7 @@ from seq2seq.commands.cli import (
 )
 from seq2seq.config_rules import ARGUMENTS, line_problem
 from seq2seq.data.corpora import domain_of
+from seq2seq.decoding.model_result import shipped_model_names
 from seq2seq.errors import UserError
 from seq2seq.files import text_lines
 
@@ -52,6 +53,8 @@ TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = command_parser("translate", __doc__)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # one shipped model a line
+    parser.epilog = "\n  ".join(["shipped models (--model NAME):", *shipped_model_names()])
     add_model_options(parser)
     add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
     parser.add_argument(

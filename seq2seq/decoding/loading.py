@@ -28,6 +28,7 @@ import torch
 
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.errors import UserError
 from seq2seq.fast import speed_up
 from seq2seq.files import check_regular_file, read_small_file
@@ -36,8 +37,6 @@ from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.size import check_model_fits
 from seq2seq.training.checkpoint import checkpoint_tokenizers, load_checkpoint
 
-# The shipped models, installed with the package.
-SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "shipped_models"
 WEIGHTS = "model.safetensors"
 DESCRIPTION = "model.json"
 CARD = "card.json"

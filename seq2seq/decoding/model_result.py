@@ -31,6 +31,13 @@ from seq2seq.errors import UserError
 from seq2seq.files import write_atomically
 
 NOT_RECORDED = "not recorded"  # a field that older records lack
+# The models shipped with the package: one folder each, its card (a ModelResult) in card.json.
+SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "shipped_models"
+
+
+def shipped_model_names(models_dir: Path = SHIPPED_MODELS) -> list[str]:
+    """The names of the shipped models (their folders), found without loading any."""
+    return sorted(card.parent.name for card in models_dir.glob("*/card.json"))
 
 
 @dataclass
