@@ -1,4 +1,5 @@
-# One command per stage. Every target sets up .venv first when it is missing.
+# One command per stage, most of them a script of scripts/ (each the same code as a `seq2seq`
+# subcommand). Every target sets up .venv first when it is missing.
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
 VENV := .venv
@@ -35,7 +36,7 @@ test: $(STAMP) chromium
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
-LINT_PATHS := seq2seq tests benchmarks examples
+LINT_PATHS := seq2seq tests benchmarks examples scripts
 lint: $(STAMP)
 	$(PY) -m ruff check $(LINT_PATHS)
 	$(PY) -m ruff format --check $(LINT_PATHS)
@@ -46,21 +47,21 @@ CORPUS ?= multi30k
 SRC ?= en
 TGT ?= de
 data: $(STAMP)
-	SEQ2SEQ_MAKE_TARGET=data $(SEQ2SEQ) prepare --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
+	SEQ2SEQ_MAKE_TARGET=data $(PY) scripts/prepare_data.py --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
 
 # make train MODEL=transformer|gru [CONFIG=file.toml] [ARGS="train.lr=1e-3 ..."] [MIRROR=dir|url]
 # Prepares the configuration's corpus first when it is missing; run again to resume.
 MODEL ?= transformer
 CONFIG ?= configs/$(MODEL).multi30k.en-de.toml
 train: $(STAMP)
-	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(SEQ2SEQ) train --config $(CONFIG) --prepare $(ARGS)
+	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
 
 # make translate [NAME=transformer-tiny.multi30k.en-de] [ARGS="--beam 1 ..."]
 # Interactive translation with a shipped model (NAME: transformer-tiny.multi30k.en-de, or another
-# in `.venv/bin/seq2seq translate --help`), its attention map shown.
+# in `.venv/bin/python scripts/translate.py --help`), its attention map shown.
 NAME ?= transformer-tiny.multi30k.en-de
 translate: $(STAMP)
-	$(SEQ2SEQ) translate --model $(NAME) --show-attention $(ARGS)
+	$(PY) scripts/translate.py --model $(NAME) --show-attention $(ARGS)
 
 # make serve [SERVE_MODELS="transformer-tiny.multi30k.en-de ..."] [ARGS="--port 8080 ..."]
 # Serves the shipped models over HTTP on 127.0.0.1:8000 (docs/serve.md), the first one the
@@ -85,7 +86,7 @@ bench: $(STAMP) $(BENCH_DATA)/manifest.json
 	$(PY) benchmarks/bench.py $(ARGS)
 
 $(BENCH_DATA)/manifest.json: | $(STAMP)
-	SEQ2SEQ_MAKE_TARGET=bench $(SEQ2SEQ) prepare --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
+	SEQ2SEQ_MAKE_TARGET=bench $(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
 
 PORT ?= 6006
 tensorboard: $(STAMP)

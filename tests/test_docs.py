@@ -1,8 +1,9 @@
 """The README and docs/ say only what is true of the repository: every command shown runs.
 
-Checked in README.md and docs/*.md: the README's length; every path under benchmarks/,
-examples/, seq2seq/ and configs/ exists; every `--option` given to a `seq2seq` command or a script
-is in its `--help`; every `make` target exists (these three also inside the generated
+Checked in README.md and docs/*.md: the README's length; every path under scripts/,
+benchmarks/, examples/, seq2seq/ and configs/ exists; every `--option` given to a `seq2seq`
+command or a script (of scripts/, benchmarks/ or examples/) is in its `--help`; every `make`
+target exists (these three also inside the generated
 sections between `<!-- NAME:start -->` and `<!-- NAME:end -->`, whose commands say how to
 reproduce a recorded run); every relative link and image points to a file (and heading) that
 exists; every name the maths-to-code map gives after a `seq2seq/...py` file is defined in that
@@ -29,7 +30,7 @@ CODE_SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 PATH = re.compile(r"(?<![\w./-])((?:scripts|benchmarks|examples|seq2seq|configs)/[\w./*-]*\w)")
 SCRIPT = re.compile(
-    r"(?<![\w./-])((?:benchmarks|examples)/[\w/-]+\.py)\b"
+    r"(?<![\w./-])((?:scripts|benchmarks|examples)/[\w/-]+\.py)\b"
     rf"|(?<![\w.-])(seq2seq (?:{'|'.join(COMMANDS)}))\b"
 )
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
@@ -61,7 +62,8 @@ def without_comment(command: str) -> str:
 
 
 def scripts_in(text: str) -> list[str]:
-    """The scripts (`benchmarks/bench.py`) and `seq2seq` commands (`seq2seq train`) in `text`."""
+    """The scripts (`scripts/train.py`, `benchmarks/bench.py`) and `seq2seq` commands
+    (`seq2seq train`) in `text`."""
     return [match.group(1) or match.group(2) for match in SCRIPT.finditer(text)]
 
 

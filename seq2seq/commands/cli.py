@@ -73,8 +73,12 @@ def summary(doc: str) -> str:
 
 
 def command_parser(name: str, doc: str) -> ArgumentParser:
-    """The parser of `seq2seq NAME`, described by the first paragraph of its docstring."""
-    return ArgumentParser(prog=f"seq2seq {name}", description=summary(doc))
+    """The parser of `seq2seq NAME`, described by the first paragraph of its docstring and
+    named as it was run: `seq2seq NAME`, or the script of scripts/ that runs it."""
+    script = Path(sys.argv[0])
+    run_as_script = script.parent.name == "scripts" and script.suffix == ".py"
+    prog = f"scripts/{script.name}" if run_as_script else f"seq2seq {name}"
+    return ArgumentParser(prog=prog, description=summary(doc))
 
 
 def number(kind: Callable[[str], Number], valid: Container[Number]) -> Callable[[str], Number]:

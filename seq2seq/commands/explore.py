@@ -23,6 +23,6 @@ def shipped_models() -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    args = serve.parse_args(argv, prog="seq2seq explore", description=__doc__.splitlines()[0])
+    args = serve.parse_args(argv, command="explore", description=__doc__.splitlines()[0])
     args.model = [*shipped_models(), *args.model]
     serve.serve(args)

@@ -35,10 +35,10 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from seq2seq.commands.cli import (
-    ArgumentParser,
     add_decode_options,
     add_plain_option,
     apply_decode_options,
+    command_parser,
     number,
     ranged,
 )
@@ -59,10 +59,10 @@ DESCRIPTION = (
 
 
 def parse_args(
-    argv: list[str], prog: str = "seq2seq serve", description: str = DESCRIPTION
+    argv: list[str], command: str = "serve", description: str = DESCRIPTION
 ) -> argparse.Namespace:
     """The server's options; `seq2seq explore` parses the same under its own name."""
-    parser = ArgumentParser(prog=prog, description=description)
+    parser = command_parser(command, description)
     parser.add_argument(
         "--model",
         action="append",
