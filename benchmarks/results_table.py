@@ -41,25 +41,18 @@ NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
 NO_PROFILE = "_No decoding profile committed yet._"
 # Tools that moved after older records were written: the tables name them where they are now.
-MOVED = {"scripts/benchmark.py": "benchmarks/bench.py", "scripts/peers/": "benchmarks/peers/"}
-# The scripts that became `seq2seq` commands, with the Python that ran them: {script: command}.
-COMMANDS = {
-    "prepare_data": "prepare",
-    "train": "train",
-    "translate": "translate",
-    "evaluate": "evaluate",
-    "average_checkpoints": "average",
-    "export_model": "export",
-    "serve": "serve",
+MOVED = {
+    "scripts/benchmark.py": "benchmarks/bench.py",
+    "scripts/peers/": "benchmarks/peers/",
+    "scripts/export_model.py": "scripts/export.py",
 }
-SCRIPT = re.compile(rf"(?:(?:\S*/)?python3?\s+)?scripts/({'|'.join(COMMANDS)})\.py\b")
 
 
 def current(text: str) -> str:
-    """A recorded command or note, naming moved tools (MOVED, COMMANDS) where they are now."""
+    """A recorded command or note, naming moved tools (MOVED) where they are now."""
     for old, new in MOVED.items():
         text = text.replace(old, new)
-    return SCRIPT.sub(lambda match: f"seq2seq {COMMANDS[match.group(1)]}", text)
+    return text
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:

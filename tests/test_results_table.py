@@ -4,6 +4,8 @@ the models table, the latest benchmark record of each kind, and the sections wri
 markers."""
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ from results_table import (
     update_sections,
 )
 
+from seq2seq.commands import COMMANDS
 from seq2seq.decoding.model_result import ModelResult
 from seq2seq.errors import UserError
 
@@ -447,3 +450,94 @@ def test_the_latest_profile_has_a_section_of_its_own(tmp_path: Path) -> None:
     page = "<!-- profile:start -->\nold\n<!-- profile:end -->\n"
     updated = update_sections(page, found)
     assert updated == f"<!-- profile:start -->\n{found['profile']}\n<!-- profile:end -->\n"
+
+
+# --- The commands recorded in results/models/*.json and the shipped models' cards -----------
+
+RECORDS = [
+    *sorted((ROOT / "results" / "models").glob("*.json")),
+    *sorted((ROOT / "seq2seq" / "shipped_models").glob("*/card.json")),
+]
+REPO_PATH = re.compile(r"^(?:configs|scripts|benchmarks|examples|seq2seq)/")
+MAKE_TARGET = re.compile(r"^([\w.-]+)\s*:(?!=)", re.MULTILINE)
+
+
+def simple_commands(command: str) -> list[list[str]]:
+    """The words of each simple command of a recorded shell line (split at &&, ;, |), its
+    comment and leading VAR=value assignments left out."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    commands: list[list[str]] = [[]]
+    for word in lexer:
+        if word in ("&&", ";", "|"):
+            commands.append([])
+        elif commands[-1] or not re.fullmatch(r"[A-Z_]+=.*", word):
+            commands[-1].append(word)
+    return [words for words in commands if words]
+
+
+def command_problems(command: str) -> list[str]:
+    """What a recorded command names that the repository does not have: a program other than
+    make, bash, python, `seq2seq` and the scripts; a make target, `seq2seq` command or file
+    under configs/, scripts/, benchmarks/, examples/ or seq2seq/ that does not exist; the
+    old models/ folder."""
+    targets = set(MAKE_TARGET.findall((ROOT / "Makefile").read_text(encoding="utf-8")))
+    problems = []
+    for program, *words in simple_commands(command):
+        if Path(program).name in ("python", "python3") and words[:2] == ["-m", "seq2seq"]:
+            program, *words = ["seq2seq", *words[2:]]
+        elif Path(program).name in ("python", "python3", "bash"):
+            program, *words = words
+        if program == "make":
+            target = next(word for word in words if "=" not in word)
+            if target not in targets:
+                problems.append(f"make {target}: no such target")
+        elif Path(program).name == "seq2seq":
+            if words[0] not in COMMANDS:
+                problems.append(f"seq2seq {words[0]}: no such command")
+        elif not REPO_PATH.match(program):
+            problems.append(f"{program}: not a tool of the repository")
+        for word in [program, *words]:
+            path = word.split("=")[-1]
+            if REPO_PATH.match(path) and not (ROOT / path).exists():
+                problems.append(f"{path}: no such file")
+            if path.startswith("models/"):
+                problems.append(f"{path}: models/ is now seq2seq/shipped_models/ or exported/")
+    return problems
+
+
+def test_command_problems_are_found():
+    old = "PYTHONPATH=. python3 scripts/export_model.py --checkpoint c.pt --out models/m  # note"
+    assert command_problems(old) == [
+        "scripts/export_model.py: no such file",
+        "models/m: models/ is now seq2seq/shipped_models/ or exported/",
+    ]
+    assert command_problems("make tarin ARGS='x=1' && seq2seq evaluat --beam 5 | sort") == [
+        "make tarin: no such target",
+        "seq2seq evaluat: no such command",
+        "sort: not a tool of the repository",
+    ]
+    assert command_problems("scripts/train.py --config configs/nope.toml") == [
+        "configs/nope.toml: no such file"
+    ]
+    assert command_problems("# a note, not a command") == []
+    good = (
+        "OMP_NUM_THREADS=1 .venv/bin/python scripts/train.py --config "
+        "configs/gru.multi30k.en-de.toml train.run_name='\"gru.a\"'  # resumed at step 1200"
+    )
+    assert command_problems(good) == []
+    assert command_problems("python -m seq2seq export --checkpoint c.pt --out exported/m") == []
+
+
+def test_recorded_commands_exist():
+    """Every command in every model record and card runs today: its scripts, make targets,
+    `seq2seq` commands and configuration files exist."""
+    assert len(RECORDS) == 15
+    problems = [
+        f"{path.relative_to(ROOT)}: {command}: {problem}"
+        for path in RECORDS
+        for command in json.loads(path.read_text(encoding="utf-8"))["commands"]
+        for problem in command_problems(command)
+    ]
+    assert not problems, "\n".join(problems)
