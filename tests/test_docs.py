@@ -33,6 +33,13 @@ SCRIPT = re.compile(
     r"(?<![\w./-])((?:scripts|benchmarks|examples)/[\w/-]+\.py)\b"
     rf"|(?<![\w.-])(seq2seq (?:{'|'.join(COMMANDS)}))\b"
 )
+# Each script of scripts/ runs a `seq2seq` command (tests/test_scripts.py checks that their
+# options are the same): {"scripts/translate.py": "seq2seq translate"}.
+SCRIPT_COMMANDS = {
+    f"scripts/{path.name}": f"seq2seq {found.group(1)}"
+    for path in (ROOT / "scripts").glob("*.py")
+    if (found := re.search(r'main\(\["(\w+)"', path.read_text(encoding="utf-8")))
+}
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 MAKE = re.compile(r"(?<![\w./-])make ([a-z][\w-]*)\b(.*)")
 MAKE_ARGS = re.compile(r"""ARGS=(["'])(.*?)\1""")
@@ -61,10 +68,17 @@ def without_comment(command: str) -> str:
     return re.split(r"\s#\s", command, maxsplit=1)[0]
 
 
+def script_name(match: re.Match[str]) -> str:
+    """The script or `seq2seq` command that SCRIPT matched; a script of scripts/ as the command
+    it runs."""
+    script = match.group(1) or match.group(2)
+    return SCRIPT_COMMANDS.get(script, script)
+
+
 def scripts_in(text: str) -> list[str]:
-    """The scripts (`scripts/train.py`, `benchmarks/bench.py`) and `seq2seq` commands
-    (`seq2seq train`) in `text`."""
-    return [match.group(1) or match.group(2) for match in SCRIPT.finditer(text)]
+    """The scripts (`benchmarks/bench.py`) and `seq2seq` commands (`seq2seq train`, also as
+    `scripts/train.py`) in `text`."""
+    return [script_name(match) for match in SCRIPT.finditer(text)]
 
 
 def script_options(command: str) -> list[tuple[str, str]]:
@@ -75,7 +89,7 @@ def script_options(command: str) -> list[tuple[str, str]]:
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(command)
         arguments = COMMAND_END.split(command[match.end() : end], maxsplit=1)[0]
-        script = match.group(1) or match.group(2)
+        script = script_name(match)
         pairs += [(script, option) for option in OPTION.findall(arguments)]
     return pairs
 
@@ -229,6 +243,9 @@ def test_script_options_are_parsed():
     assert script_options(command) == [
         ("seq2seq translate", "--model"),
         ("seq2seq translate", "--show-attention"),
+    ]
+    assert script_options("scripts/average_checkpoints.py --last 5 run") == [
+        ("seq2seq average", "--last")
     ]
     nested = 'seq2seq evaluate --record r --command "seq2seq average --last 5"'
     assert script_options(nested) == [
