@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,7 @@ def all_code() -> list[tuple[Path, str]]:
 
 @pytest.fixture(scope="module")
 def help_texts() -> dict[str, str]:
-    """Each shown script's `--help` output, all run at once in subprocesses."""
+    """Each shown script's `--help` output, from subprocesses run one per CPU core at a time."""
     scripts = {script for _, text in all_code() for script, _ in script_options(text)}
     targets = makefile_targets()
     for _, text in all_code():
@@ -145,19 +146,18 @@ def help_texts() -> dict[str, str]:
             if MAKE_ARGS.search(rest) and target in targets:
                 scripts.update(scripts_in(targets[target]))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    runs = {
-        script: subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    commands = {script: command for script in sorted(scripts) if (command := help_command(script))}
+
+    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
         )
-        for script in sorted(scripts)
-        if (command := help_command(script))
-    }
-    texts = {}
-    for script, run in runs.items():
-        output, _ = run.communicate(timeout=120)
-        assert run.returncode == 0, f"{script} --help failed:\n{output}"
-        texts[script] = output
-    return texts
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        runs = dict(zip(commands, pool.map(run, commands.values()), strict=True))
+    for script, result in runs.items():
+        assert result.returncode == 0, f"{script} --help failed:\n{result.stderr}"
+    return {script: result.stdout for script, result in runs.items()}
 
 
 def test_docs_are_found():
