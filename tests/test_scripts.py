@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -57,25 +58,24 @@ def test_every_script_runs_its_command():
         assert f"`seq2seq {command}`" in text, path
 
 
+def help_text(command: list[str]) -> str:
+    result = subprocess.run(
+        [*command, "--help"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, f"{command} --help:\n{result.stderr}"
+    return result.stdout
+
+
 @pytest.mark.slow  # each script imports torch
 def test_script_help_names_the_script_and_its_options():
-    runs = {
-        name: (
-            subprocess.Popen(
-                [script(name), "--help"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True
-            ),
-            subprocess.Popen(
-                [*SEQ2SEQ, command, "--help"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True
-            ),
-        )
-        for name, command in SCRIPTS.items()
-    }
-    for name, (from_script, from_command) in runs.items():
-        script_help = from_script.communicate(timeout=300)[0]
-        command_help = from_command.communicate(timeout=300)[0]
-        assert from_script.returncode == from_command.returncode == 0, name
+    commands = [[script(name)] for name in SCRIPTS] + [[*SEQ2SEQ, c] for c in SCRIPTS.values()]
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one process per core
+        texts = list(pool.map(help_text, commands))
+    for (name, command), script_help, command_help in zip(
+        SCRIPTS.items(), texts[: len(SCRIPTS)], texts[len(SCRIPTS) :], strict=True
+    ):
         assert script_help.startswith(f"usage: {script(name)} "), script_help
-        assert command_help.startswith(f"usage: seq2seq {SCRIPTS[name]} "), command_help
+        assert command_help.startswith(f"usage: seq2seq {command} "), command_help
         options = OPTION.findall(command_help)
         assert "--help" in options and len(options) > 2, command_help
         assert OPTION.findall(script_help) == options, name
