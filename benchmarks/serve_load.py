@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from seq2seq.commands.cli import run_cli
-from seq2seq.decoding.loading import find_model, load_exported
+from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.translator import Translator
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
@@ -217,7 +217,7 @@ def batch_mode(args: argparse.Namespace, sentences: list[str]) -> dict[str, Any]
     """translate.py's batch mode on the same sentences: one `Translator.translate` call."""
     if args.threads:
         torch.set_num_threads(args.threads)
-    inference = load_exported(find_model(args.model))
+    inference = load_model(args.model)
     inference.config.decode.beam_size = args.beam
     inference.config.decode.precision = args.precision
     translator = Translator.from_inference(inference, "cpu")

@@ -8,7 +8,7 @@ import torch
 
 from seq2seq.config import ModelConfig
 from seq2seq.decoding.export import export_model
-from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_exported
+from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_model
 from seq2seq.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ GRU_NAME = "gru-random.multi30k.en-de"
 def export_random_gru(folder: Path) -> Path:
     """Export a small GRU (random weights, seed 0) with the en-de model's tokenizer and decoding
     settings to `folder / GRU_NAME`; returns that folder."""
-    shipped = load_exported(EN_DE)
+    shipped = load_model(EN_DE)
     model_cfg = ModelConfig(name="gru", arch="gru", embed_dim=32, hidden_size=64)
     config = dataclasses.replace(shipped.config, model=model_cfg)
     torch.manual_seed(0)

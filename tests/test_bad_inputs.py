@@ -37,7 +37,7 @@ from seq2seq.commands import COMMANDS
 from seq2seq.config import dump_toml, load_config
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.export import export_model
-from seq2seq.decoding.loading import SHIPPED_MODELS, load_for_inference
+from seq2seq.decoding.loading import SHIPPED_MODELS, load_model
 from seq2seq.decoding.translator import SourceTooLong, Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
@@ -147,7 +147,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "long_ref.txt").write_text("a\n", encoding="utf-8")
     huge = {**config, "model": {**config["model"], "embed_dim": 1_000_000}}
     save_checkpoint({**checkpoint, "config": huge}, root / "huge.pt")
-    export_model(load_for_inference(root / "good.pt"), root / "exported")
+    export_model(load_model(root / "good.pt"), root / "exported")
     shutil.copytree(root / "exported", root / "huge_model")
     description = json.loads((root / "huge_model" / "model.json").read_text())
     description["config"]["model"]["embed_dim"] = 1_000_000
@@ -597,7 +597,7 @@ def test_the_prompt_refuses_a_line_that_is_not_text(world: Path, tmp_path: Path)
 
 
 def test_the_python_api_bounds_its_input_too(world: Path) -> None:
-    inference = load_for_inference(world / "good.pt")
+    inference = load_model(world / "good.pt")
     inference.config.decode.max_src_pieces = 4
     translator = Translator.from_inference(inference, "cpu")
     with pytest.raises(SourceTooLong, match=r"^input line 2: 5 pieces, more than the 4 that") as e:
@@ -658,8 +658,8 @@ HTTP_BAD_FIELDS = [
 def test_the_http_api_refuses_the_same_values(world: Path) -> None:
     """Each value out of its range is 422 with one line naming the field, never a 500 (a line
     that is not text: tests/test_hardening.py)."""
-    inference = load_for_inference(world / "good.pt", "cpu")
-    models = {"good": served_model("good", inference, torch.device("cpu"), None)}
+    inference = load_model(world / "good.pt", "cpu")
+    models = {"good": served_model("good", inference, torch.device("cpu"))}
     with TestClient(create_app(models)) as client:
         for fields, error in HTTP_BAD_FIELDS:
             body = json.dumps({"lines": ["a b c"], **fields})

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.decoding.explain import word_alignment, word_of_piece
-from seq2seq.decoding.loading import CARD, load_exported
+from seq2seq.decoding.loading import load_model
 from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC
@@ -27,9 +27,7 @@ ROUNDING = 5e-4  # the API rounds weights to 3 decimals
 @pytest.fixture(scope="module")
 def models(random_gru: Path) -> dict[str, ServedModel]:
     return {
-        folder.name: served_model(
-            folder.name, load_exported(folder), torch.device("cpu"), folder / CARD
-        )
+        folder.name: served_model(folder.name, load_model(folder), torch.device("cpu"))
         for folder in (EN_DE, DE_EN, random_gru)
     }
 

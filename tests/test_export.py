@@ -19,8 +19,7 @@ from seq2seq.decoding.loading import (
     WEIGHTS,
     Inference,
     find_model,
-    load_exported,
-    load_for_inference,
+    load_model,
 )
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
@@ -60,7 +59,7 @@ def logits(inference: Inference) -> torch.Tensor:
 
 def test_fp32_export_loads_back_to_the_same_model(inference, tmp_path):
     export_model(inference, tmp_path / "m", torch.float32)
-    loaded = load_exported(tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
     assert torch.equal(logits(loaded), logits(inference))
     assert loaded.step == 7 and loaded.config.to_dict() == inference.config.to_dict()
     assert loaded.src_tokenizer.model_bytes == inference.src_tokenizer.model_bytes
@@ -83,7 +82,7 @@ def test_bf16_export_holds_rounded_weights_stored_once(inference, tmp_path):
     tensors = [name for name in header if name != "__metadata__"]
     expected = {name for name, _ in inference.model.named_parameters()}
     assert len(tensors) == len(expected) < len(inference.model.state_dict())
-    loaded = load_exported(tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
     for (name, original), (_, restored) in zip(
         inference.model.state_dict().items(), loaded.model.state_dict().items(), strict=True
     ):
@@ -115,10 +114,10 @@ def test_broken_folders_are_one_line_errors(inference, tmp_path):
     export_model(inference, tmp_path / "m")
     (tmp_path / "m" / WEIGHTS).write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
     with pytest.raises(UserError, match=r"model.safetensors: weights do not load"):
-        load_exported(tmp_path / "m")
+        load_model(tmp_path / "m")
     (tmp_path / "m" / "model.json").write_text("{", encoding="utf-8")
     with pytest.raises(UserError, match=r"model.json: unreadable model description"):
-        load_exported(tmp_path / "m")
+        load_model(tmp_path / "m")
 
 
 def test_export_script_refuses_to_replace_another_folder(tmp_path):
@@ -147,7 +146,7 @@ def test_export_script_refuses_to_replace_another_folder(tmp_path):
 
 def test_scripts_take_an_exported_model_like_its_checkpoint(run, tmp_path):  # noqa: F811
     """translate.py and evaluate.py --model FOLDER give what --checkpoint gives (fp32 export)."""
-    export_model(load_for_inference(run / "best.pt"), tmp_path / "m", torch.float32)
+    export_model(load_model(run / "best.pt"), tmp_path / "m", torch.float32)
     lines = "A dog runs.\nThe old tree sleeps.\n\nBig cat."
     by_checkpoint = script("translate", "--checkpoint", str(run / "best.pt"), stdin=lines)
     by_model = script("translate", "--model", str(tmp_path / "m"), stdin=lines)

@@ -13,7 +13,7 @@ import safetensors.torch
 from reversal import prepare_reversal
 
 from seq2seq.decoding.export import check_export_target, export_model
-from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, find_model, load_exported
+from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, find_model, load_model
 from seq2seq.errors import UserError
 from seq2seq.files import (
     read_lines,
@@ -95,7 +95,7 @@ def test_a_replacement_split_by_a_kill_is_recovered(tmp_path: Path) -> None:
 
 
 def exported_inference() -> Inference:
-    return load_exported(SHIPPED_MODELS / "gru-small.multi30k.en-de")
+    return load_model(SHIPPED_MODELS / "gru-small.multi30k.en-de")
 
 
 def test_export_force_over_a_stale_old_folder(tmp_path: Path) -> None:

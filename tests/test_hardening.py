@@ -20,7 +20,7 @@ from commands import SEQ2SEQ
 from fastapi.testclient import TestClient
 
 from seq2seq.commands.serve import access_of, parse_args
-from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, load_exported
+from seq2seq.decoding.loading import SHIPPED_MODELS, load_model
 from seq2seq.decoding.search import Stopped, beam_search, greedy_search
 from seq2seq.errors import UserError
 from seq2seq.files import read_small_file
@@ -38,9 +38,9 @@ HEAVY_LINE = "zq xv " * 30  # 150 pieces that the model does not end: it writes 
 
 @pytest.fixture(scope="module")
 def models() -> dict[str, ServedModel]:
-    inference = load_exported(MODEL_DIR)
+    inference = load_model(MODEL_DIR)
     inference.config.decode.precision = "int8"
-    return {MODEL: served_model(MODEL, inference, torch.device("cpu"), MODEL_DIR / CARD)}
+    return {MODEL: served_model(MODEL, inference, torch.device("cpu"))}
 
 
 @pytest.fixture(scope="module")
@@ -445,7 +445,7 @@ def test_a_special_file_in_a_model_folder_is_refused_at_once(
     else:
         (folder / name).symlink_to("/dev/zero")
     with pytest.raises(UserError) as caught:
-        load_exported(folder)
+        load_model(folder)
     assert str(caught.value) == f"{folder / name}: not a regular file; refusing to read it"
 
 

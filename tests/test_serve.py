@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from libretranslatepy import LibreTranslateAPI
 
 from seq2seq.commands.serve import is_loopback
-from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, load_exported
+from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, load_model
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
@@ -36,9 +36,9 @@ TEST_LINES = 40  # Multi30k test sentences compared with translate.py
 
 
 def load_served(precision: str) -> dict[str, ServedModel]:
-    inference = load_exported(MODEL_DIR)
+    inference = load_model(MODEL_DIR)
     inference.config.decode.precision = precision
-    return {MODEL: served_model(MODEL, inference, torch.device("cpu"), MODEL_DIR / CARD)}
+    return {MODEL: served_model(MODEL, inference, torch.device("cpu"))}
 
 
 @pytest.fixture(scope="module")

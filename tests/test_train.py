@@ -20,7 +20,7 @@ from seq2seq.config import load_config
 from seq2seq.data.batching import TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.evaluation import evaluate
-from seq2seq.decoding.loading import load_for_inference
+from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.training import distributed
@@ -89,7 +89,7 @@ def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_p
     result = run_train(args)
     assert result.returncode == 0, result.stderr[-2000:]
 
-    inference = load_for_inference(run_dir / "best.pt")
+    inference = load_model(run_dir / "best.pt")
     data = PreparedData.load(reversal)
     sources, references = data.lines("test")
     translator = Translator(

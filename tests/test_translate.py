@@ -23,7 +23,7 @@ from seq2seq.data.corpora import UserFiles, domain_of
 from seq2seq.data.prepare import prepare
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.evaluation import evaluate
-from seq2seq.decoding.loading import load_for_inference
+from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.model_result import ModelResult
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
@@ -105,7 +105,7 @@ def run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def translator(run: Path) -> Translator:
-    inference = load_for_inference(run / "best.pt")
+    inference = load_model(run / "best.pt")
     return Translator(
         inference.model,
         inference.src_tokenizer,
@@ -465,7 +465,7 @@ def test_average_checkpoints(run, tmp_path):
     assert torch.equal(
         load_checkpoint(out)["model"]["output.weight"], averaged["model"]["output.weight"]
     )
-    assert load_for_inference(out).averaged_checkpoints == 2
+    assert load_model(out).averaged_checkpoints == 2
     translations = script("translate", "--checkpoint", str(out), stdin="A dog.\nA cat.\n")
     assert translations.returncode == 0 and len(translations.stdout.splitlines()) == 2
 
@@ -487,7 +487,7 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
         scores["chrf"],
     )
     assert recorded.signatures == scores["signatures"] and recorded.beam_size == 2
-    inference = load_for_inference(checkpoint)
+    inference = load_model(checkpoint)
     assert recorded.parameters == inference.model.num_parameters()
     assert recorded.train_steps == inference.step > 0 and recorded.averaged_checkpoints == 1
     assert (recorded.model, recorded.direction, recorded.corpus, recorded.split) == (

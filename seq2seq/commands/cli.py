@@ -160,12 +160,13 @@ def add_plain_option(parser: argparse.ArgumentParser) -> None:
 
 
 def load_model(args: argparse.Namespace, device: str | torch.device) -> Inference:
-    """The model that --checkpoint or --model names, on `device`, plain with --plain."""
-    from seq2seq.decoding.loading import find_model, load_exported, load_for_inference
+    """The model that --checkpoint or --model names, on `device`, plain with --plain
+    (`loading.load_model`)."""
+    from seq2seq.decoding import loading
 
     if args.checkpoint is not None:
-        return load_for_inference(args.checkpoint, device, args.plain)
-    return load_exported(find_model(args.model), device, args.plain)
+        return loading.load_model(args.checkpoint, device, args.plain, kind="checkpoint")
+    return loading.load_model(args.model, device, args.plain, kind="exported")
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:

@@ -38,11 +38,11 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     from seq2seq.decoding import export  # imports torch: not for --help
-    from seq2seq.decoding.loading import load_for_inference
+    from seq2seq.decoding.loading import load_model
 
     out = Path(args.out) if args.out else export.default_export_folder(args.checkpoint)
     export.check_export_target(out, args.force)
-    inference = load_for_inference(args.checkpoint)
+    inference = load_model(args.checkpoint, kind="checkpoint")
     try:
         export.export_model(inference, out, export.DTYPES[args.dtype])
     except OSError as err:

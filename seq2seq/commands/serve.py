@@ -184,27 +184,24 @@ def limits_of(args: argparse.Namespace) -> Limits:
 def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
     """The models of --model and --checkpoint, by name (the first is the default), each with
     the decoding options applied; on a CPU they decode in int8 unless --precision says else."""
-    from seq2seq.decoding.loading import CARD, find_model, load_exported, load_for_inference
+    from seq2seq.decoding.loading import load_model
     from seq2seq.device import pick_device
-    from seq2seq.serving.registry import served_model
+    from seq2seq.serving.registry import served_model, served_name
 
     device = pick_device(args.device)
-    sources = [(find_model(name), "model") for name in args.model]
-    sources += [(Path(path), "checkpoint") for path in args.checkpoint]
+    sources = [("--model", "exported", name) for name in args.model]
+    sources += [("--checkpoint", "checkpoint", path) for path in args.checkpoint]
     models: dict[str, ServedModel] = {}
-    for path, kind in sources:
-        if kind == "model":
-            inference, name, card = load_exported(path, device, args.plain), path.name, path / CARD
-        else:
-            inference, card = load_for_inference(path, device, args.plain), None
-            name = f"{path.resolve().parent.name}/{path.stem}"
+    for option, kind, given in sources:
+        inference = load_model(given, device, args.plain, kind)
+        name = served_name(inference)
         if name in models:
-            raise UserError(f"--{kind} {path}: a second model named {name!r}")
+            raise UserError(f"{option} {inference.path}: a second model named {name!r}")
         decode_cfg = inference.config.decode
         if args.precision is None and device.type == "cpu":
             decode_cfg.precision = "int8"
         apply_decode_options(args, decode_cfg)
-        models[name] = served_model(name, inference, device, card)
+        models[name] = served_model(name, inference, device)
     return models
 
 

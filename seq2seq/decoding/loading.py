@@ -1,5 +1,6 @@
-"""Loading a trained model to translate with: a training checkpoint, an exported model folder,
-or a shipped model by name.
+"""Loading a trained model to translate with: `load_model`, the one loader of the command line,
+the API, the server, the explorer and the benchmarks. It takes a training checkpoint, an exported
+model folder, or a shipped model by name.
 
     load_model("transformer-tiny.multi30k.en-de")  # shipped with the package (SHIPPED_MODELS)
     load_model("exported/my-run")                   # a folder written by seq2seq.decoding.export
@@ -21,7 +22,7 @@ unpickler, an exported model is plain data (safetensors: a JSON header and raw t
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import safetensors.torch
 import torch
@@ -47,6 +48,7 @@ MAX_TOKENIZER_BYTES = 64 << 20
 MAX_WEIGHTS_BYTES = 16 << 30
 JOINT_TOKENIZER = "sentencepiece.model"
 SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
+ModelKind = Literal["checkpoint", "exported"]
 
 
 @dataclass
@@ -59,6 +61,13 @@ class Inference:
     tgt_tokenizer: Tokenizer
     step: int
     averaged_checkpoints: int = 1  # how many checkpoints were averaged into the weights
+    # The checkpoint file or exported model folder it was loaded from; None: built in memory.
+    path: Path | None = None
+
+    @property
+    def card(self) -> Path | None:
+        """The model card of an exported model (card.json, which may not be there yet)."""
+        return self.path / CARD if self.path is not None and self.path.is_dir() else None
 
 
 def new_model(
@@ -73,63 +82,29 @@ def new_model(
     return speed_up(model) if config.model.fast else model
 
 
-def model_from_checkpoint(
-    checkpoint: dict[str, Any],
-    path: str | Path,
-    src_vocab_size: int,
-    tgt_vocab_size: int,
-    plain: bool = False,
-) -> tuple[Seq2SeqModel, Config]:
-    """Rebuild the model described by a checkpoint and load its weights (`plain`: the textbook
-    modules alone)."""
-    try:
-        config = config_from_dict(checkpoint["config"])
-        check_model_fits(config, src_vocab_size, tgt_vocab_size, torch.device("cpu"), False)
-    except UserError as err:
-        raise UserError(f"{path}: {err}") from None
-    model = new_model(config, src_vocab_size, tgt_vocab_size, plain)
-    try:
-        model.load_state_dict(checkpoint["model"])
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0]
-        raise UserError(f"{path}: weights do not fit the model or tokenizer ({first})") from None
-    return model, config
-
-
-def load_for_inference(
-    path: str | Path, device: str | torch.device = "cpu", plain: bool = False
-) -> Inference:
-    """Load a checkpoint's model (in eval mode, on `device`; `plain`: on the textbook modules
-    alone) and its tokenizers."""
-    checkpoint = load_checkpoint(path)
-    src_tokenizer, tgt_tokenizer = checkpoint_tokenizers(checkpoint)
-    model, config = model_from_checkpoint(
-        checkpoint, path, src_tokenizer.vocab_size, tgt_tokenizer.vocab_size, plain
-    )
-    model.to(device).eval()
-    return Inference(
-        model,
-        config,
-        src_tokenizer,
-        tgt_tokenizer,
-        step=int(checkpoint.get("step", 0)),
-        averaged_checkpoints=len(checkpoint.get("averaged", [path])),
-    )
-
-
 def load_model(
-    name: str | Path, device: str | torch.device = "cpu", plain: bool = False
+    name: str | Path,
+    device: str | torch.device = "cpu",
+    plain: bool = False,
+    kind: ModelKind | None = None,
 ) -> Inference:
-    """The model `name` gives: a training checkpoint file (.pt), an exported model folder, or the
-    name of a shipped model; in eval mode on `device`. `plain`: on the textbook modules alone
-    (model.fast false), not on the fast twins of seq2seq.fast, which compute the same."""
-    if Path(name).suffix == ".pt":
-        return load_for_inference(name, device, plain)
-    return load_exported(find_model(str(name)), device, plain)
+    """The model `name` gives, in eval mode on `device`, with its tokenizers: a training
+    checkpoint (a path ending in .pt, or any file), an exported model folder, or the name of a
+    shipped model. `plain`: on the textbook modules alone (model.fast false), not on the fast
+    twins of seq2seq.fast, which compute the same. `kind` accepts only that kind (the command
+    line's --checkpoint and --model). Anything wrong with it is a one-line `UserError` naming
+    the file."""
+    path = Path(name)
+    if kind is None:
+        kind = "checkpoint" if path.suffix == ".pt" or path.is_file() else "exported"
+    if kind == "checkpoint":
+        return _load_checkpoint(path, device, plain)
+    return _load_exported(find_model(str(name)), device, plain)
 
 
 def is_exported_model(path: str | Path) -> bool:
-    return (Path(path) / WEIGHTS).is_file()
+    """Whether `path` holds a weights file (a special file there is refused when read)."""
+    return (Path(path) / WEIGHTS).exists()
 
 
 def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
@@ -149,12 +124,36 @@ def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
     raise UserError(f"--model {name}: not an exported model folder{known}")
 
 
-def load_exported(
-    folder: str | Path, device: str | torch.device = "cpu", plain: bool = False
-) -> Inference:
-    """Load an exported model (weights cast to fp32, eval mode, on `device`; `plain`: on the
-    textbook modules alone) and its tokenizers."""
-    folder = Path(folder)
+def _load_checkpoint(path: Path, device: str | torch.device, plain: bool) -> Inference:
+    """A checkpoint's model (eval mode, on `device`, plain or not) and its tokenizers."""
+    checkpoint = load_checkpoint(path)
+    src_tokenizer, tgt_tokenizer = checkpoint_tokenizers(checkpoint)
+    vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
+    try:
+        config = config_from_dict(checkpoint["config"])
+        check_model_fits(config, *vocab_sizes, torch.device("cpu"), training=False)
+    except UserError as err:
+        raise UserError(f"{path}: {err}") from None
+    model = new_model(config, *vocab_sizes, plain)
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0]
+        raise UserError(f"{path}: weights do not fit the model or tokenizer ({first})") from None
+    return Inference(
+        model.to(device).eval(),
+        config,
+        src_tokenizer,
+        tgt_tokenizer,
+        step=int(checkpoint.get("step", 0)),
+        averaged_checkpoints=len(checkpoint.get("averaged", [path])),
+        path=path,
+    )
+
+
+def _load_exported(folder: Path, device: str | torch.device, plain: bool) -> Inference:
+    """An exported model (weights cast to fp32, eval mode, on `device`, plain or not) and its
+    tokenizers."""
     description_bytes = read_small_file(folder / DESCRIPTION, MAX_DESCRIPTION_BYTES)
     try:
         description = json.loads(description_bytes)
@@ -186,6 +185,7 @@ def load_exported(
         tgt_tokenizer,
         step=int(description.get("step", 0)),
         averaged_checkpoints=int(description.get("averaged_checkpoints", 1)),
+        path=folder,
     )
 
 

@@ -48,12 +48,20 @@ class ServedModel:
         }
 
 
-def served_model(
-    name: str, inference: Inference, device: torch.device, card: Path | None = None
-) -> ServedModel:
+def served_name(inference: Inference) -> str:
+    """The name a loaded model is served under: an exported model's folder name (e.g.
+    "transformer-tiny.multi30k.en-de"), or a checkpoint's run folder and file name ("run/best")."""
+    path = inference.path
+    if path is None:
+        raise ValueError("a model built in memory has no name; give served_model one")
+    return path.name if inference.card is not None else f"{path.resolve().parent.name}/{path.stem}"
+
+
+def served_model(name: str, inference: Inference, device: torch.device) -> ServedModel:
     """A model to serve, from a loaded checkpoint or exported model (decode options applied to
     inference.config.decode) and its card.json, if any."""
     config = inference.config
+    card = inference.card
     return ServedModel(
         name=name,
         translator=Translator.from_inference(inference, device),
