@@ -8,10 +8,10 @@
     model.attention("A dog runs in the snow.")           # its translation and every map
 
 docs/api.md shows more. The same `Translator` as `seq2seq translate` does the work, and the
-same maps as the attention explorer (seq2seq.decoding.explain) come back, so the outputs are those
-of the command line and of the explorer with the same options. The arguments are checked as the
-command line checks its options (seq2seq.config_rules): a bad one is a one-line ValueError
-naming it, raised before anything is decoded.
+same maps as the attention explorer come back (seq2seq.decoding.attention_maps), so the outputs
+are those of the command line and of the explorer with the same options. The arguments are
+checked as the command line checks its options (seq2seq.config_rules): a bad one is a one-line
+ValueError naming it, raised before anything is decoded.
 """
 
 import dataclasses
@@ -21,8 +21,7 @@ from pathlib import Path
 from torch import Tensor
 
 from seq2seq.config_rules import DECODE_PRECISIONS, checked, line_problem
-from seq2seq.decoding.attention_maps import attention_text
-from seq2seq.decoding.explain import source_attention, teacher_forced_maps
+from seq2seq.decoding.attention_maps import attention_text, source_attention, teacher_forced_maps
 from seq2seq.decoding.loading import Inference, load_model
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.device import pick_device
@@ -110,11 +109,11 @@ class Model:
         if problem:
             raise ValueError(f"line: {problem}")
         beam = self._beam(beam)
-        src_ids = self.translator.src_tokenizer.encode([line])[0]
-        if not src_ids:
-            raise UserError("nothing in the line is left to translate once normalised")
         (best,) = self.translator.translate([line], beam_size=beam)[0]
-        return Attention(best, teacher_forced_maps(self.translator, src_ids, best.tokens))
+        if not best.src_tokens:
+            raise UserError("nothing in the line is left to translate once normalised")
+        model, device = self.translator.model, self.translator.device
+        return Attention(best, teacher_forced_maps(model, best.src_tokens, best.tokens, device))
 
     def _beam(self, beam: int | None, nbest: int | None = None) -> int:
         """The beam size to search with: `beam`, or the model's decode.beam_size; a ValueError

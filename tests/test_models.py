@@ -7,8 +7,8 @@ from tiny import TINY, VOCAB, tiny_config, tiny_model
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.decoding.attention_maps import shown_cross_attention
 from seq2seq.models import GRUSeq2Seq, Seq2SeqModel, TransformerSeq2Seq, build_model, select_rows
-from seq2seq.models.base import shown_cross_attention
 
 
 def make_batch(lens: list[int], width: int | None = None, bos: bool = False) -> torch.Tensor:

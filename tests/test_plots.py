@@ -1,8 +1,19 @@
-"""Attention maps: the terminal heatmap's exact layout and the matplotlib figure's labels."""
+"""Attention maps: which maps are shown and how they are averaged, the teacher-forced maps, the
+terminal heatmap's exact layout and the matplotlib figures' labels."""
 
+import pytest
 import torch
+from tiny import tiny_model
 
-from seq2seq.decoding.attention_maps import attention_figure, attention_text
+from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.decoding.attention_maps import (
+    attention_figure,
+    attention_text,
+    head_figures,
+    shown_cross_attention,
+    source_attention,
+    teacher_forced_maps,
+)
 
 SOURCE = ["▁A", "▁dog", "</s>"]
 TARGET = ["▁Ein", "▁Hund", "</s>"]
@@ -72,3 +83,47 @@ def test_attention_text_fits_the_terminal_width():
     assert max(map(len, lines)) <= 65  # the note on the last line may be longer than the map
     assert max(map(len, lines[:-1])) <= 40
     assert lines[-1] == "(10 more source pieces; --save-attention FILE.png draws them all)"
+
+
+def test_source_attention_averages_every_layer_and_head() -> None:
+    cross = torch.zeros(2, 2, 1, 2)  # (L, H, T, S)
+    cross[0, 0, 0, 0] = cross[0, 1, 0, 0] = cross[1, 0, 0, 0] = 1.0
+    cross[1, 1, 0, 1] = 1.0
+    assert source_attention({"cross": cross}).tolist() == [[0.75, 0.25]]
+    bahdanau = torch.tensor([[0.2, 0.8]])
+    assert source_attention({"bahdanau": bahdanau}) is bahdanau
+
+
+def test_shown_cross_attention_picks_a_layer_with_or_without_a_batch_axis() -> None:
+    cross = torch.arange(2 * 3 * 4 * 1 * 2, dtype=torch.float).view(2, 3, 4, 1, 2)  # B L H T S
+    assert torch.equal(shown_cross_attention({"cross": cross}, -1), cross[:, 2])
+    assert torch.equal(shown_cross_attention({"cross": cross[1]}, 0), cross[1, 0])
+    bahdanau = torch.rand(2, 3, 5)  # (B, T, S)
+    assert shown_cross_attention({"bahdanau": bahdanau}, 0).shape == (2, 1, 3, 5)
+    assert torch.equal(shown_cross_attention({"bahdanau": bahdanau[0]}, 0)[0], bahdanau[0])
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_teacher_forced_maps_are_the_models_weights_without_the_batch_axis(kind: str) -> None:
+    model = tiny_model(kind, fast=False).eval()
+    src_ids, tokens = [5, 6, 7], [8, 9]
+    maps = teacher_forced_maps(model, src_ids, tokens, torch.device("cpu"))
+    with torch.no_grad():
+        expected = model.attention_maps(
+            torch.tensor([[5, 6, 7, EOS_ID]]), torch.tensor([4]), torch.tensor([[BOS_ID, 8, 9]])
+        )
+    assert list(maps) == list(expected)
+    for name, weights in maps.items():
+        assert torch.equal(weights, expected[name][0])
+    assert source_attention(maps).shape == (3, 4)  # T = 2 tokens + EOS, S = 3 ids + EOS
+
+
+def test_head_figures_show_the_mean_and_every_head() -> None:
+    heads = torch.stack([WEIGHTS, WEIGHTS.flip(1)])  # (H = 2, T, S)
+    figures = head_figures(heads, SOURCE, TARGET, "sentence 0")
+    assert list(figures) == ["mean", "heads"]
+    mean_axes = figures["mean"].axes[0]
+    assert mean_axes.get_title() == "sentence 0, mean of heads"
+    assert torch.allclose(torch.tensor(mean_axes.images[0].get_array()), heads.mean(0))
+    assert [axes.get_title() for axes in figures["heads"].axes] == ["head 0", "head 1"]
+    assert list(head_figures(heads[:1], SOURCE, TARGET, "one head")) == ["mean"]

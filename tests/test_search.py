@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from tiny import tiny_model
 
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.decoding.attention_maps import shown_cross_attention
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import (
     _banned_log_probs,
@@ -18,7 +19,7 @@ from seq2seq.decoding.search import (
     greedy_search,
     max_output_lengths,
 )
-from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
+from seq2seq.models.base import Seq2SeqModel
 
 VOCAB = 16  # 4 specials and 12 symbols
 # The tiny models (tests/tiny.py), without dropout; the GRU wider, with separate embeddings.

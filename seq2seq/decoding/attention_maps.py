@@ -1,20 +1,78 @@
-"""Attention maps: which source pieces each output piece looked at.
+"""Attention maps: which source pieces each output piece looked at, from the model's weights to
+a text or figure view. The one place that chooses, averages and draws maps; the model's only part
+is `Seq2SeqModel.attention_maps`, which gives every weight it computes on a teacher-forced
+target.
 
-Both views take weights (T, S), one row per target piece (the EOS included) over the source
-pieces (the EOS included), as returned by the search with `need_attention=True`.
-The figure is a bare matplotlib `Figure` (no pyplot, so no display and no global state): save it
-with `figure.savefig(path)` or hand it to TensorBoard's `add_figure`.
+Shapes: S = source pieces, T = target pieces, both ending with the EOS piece; L = layers,
+H = heads; B = batch, where a map has one. The maps, by name:
+
+    Transformer   encoder_self (L_enc, H, S, S)   decoder_self (L_dec, H, T, T)
+                  cross (L_dec, H, T, S)
+    GRU           bahdanau (T, S)
+
+The views take weights (T, S), one row per target piece over the source pieces, as
+`source_attention` gives them or as the search returns them with `need_attention=True` (the
+last decoder layer, averaged over heads). The figures are bare matplotlib `Figure`s (no pyplot,
+so no display and no global state): save one with `figure.savefig(path)` or hand it to
+TensorBoard's `add_figure`.
 """
 
 import math
 import textwrap
 
+import torch
 from matplotlib.figure import Figure
 from torch import Tensor
+
+from seq2seq.data.specials import BOS_ID, EOS_ID, EOS_PIECE
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.models.base import Seq2SeqModel
 
 SHADES = " ░▒▓█"  # weight 0 .. 1, in five steps
 MAX_HEADER_CHARS = 8  # the vertical source labels of the terminal view are cut to this height
 MAX_LABEL_CHARS = 12  # the target labels of a terminal view too wide for its width: cut to this
+
+
+# --- Which maps ----------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def teacher_forced_maps(
+    model: Seq2SeqModel, src_ids: list[int], tokens: list[int], device: torch.device
+) -> dict[str, Tensor]:
+    """Every attention map `model` computes (fp32, on the CPU, no batch axis) when it produces
+    exactly the output `tokens` for the source `src_ids` (both without EOS)."""
+    src = torch.tensor([[*src_ids, EOS_ID]], device=device)
+    tgt_in = torch.tensor([[BOS_ID, *tokens]], device=device)
+    src_lens = torch.tensor([src.shape[1]], device=device)
+    maps = model.attention_maps(src, src_lens, tgt_in)
+    return {name: weights[0].float().cpu() for name, weights in maps.items()}
+
+
+def source_attention(maps: dict[str, Tensor]) -> Tensor:
+    """(T, S) how much each target piece looks at each source piece: cross-attention averaged
+    over every decoder layer and head (the GRU's Bahdanau weights as they are)."""
+    if "bahdanau" in maps:
+        return maps["bahdanau"]
+    return maps["cross"].mean(dim=(0, 1))
+
+
+def shown_cross_attention(maps: dict[str, Tensor], layer: int) -> Tensor:
+    """(..., H, T, S) the source attention of each head that a plot shows: the Bahdanau weights
+    (H = 1), or the cross-attention of Transformer decoder layer `layer`. The maps may have a
+    batch axis (as `Seq2SeqModel.attention_maps` gives them) or not (`teacher_forced_maps`)."""
+    if "bahdanau" in maps:
+        return maps["bahdanau"].unsqueeze(-3)
+    return maps["cross"][..., layer, :, :, :]
+
+
+def pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
+    """The sentencepiece pieces of `ids` (no EOS), followed by the EOS piece: the labels of one
+    side of a map."""
+    return [tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE]
+
+
+# --- Views -----------------------------------------------------------------------------------
 
 
 def attention_figure(
@@ -60,6 +118,21 @@ def attention_grid_figure(
     if title:
         figure.suptitle(title)
     return figure
+
+
+def head_figures(
+    weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str
+) -> dict[str, Figure]:
+    """The figures of one sentence's weights (H, T, S), by kind: "mean", the mean over heads,
+    and with several heads "heads", every head in a grid."""
+    figures = {
+        "mean": attention_figure(weights.mean(0), src_pieces, tgt_pieces, f"{title}, mean of heads")
+    }
+    if weights.shape[0] > 1:
+        figures["heads"] = attention_grid_figure(
+            weights, src_pieces, tgt_pieces, f"{title}, each head"
+        )
+    return figures
 
 
 def attention_text(

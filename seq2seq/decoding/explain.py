@@ -1,18 +1,15 @@
 """Everything the attention explorer shows about one sentence, as plain JSON-ready data.
 
 `explain` takes a sentence's n-best translations by a `Translator` and teacher-forces the
-chosen hypotheses through `Seq2SeqModel.attention_maps`, so the maps are the weights the model
-computes when it produces exactly those tokens. Shapes (no batch): S = source pieces,
-T = target pieces, both ending with the EOS piece; L = layers, H = heads.
-
-    Transformer   encoder_self (L_enc, H, S, S)   decoder_self (L_dec, H, T, T)
-                  cross (L_dec, H, T, S)
-    GRU           bahdanau (T, S)
+chosen hypotheses (`seq2seq.decoding.attention_maps.teacher_forced_maps`, which lists the maps
+and their shapes), so the maps are the weights the model computes when it produces exactly
+those tokens.
 
 Pieces are grouped into words: sentencepiece marks the first piece of a word with "▁", and the
 EOS piece is a word of its own. The word alignment is read off cross-attention:
 
-    A(t, s) = mean over every decoder layer and head of cross(l, h, t, s)   (GRU: bahdanau)
+    A(t, s) = `source_attention`: the mean over every decoder layer and head of
+              cross(l, h, t, s)   (GRU: bahdanau)
     W(u, v) = mean over the pieces t of target word u of sum over the pieces s of source word v
               of A(t, s)
     target word u is linked to the source word v with the largest W(u, v) (EOS left out)
@@ -23,7 +20,7 @@ Weights are rounded to `DECIMALS` decimals to keep the payload small.
 import torch
 from torch import Tensor
 
-from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.errors import UserError
 from seq2seq.models import TransformerSeq2Seq
@@ -66,13 +63,6 @@ def word_of_piece(pieces: list[str]) -> tuple[list[str], list[int]]:
     return words, index
 
 
-def source_attention(maps: dict[str, Tensor]) -> Tensor:
-    """(T, S) the weights of target pieces on source pieces behind the word alignment."""
-    if "bahdanau" in maps:
-        return maps["bahdanau"]
-    return maps["cross"].mean(dim=(0, 1))
-
-
 def word_alignment(attention: Tensor, src_words: list[int], tgt_words: list[int]) -> list[list]:
     """[target word, source word, weight] links (see the module docstring), EOS left out.
 
@@ -92,18 +82,6 @@ def word_alignment(attention: Tensor, src_words: list[int], tgt_words: list[int]
 def rounded(weights: Tensor) -> list:
     """Nested lists of `weights` rounded to DECIMALS (in float64, so 0.123 prints as 0.123)."""
     return torch.round(weights.double(), decimals=DECIMALS).tolist()
-
-
-@torch.no_grad()
-def teacher_forced_maps(translator: Translator, src_ids: list[int], tokens: list[int]) -> dict:
-    """The attention maps (fp32, no batch axis) of output `tokens` for source `src_ids`
-    (both without EOS)."""
-    model = translator.model
-    src = torch.tensor([[*src_ids, EOS_ID]], device=translator.device)
-    tgt_in = torch.tensor([[BOS_ID, *tokens]], device=translator.device)
-    src_lens = torch.tensor([src.shape[1]], device=translator.device)
-    maps = model.attention_maps(src, src_lens, tgt_in)
-    return {name: weights[0].float().cpu() for name, weights in maps.items()}
 
 
 def describe_hypothesis(
@@ -127,24 +105,22 @@ def describe_hypothesis(
 
 
 def explain(
-    translator: Translator,
-    text: str,
-    nbest: list[Translation],
-    hypothesis: int = 0,
-    all_maps: bool = False,
+    translator: Translator, nbest: list[Translation], hypothesis: int = 0, all_maps: bool = False
 ) -> dict:
-    """What the explorer shows of the n-best translations `nbest` of `text` by `translator`: the
-    source and each hypothesis as pieces and words, and the attention maps and word alignment
-    of hypothesis number `hypothesis` (of every one with `all_maps`)."""
+    """What the explorer shows of the n-best translations `nbest` of one sentence by
+    `translator`: the source and each hypothesis as pieces and words, and the attention maps and
+    word alignment of hypothesis number `hypothesis` (of every one with `all_maps`)."""
     src_pieces = nbest[0].src_pieces
     if not src_pieces:
         raise UserError("text: nothing in it is left to translate once normalised")
-    src_ids = translator.src_tokenizer.encode([text])[0]
     src_words, src_index = word_of_piece(src_pieces)
     hypotheses = []
     for number, translation in enumerate(nbest):
         shown = all_maps or number == hypothesis
-        maps = teacher_forced_maps(translator, src_ids, translation.tokens) if shown else None
+        maps = None
+        if shown:
+            model, device = translator.model, translator.device
+            maps = teacher_forced_maps(model, translation.src_tokens, translation.tokens, device)
         hypotheses.append(describe_hypothesis(translation, maps, src_index))
     positions = torch.arange(max(len(src_pieces), *(len(t.tgt_pieces) for t in nbest)))
     model = translator.model

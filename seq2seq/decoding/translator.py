@@ -9,15 +9,16 @@ scripts read their input with `seq2seq.files.text_lines`, so they split and deco
 import copy
 import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from seq2seq.config import DecodeConfig
-from seq2seq.data.specials import EOS_ID, EOS_PIECE, PAD_ID
+from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.attention_maps import pieces
 from seq2seq.decoding.loading import Inference
 from seq2seq.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from seq2seq.device import decode_dtype, precision_name
@@ -55,7 +56,8 @@ class Translation:
     tokens: the output ids (no BOS/EOS); src_pieces / tgt_pieces: the sentencepiece pieces of
     input and output, each ending with the EOS piece; attention: (len(tgt_pieces),
     len(src_pieces)) cross-attention averaged over heads, or None unless asked for;
-    truncated_from: see `Translator.source_limit`.
+    truncated_from: see `Translator.source_limit`; src_tokens: the input ids the model read
+    (no EOS; cut short when truncated_from is set).
     """
 
     text: str
@@ -65,6 +67,7 @@ class Translation:
     tgt_pieces: list[str]
     attention: Tensor | None = None
     truncated_from: int | None = None  # the input's length in pieces when it was cut short
+    src_tokens: list[int] = field(default_factory=list)
 
 
 class Translator:
@@ -164,15 +167,29 @@ class Translator:
         both before anything is decoded. `should_stop`, if given, is called before each decoding
         step; once it returns True, the search raises `seq2seq.decoding.search.Stopped`.
         """
+        sources = self.src_tokenizer.encode(lines)
+        return self.translate_ids(sources, beam_size, nbest, need_attention, on_batch, should_stop)
+
+    def translate_ids(
+        self,
+        sources: list[list[int]],
+        beam_size: int | None = None,
+        nbest: int = 1,
+        need_attention: bool = False,
+        on_batch: Callable[[int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[list[Translation]]:
+        """`translate` for lines the source tokenizer has encoded already (`sources`: each
+        line's ids, no EOS), e.g. by a server that checked their lengths first."""
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
             raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
         self.check_beam_size(beam_size)
-        sources = self.src_tokenizer.encode(lines)
+        sources = [list(ids) for ids in sources]  # cut to the limit below, not the caller's
         cut = self._bound_lengths(sources, beam_size)
         results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
         order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
-        model, dtype = self._model_for(len(lines))
+        model, dtype = self._model_for(len(sources))
         was_training = model.training
         if was_training:  # train() visits every module: not once per call when already off
             model.eval()
@@ -301,7 +318,7 @@ class Translator:
         texts = iter(self.tgt_tokenizer.decode([h.tokens for nbest in hypotheses for h in nbest]))
         translations = []
         for source, nbest in zip(sources, hypotheses, strict=True):
-            src_pieces = _pieces(self.src_tokenizer, source)
+            src_pieces = pieces(self.src_tokenizer, source)
             translations.append(
                 [
                     Translation(
@@ -309,8 +326,9 @@ class Translator:
                         score=h.score,
                         tokens=h.tokens,
                         src_pieces=src_pieces,
-                        tgt_pieces=_pieces(self.tgt_tokenizer, h.tokens),
+                        tgt_pieces=pieces(self.tgt_tokenizer, h.tokens),
                         attention=h.attention,
+                        src_tokens=source,
                     )
                     for h in nbest
                 ]
@@ -323,8 +341,3 @@ def weights_version(model: torch.nn.Module) -> int:
     parameters' version counters, which every in-place write (an optimizer step, a
     `load_state_dict`) increments."""
     return sum(parameter._version for parameter in model.parameters())
-
-
-def _pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
-    """The sentencepiece pieces of `ids`, followed by the EOS piece."""
-    return [tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE]

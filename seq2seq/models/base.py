@@ -122,6 +122,7 @@ class Seq2SeqModel(nn.Module):
 
         Transformer: `encoder_self` (B, L_enc, H, S, S), `decoder_self` (B, L_dec, H, T, T),
         `cross` (B, L_dec, H, T, S). GRU: `bahdanau` (B, T, S). Inputs as in `forward`.
+        The one hook of seq2seq.decoding.attention_maps, which chooses, averages and draws them.
         """
         raise NotImplementedError
 
@@ -143,11 +144,3 @@ def make_embeddings(
     if src_vocab_size != tgt_vocab_size:
         raise ValueError("a joint vocabulary needs equal source and target sizes")
     return tgt_embed, tgt_embed
-
-
-def shown_cross_attention(maps: dict[str, Tensor], layer: int) -> Tensor:
-    """The source attention maps of `attention_maps` that a plot shows, (B, H, T, S): the
-    Bahdanau weights (H = 1), or the cross-attention of Transformer decoder layer `layer`."""
-    if "bahdanau" in maps:
-        return maps["bahdanau"][:, None]
-    return maps["cross"][:, layer]

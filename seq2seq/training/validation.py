@@ -9,11 +9,15 @@ from tqdm import tqdm
 from seq2seq.config import Config
 from seq2seq.data.batching import ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData
-from seq2seq.data.specials import BOS_ID, EOS_ID
-from seq2seq.decoding.attention_maps import attention_figure, attention_grid_figure
+from seq2seq.decoding.attention_maps import (
+    head_figures,
+    pieces,
+    shown_cross_attention,
+    teacher_forced_maps,
+)
 from seq2seq.decoding.evaluation import evaluate
 from seq2seq.decoding.translator import Translator
-from seq2seq.models.base import Seq2SeqModel, shown_cross_attention
+from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.loss import token_losses
 from seq2seq.training.run_log import RunLog
 
@@ -56,20 +60,16 @@ def log_attention_maps(
     every target piece (and the final </s>) has its row; a Transformer shows decoder layer
     `layer`.
     """
+    tags = {"mean": "", "heads": "_heads"}  # the TensorBoard tag of each figure, after the name
     for n, (source, hyp) in enumerate(zip(sources, hypotheses, strict=True)):
-        src_ids = data.src_tokenizer.encode([source])[0] + [EOS_ID]
-        src = torch.tensor([src_ids], device=device)
-        tgt_in = torch.tensor([[BOS_ID, *hyp]], device=device)
-        maps = model.attention_maps(src, torch.tensor([len(src_ids)], device=device), tgt_in)
-        weights = shown_cross_attention(maps, layer)[0].float().cpu()  # (H, T, S)
-        src_pieces = [data.src_tokenizer.id_to_piece(i) for i in src_ids]
-        tgt_pieces = [data.tgt_tokenizer.id_to_piece(i) for i in [*hyp, EOS_ID]]
+        src_ids = data.src_tokenizer.encode([source])[0]
+        maps = teacher_forced_maps(model, src_ids, hyp, device)
+        weights = shown_cross_attention(maps, layer)  # (H, T, S)
+        src_pieces = pieces(data.src_tokenizer, src_ids)
+        tgt_pieces = pieces(data.tgt_tokenizer, hyp)
         title = f"valid sentence {n}, step {step}"
-        mean = attention_figure(weights.mean(0), src_pieces, tgt_pieces, f"{title}, mean of heads")
-        log.figure(step, f"valid/attention_sentence{n}", mean)
-        if weights.shape[0] > 1:
-            heads = attention_grid_figure(weights, src_pieces, tgt_pieces, f"{title}, each head")
-            log.figure(step, f"valid/attention_sentence{n}_heads", heads)
+        for kind, figure in head_figures(weights, src_pieces, tgt_pieces, title).items():
+            log.figure(step, f"valid/attention_sentence{n}{tags[kind]}", figure)
 
 
 @torch.no_grad()
