@@ -1,5 +1,6 @@
 """The attention explorer's API: POST /v1/explain answers with the model's own weights, words
-and alignment, the page's files are served, and bad input gets one line."""
+and alignment, the page's files are served, and bad input gets one line; and every route that
+decodes tokenizes a request's lines once."""
 
 import json
 from collections.abc import Iterator
@@ -11,14 +12,13 @@ from explorer_models import DE_EN, EN_DE, GRU_NAME
 from fastapi.testclient import TestClient
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.explain import word_alignment, word_of_piece
 from seq2seq.decoding.loading import load_model
 from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC
 from seq2seq.serving.registry import ServedModel, served_model
-
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 
 SENTENCE = "A man in a blue shirt is standing on a ladder ."
 ROUNDING = 5e-4  # the API rounds weights to 3 decimals
@@ -157,3 +157,25 @@ def test_page_and_its_files_are_served_and_self_contained(client) -> None:
     for path in STATIC.iterdir():
         text = path.read_text(encoding="utf-8").replace("http://www.w3.org/2000/svg", "")
         assert "http:" not in text and "https:" not in text and "//cdn" not in text
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "lines"),
+    [
+        ("/v1/translate", {"lines": ["A dog runs .", "Two men ."], "beam": 2}, 2),
+        ("/translate", {"q": "A dog runs .\nTwo men .", "source": "en", "target": "de"}, 2),
+        ("/v1/explain", {"model": EN_DE.name, "text": SENTENCE, "beam": 2}, 1),
+    ],
+)
+def test_a_request_is_tokenized_once_per_line(client, monkeypatch, path, body, lines) -> None:
+    encoded: list[str] = []
+    encode = Tokenizer.encode
+
+    def counting_encode(tokenizer: Tokenizer, lines: list[str], normalized: bool = False):
+        encoded.extend(lines)
+        return encode(tokenizer, lines, normalized)
+
+    monkeypatch.setattr(Tokenizer, "encode", counting_encode)
+    answer = client.post(path, json=body)
+    assert answer.status_code == 200, answer.text
+    assert len(encoded) == lines and len(set(encoded)) == lines

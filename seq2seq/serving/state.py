@@ -1,5 +1,6 @@
 """What every route of a server shares (`ServerState`), and the path from a request's lines to
-their translations: model lookup, limits, decoding options, the worker's queue.
+their translations: model lookup, limits, decoding options, the worker's queue. A request's
+lines are tokenized once, here, and travel as ids to the worker and the translator.
 
 A router added to the app (e.g. another endpoint that decodes) gets the state with a parameter
 `state: StateDep` and decodes through `ServerState.translate`, so that its requests are
@@ -93,15 +94,16 @@ class ServerState:
         )
 
     def check_pieces(
-        self, served: ServedModel, lines: list[str], beam: int, field: str = "lines"
+        self, served: ServedModel, sources: list[list[int]], beam: int, field: str = "lines"
     ) -> None:
-        """413 for a line of more sentencepiece pieces than the model decodes at this beam
-        (`Translator.source_limit`), before it is queued beside other requests' lines."""
+        """413 for a line (`sources`: each line's ids) of more sentencepiece pieces than the
+        model decodes at this beam (`Translator.source_limit`), before it is queued beside other
+        requests' lines."""
         translator = served.translator
         if translator.decode_cfg.truncate_src:
             return
         limit = translator.source_limit(beam)
-        for number, ids in enumerate(translator.src_tokenizer.encode(lines)):
+        for number, ids in enumerate(sources):
             if len(ids) > limit:
                 message = f"{field}[{number}]: {len(ids)} pieces, over the limit of {limit}"
                 raise ApiError(413, message + f" pieces per line at beam {beam}")
@@ -114,7 +116,8 @@ class ServerState:
         field: str = "lines",
         disconnected: Callable[[], Awaitable[bool]] | None = None,
     ) -> list[list[Translation]]:
-        """Queue `lines` for the worker and wait for their translations, in input order.
+        """Tokenize `lines`, queue them for the worker and wait for their translations, in
+        input order.
 
         413 for a line over the model's length in pieces (`check_pieces`, `field` names the
         request's field); 503 with Retry-After when the queue is full or the server is
@@ -122,9 +125,10 @@ class ServerState:
         (e.g. `Request.is_disconnected`) is asked every DISCONNECT_POLL_S while waiting; once
         the client has left, or the time is up, the job is cancelled and the worker drops it
         (see `seq2seq.serving.worker`)."""
-        self.check_pieces(served, lines, options.beam, field)
+        sources = served.translator.src_tokenizer.encode(lines)
+        self.check_pieces(served, sources, options.beam, field)
         try:
-            future = self.worker.submit(served.name, lines, options)
+            future = self.worker.submit(served.name, sources, options)
         except (QueueFull, Stopping) as err:
             why = "the server is busy" if isinstance(err, QueueFull) else "the server is stopping"
             headers = {"Retry-After": str(RETRY_AFTER_S)}

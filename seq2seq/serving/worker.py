@@ -5,8 +5,8 @@ decoded one by one. A request's lines wait in a queue; the worker takes the olde
 every other queued request for the same model with the same decoding options, up to a sentence
 and a token budget, waiting at most `Limits.batch_wait_s` for more to join (counted from the
 oldest one's arrival, or from the end of the previous batch if that came later). It decodes
-their lines together (`Translator.translate`) and answers each request with its own lines, in
-order. Requests with other options wait for a later batch.
+their lines together (`Translator.translate_ids`: the lines come tokenized) and answers each
+request with its own lines, in order. Requests with other options wait for a later batch.
 
 The event loop never runs the model: `submit` queues a job and returns an asyncio future,
 which the worker settles from its thread with `loop.call_soon_threadsafe`. Work nobody waits
@@ -57,10 +57,10 @@ class DecodeOptions:
 
 @dataclass
 class Job:
-    """One request's lines, waiting for the worker."""
+    """One request's lines, tokenized, waiting for the worker."""
 
     model: str
-    lines: list[str]
+    sources: list[list[int]]  # each line's ids (no EOS)
     tokens: int  # source tokens, EOS included, for the batch's token budget
     options: DecodeOptions
     future: asyncio.Future[list[list[Translation]]]
@@ -101,21 +101,21 @@ class DecodingWorker:
         return self._queued_lines
 
     def submit(
-        self, model: str, lines: list[str], options: DecodeOptions
+        self, model: str, sources: list[list[int]], options: DecodeOptions
     ) -> asyncio.Future[list[list[Translation]]]:
-        """Queue `lines` for `model` (from the event loop); the future gets, in input order,
-        each line's n-best translations. Raises QueueFull or Stopping instead of queueing."""
-        tokenizer = self.models[model].translator.src_tokenizer
-        tokens = sum(len(ids) + 1 for ids in tokenizer.encode(lines))
+        """Queue the lines `sources` (each line's ids from `model`'s source tokenizer, no EOS)
+        for `model` (from the event loop); the future gets, in input order, each line's n-best
+        translations. Raises QueueFull or Stopping instead of queueing."""
+        tokens = sum(len(ids) + 1 for ids in sources)
         loop = asyncio.get_running_loop()
-        job = Job(model, lines, tokens, options, loop.create_future(), loop)
+        job = Job(model, sources, tokens, options, loop.create_future(), loop)
         with self._changed:
             if self._stopping:
                 raise Stopping
-            if self._queued_lines + len(lines) > self.limits.max_queue_lines:
+            if self._queued_lines + len(sources) > self.limits.max_queue_lines:
                 raise QueueFull
             self._jobs.append(job)
-            self._queued_lines += len(lines)
+            self._queued_lines += len(sources)
             self.metrics.queue_lines.set(self._queued_lines)
             self._changed.notify()
         return job.future
@@ -140,7 +140,7 @@ class DecodingWorker:
                 batch, full = self._matching_jobs()
             for job in batch:
                 self._jobs.remove(job)
-            self._queued_lines -= sum(len(job.lines) for job in batch)
+            self._queued_lines -= sum(len(job.sources) for job in batch)
             self.metrics.queue_lines.set(self._queued_lines)
             return batch
 
@@ -148,11 +148,11 @@ class DecodingWorker:
         """The oldest job and the queued jobs that can join its batch, oldest first, within the
         budgets; and whether the batch is full (a matching job did not fit)."""
         first = self._jobs[0]
-        batch, sentences, tokens = [first], len(first.lines), first.tokens
+        batch, sentences, tokens = [first], len(first.sources), first.tokens
         for job in list(self._jobs)[1:]:
             if job.key != first.key:
                 continue
-            sentences += len(job.lines)
+            sentences += len(job.sources)
             tokens += job.tokens
             if sentences > self.limits.batch_sentences or tokens > self.limits.batch_tokens:
                 return batch, True
@@ -174,18 +174,18 @@ class DecodingWorker:
             length_penalty=options.length_penalty,
             max_len_ratio=options.max_len_ratio,
         )
-        lines = [line for job in jobs for line in job.lines]
-        self.metrics.batch_sentences.observe(len(lines))
+        sources = [ids for job in jobs for ids in job.sources]
+        self.metrics.batch_sentences.observe(len(sources))
         self.metrics.batch_requests.observe(len(jobs))
         try:
-            results = translator.translate(
-                lines,
+            results = translator.translate_ids(
+                sources,
                 nbest=options.nbest,
                 need_attention=options.need_attention,
                 should_stop=partial(self._nobody_waits, jobs),
             )
         except Stopped:
-            log.info("dropped a batch of %d lines: nobody waits for it any more", len(lines))
+            log.info("dropped a batch of %d lines: nobody waits for it any more", len(sources))
             for job in jobs:
                 _settle(job, error=DeadlineExceeded())
             return
@@ -196,8 +196,8 @@ class DecodingWorker:
             return
         start = 0
         for job in jobs:
-            _settle(job, result=results[start : start + len(job.lines)])
-            start += len(job.lines)
+            _settle(job, result=results[start : start + len(job.sources)])
+            start += len(job.sources)
 
     def _nobody_waits(self, jobs: list[Job]) -> bool:
         """Whether every one of `jobs` is past `Limits.timeout_s` or was cancelled (a done
