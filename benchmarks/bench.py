@@ -225,7 +225,7 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def load_model(
+def model_to_measure(
     settings: BenchmarkSettings, name: str, data: PreparedData, device: torch.device
 ) -> Inference:
     """The model of `settings.checkpoints[name]` with its tokenizers, or else the preset `name`
@@ -342,7 +342,7 @@ def bench_training(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
     dtype = autocast_dtype(settings.precision, device)
     data = PreparedData.load(settings.data)
     batches = endless_batches(data.dataset("train"), settings.max_tokens, settings.seed)
-    inference = load_model(settings, name, data, device)
+    inference = model_to_measure(settings, name, data, device)
     step = make_training_step(inference.model, device, dtype)
     baseline = memory_start(device)
     for _ in range(settings.warmup_steps):
@@ -396,7 +396,7 @@ def bench_decoding(settings: BenchmarkSettings, name: str) -> dict[str, Any]:
     if settings.decode_sentences:
         sources = sources[: settings.decode_sentences]
         references = references[: settings.decode_sentences]
-    inference = load_model(settings, name, data, device)
+    inference = model_to_measure(settings, name, data, device)
     inference.config.decode.precision = settings.decode_precision
     if settings.decode_batch_size:
         inference.config.decode.batch_size = settings.decode_batch_size

@@ -18,9 +18,10 @@ import shlex
 import sys
 from dataclasses import dataclass
 
-from seq2seq.commands.cli import ArgumentParser, load_model, run_cli
+from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.evaluation import evaluate
+from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.translator import Translator
 
 
@@ -52,8 +53,7 @@ def doubled_words(lines: list[str]) -> int:
 
 def rows(model: str, beam: int) -> list[list[str]]:
     """One table row per guard for the exported model `model`."""
-    args = argparse.Namespace(checkpoint=None, model=model)
-    inference = load_model(args, "cpu")
+    inference = load_model(model, "cpu", kind="exported")
     prepared = PreparedData.load(inference.config.data.prepared)
     sources, references = prepared.lines("test")
     decode = inference.config.decode
