@@ -2,6 +2,7 @@
 configuration that load back into the same model, with no pickle anywhere."""
 
 import json
+import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -16,6 +17,8 @@ from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.export import export_model
 from seq2seq.decoding.loading import (
+    CARD,
+    SHIPPED_MODELS,
     WEIGHTS,
     Inference,
     find_model,
@@ -23,6 +26,7 @@ from seq2seq.decoding.loading import (
 )
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
+from seq2seq.serving.registry import served_name
 from tests.test_translate import run, script, write_word_corpus  # noqa: F401 (run: a fixture)
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
@@ -161,6 +165,26 @@ def test_scripts_take_an_exported_model_like_its_checkpoint(run, tmp_path):  # n
 
     both = script("translate", "--model", "m", "--checkpoint", "x.pt", stdin="")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_load_model_takes_a_checkpoint_a_folder_or_a_shipped_name(run, tmp_path):  # noqa: F811
+    checkpoint = load_model(run / "best.pt")
+    assert checkpoint.path == run / "best.pt" and checkpoint.card is None
+    assert served_name(checkpoint) == f"{run.name}/best"
+    export_model(checkpoint, tmp_path / "m", torch.float32)
+    exported = load_model(tmp_path / "m")
+    assert exported.path == tmp_path / "m" and exported.card == tmp_path / "m" / CARD
+    assert served_name(exported) == "m" and exported.step == checkpoint.step
+    assert torch.equal(logits(exported), logits(checkpoint))
+    shipped = load_model("transformer-tiny.multi30k.en-de")
+    assert shipped.path == SHIPPED_MODELS / "transformer-tiny.multi30k.en-de"
+    renamed = tmp_path / "best-checkpoint"  # a checkpoint file without the .pt suffix
+    shutil.copyfile(run / "best.pt", renamed)
+    assert torch.equal(logits(load_model(renamed)), logits(checkpoint))
+    with pytest.raises(UserError, match=r"m: a folder, not a checkpoint file$"):
+        load_model(tmp_path / "m", kind="checkpoint")
+    with pytest.raises(UserError, match=r"best.pt: not an exported model folder"):
+        load_model(run / "best.pt", kind="exported")
 
 
 def test_export_goes_to_an_ignored_folder_by_default(run, tmp_path):  # noqa: F811
