@@ -114,16 +114,14 @@ def explain(
     if not src_pieces:
         raise UserError("text: nothing in it is left to translate once normalised")
     src_words, src_index = word_of_piece(src_pieces)
+    model, device = translator.model, translator.device
     hypotheses = []
     for number, translation in enumerate(nbest):
-        shown = all_maps or number == hypothesis
         maps = None
-        if shown:
-            model, device = translator.model, translator.device
+        if all_maps or number == hypothesis:
             maps = teacher_forced_maps(model, translation.src_tokens, translation.tokens, device)
         hypotheses.append(describe_hypothesis(translation, maps, src_index))
     positions = torch.arange(max(len(src_pieces), *(len(t.tgt_pieces) for t in nbest)))
-    model = translator.model
     arch = "transformer" if isinstance(model, TransformerSeq2Seq) else "gru"
     return {
         "arch": arch,
