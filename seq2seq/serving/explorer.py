@@ -71,13 +71,15 @@ def map_weights(model: Seq2SeqModel, src_pieces: int, tgt_pieces: int) -> int:
     return encoder + decoder
 
 
-def check_answer_size(served: ServedModel, request: ExplainRequest, beam: int) -> None:
+def check_answer_size(
+    served: ServedModel, request: ExplainRequest, beam: int, src_ids: list[int]
+) -> None:
     """413 when the maps the request asks for could hold more than MAX_MAP_WEIGHTS weights,
     counted for the longest output the model may write (decode.max_len_ratio and
-    max_len_const), before anything is decoded."""
+    max_len_const), before anything is decoded; `src_ids`: the text's ids."""
     translator = served.translator
     cfg = translator.decode_cfg
-    src_pieces = len(translator.src_tokenizer.encode([request.text])[0]) + 1
+    src_pieces = len(src_ids) + 1
     src_pieces = min(src_pieces, translator.source_limit(beam) + 1)
     tgt_pieces = int(src_pieces * cfg.max_len_ratio) + cfg.max_len_const + 1
     shown = request.nbest if request.all_maps else 1
@@ -128,9 +130,10 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
         message = f"hypothesis: {request.hypothesis} is not below nbest ({request.nbest})"
         raise ApiError(422, message)
     options = state.options(served, request.beam, request.nbest)
-    check_answer_size(served, request, options.beam)
-    (nbest,) = await state.translate(
-        served, [request.text], options, field="text", disconnected=http.is_disconnected
+    sources = state.tokenize(served, [request.text])
+    check_answer_size(served, request, options.beam, sources[0])
+    (nbest,) = await state.translate_ids(
+        served, sources, options, field="text", disconnected=http.is_disconnected
     )
     try:
         payload = await run_in_threadpool(

@@ -108,6 +108,11 @@ class ServerState:
                 message = f"{field}[{number}]: {len(ids)} pieces, over the limit of {limit}"
                 raise ApiError(413, message + f" pieces per line at beam {beam}")
 
+    def tokenize(self, served: ServedModel, lines: list[str]) -> list[list[int]]:
+        """Each line's ids (no EOS) from `served`'s source tokenizer: the one time a request's
+        lines are encoded."""
+        return served.translator.src_tokenizer.encode(lines)
+
     async def translate(
         self,
         served: ServedModel,
@@ -116,8 +121,20 @@ class ServerState:
         field: str = "lines",
         disconnected: Callable[[], Awaitable[bool]] | None = None,
     ) -> list[list[Translation]]:
-        """Tokenize `lines`, queue them for the worker and wait for their translations, in
-        input order.
+        """Tokenize `lines` and `translate_ids` them."""
+        sources = self.tokenize(served, lines)
+        return await self.translate_ids(served, sources, options, field, disconnected)
+
+    async def translate_ids(
+        self,
+        served: ServedModel,
+        sources: list[list[int]],
+        options: DecodeOptions,
+        field: str = "lines",
+        disconnected: Callable[[], Awaitable[bool]] | None = None,
+    ) -> list[list[Translation]]:
+        """Queue the tokenized lines `sources` (`tokenize`) for the worker and wait for their
+        translations, in input order.
 
         413 for a line over the model's length in pieces (`check_pieces`, `field` names the
         request's field); 503 with Retry-After when the queue is full or the server is
@@ -125,7 +142,6 @@ class ServerState:
         (e.g. `Request.is_disconnected`) is asked every DISCONNECT_POLL_S while waiting; once
         the client has left, or the time is up, the job is cancelled and the worker drops it
         (see `seq2seq.serving.worker`)."""
-        sources = served.translator.src_tokenizer.encode(lines)
         self.check_pieces(served, sources, options.beam, field)
         try:
             future = self.worker.submit(served.name, sources, options)
