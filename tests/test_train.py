@@ -268,13 +268,31 @@ def test_bad_configuration_is_one_line(args: list[str], message: str) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_resume_refuses_a_different_model(reversal: Path, tmp_path: Path) -> None:
+def test_resume_refuses_changes_to_the_training_and_logs_the_others(
+    reversal: Path, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
     args = [*tiny_overrides("gru", reversal, run_dir), "train.max_steps=2", "train.valid_every=2"]
     assert run_train(args).returncode == 0
-    result = run_train([*args, "model.hidden_size=32"])
+    saved = (run_dir / "last.pt").read_bytes()
+    result = run_train([*args, "model.hidden_size=32", "train.warmup_steps=50"])
     assert result.returncode == 2
-    assert "different [model] configuration" in result.stderr
+    assert result.stderr == (
+        f"error: {run_dir / 'last.pt'}: this run was saved with other values of keys that change "
+        "its training: model.hidden_size=32 (saved: 64), train.warmup_steps=50 (saved: 100); "
+        "resume it without these changes, or start a new run with another train.run_name (or "
+        "train.run_dir)\n"
+    )
+    assert (run_dir / "last.pt").read_bytes() == saved
+
+    result = run_train([*args, "train.max_steps=4", "train.valid_every=4"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    changed = (
+        "changed since it was saved: train.max_steps=4 (saved: 2), train.valid_every=4 (saved: 2)"
+    )
+    assert changed in (run_dir / "train.log").read_text()
+    assert load_config(run_dir / "config.toml").train.max_steps == 4
+    assert load_checkpoint(run_dir / "last.pt")["step"] == 4
 
 
 def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
@@ -410,7 +428,9 @@ def test_a_cpu_run_says_when_its_first_validation_comes(valid_every: int, hint: 
 
 
 def test_fp16_on_a_cpu_logs_a_warning() -> None:
-    run = SimpleNamespace(dtype=torch.float16, device=torch.device("cpu"), last_path="last.pt")
+    run = SimpleNamespace(
+        dtype=torch.float16, device=torch.device("cpu"), last_path="last.pt", changes_on_resume=[]
+    )
     log = Lines()
     train_module.log_start(run, Progress(step=1), log, resumed=True)
     assert log.lines[-1].startswith("warning: fp16 on a CPU is for checking the fp16 path")

@@ -201,6 +201,8 @@ def record_validation(cfg: Config, progress: Progress, metrics: dict[str, float]
 def log_start(run: Run, progress: Progress, log: RunLog, resumed: bool) -> None:
     if resumed:
         log.line(f"resumed from {run.last_path} at step {progress.step}, epoch {progress.epoch}")
+        if run.changes_on_resume:
+            log.line(f"changed since it was saved: {', '.join(run.changes_on_resume)}")
     else:
         log.line(
             f"run {run.run_dir}: {run.raw_model.num_parameters():,} parameters on {run.device}"
@@ -344,6 +346,7 @@ def start(run: Run) -> Progress:
         return progress
     if progress is None and env.is_main:
         print(f"no checkpoint in {run_dir}: starting a new run")
+    if env.is_main and (progress is None or run.changes_on_resume):
         (run_dir / "config.toml").write_text(dump_toml(run.cfg.to_dict()), encoding="utf-8")
     distributed.barrier(env)
     return progress or Progress()

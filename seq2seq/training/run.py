@@ -1,14 +1,15 @@
 """A training run: its folder, its setup (data, model, optimizer, schedule), what its
 checkpoints hold, and resuming it from last.pt. The loop itself is in seq2seq/training/loop.py."""
 
+import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from seq2seq.config import Config, config_from_dict
+from seq2seq.config import Config, DecodeConfig, config_from_dict
 from seq2seq.data.batching import ParallelDataset
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
@@ -66,6 +67,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     scheduler: Any  # LambdaLR or ReduceLROnPlateau
     scaler: torch.amp.GradScaler
+    changes_on_resume: list[str] = field(default_factory=list)  # set by `resume`
 
     @property
     def last_path(self) -> Path:
@@ -241,25 +243,71 @@ def training_checkpoint(run: Run, progress: Progress, rng_states: list[dict]) ->
     }
 
 
-def check_resumable(saved: Config, cfg: Config, path: Path) -> None:
-    """A run folder can only be resumed with the same model and data; on the fast modules or
-    the textbook ones (model.fast), which compute the same."""
-    saved = replace(saved, model=replace(saved.model, fast=cfg.model.fast))
-    for section in ("model", "data"):
-        if asdict(getattr(saved, section)) != asdict(getattr(cfg, section)):
-            raise UserError(
-                f"{path}: this run folder holds a run with a different [{section}] configuration;"
-                " choose another train.run_name (or train.run_dir)"
-            )
+# Keys a resumed run may change: when it stops, how often it validates, saves and logs, where
+# it runs, on the fast modules or the textbook ones (model.fast: they compute the same), and how
+# its checkpoints translate afterwards. Any other key (model, data, seed,
+# learning rate and schedule, batches, precision, what validation measures) would make the run
+# that continues another run than the one saved.
+CHANGEABLE_ON_RESUME = frozenset(
+    [
+        "model.fast",
+        "train.run_name",
+        "train.run_dir",
+        "train.device",
+        "train.compile",
+        "train.num_workers",
+        "train.max_steps",
+        "train.max_epochs",
+        "train.patience",
+        "train.max_bad_steps",
+        "train.valid_every",
+        "train.save_every",
+        "train.save_every_minutes",
+        "train.keep_last",
+        "train.log_every",
+        "train.log_every_seconds",
+        "train.attention_samples",
+    ]
+    + [f"decode.{key.name}" for key in fields(DecodeConfig) if key.name != "valid_beam_size"]
+)
+
+
+def changed_keys(saved: Config, cfg: Config) -> dict[str, str]:
+    """Each key whose value in `cfg` differs from `saved`: `section.key` -> its change, as
+    `section.key=new (saved: old)` with TOML values."""
+    changes = {}
+    for section, values in cfg.to_dict().items():
+        for key, value in values.items():
+            old = getattr(getattr(saved, section), key)
+            if value != old:
+                name = f"{section}.{key}"
+                changes[name] = f"{name}={json.dumps(value)} (saved: {json.dumps(old)})"
+    return changes
+
+
+def check_resumable(saved: Config, cfg: Config, path: Path) -> list[str]:
+    """The changes of `cfg` against the configuration `saved` in `path`, when a resume may make
+    them all (CHANGEABLE_ON_RESUME); any other change is refused, naming every such key."""
+    changes = changed_keys(saved, cfg)
+    refused = [text for name, text in changes.items() if name not in CHANGEABLE_ON_RESUME]
+    if refused:
+        raise UserError(
+            f"{path}: this run was saved with other values of keys that change its training: "
+            f"{', '.join(refused)}; resume it without these changes, or start a new run with "
+            "another train.run_name (or train.run_dir)"
+        )
+    return list(changes.values())
 
 
 def resume(run: Run) -> Progress | None:
     """Restore the run from last.pt when there is one: weights, optimizer, schedule, progress
-    and this rank's random generators. None: no checkpoint, a new run."""
+    and this rank's random generators, and note in `run.changes_on_resume` the keys changed
+    since (those allowed by `check_resumable`). None: no checkpoint, a new run."""
     if not run.last_path.is_file():
         return None
     checkpoint = load_checkpoint(run.last_path, map_location=run.device)
-    check_resumable(config_from_dict(checkpoint["config"]), run.cfg, run.last_path)
+    saved = config_from_dict(checkpoint["config"])
+    run.changes_on_resume = check_resumable(saved, run.cfg, run.last_path)
     state = checkpoint["training"]
     saved_world_size = len(state["rng"])
     if saved_world_size != run.env.world_size:
