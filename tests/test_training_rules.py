@@ -1,10 +1,15 @@
-"""The rules around a training run, checked without training: what a resume may change."""
+"""The rules around a training run, checked without training: what a resume may change and the note
+about an untrained checkpoint in `seq2seq translate`."""
 
+import argparse
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from seq2seq.commands import translate as translate_command
 from seq2seq.config import load_config
+from seq2seq.decoding.translator import Translation
 from seq2seq.errors import UserError
 from seq2seq.training.run import check_resumable
 
@@ -34,3 +39,35 @@ def test_a_resume_that_changes_the_training_is_refused_naming_every_key() -> Non
         "without these changes, or start a new run with another train.run_name "
         "(or train.run_dir)"
     )
+
+
+class EmptyTranslator:
+    """Translates every line to nothing, as a model saved before any training may."""
+
+    decode_cfg = SimpleNamespace(beam_size=1)
+
+    def source_limit(self, beam_size: int) -> int:
+        return 256
+
+    def translate(self, lines: list[str], **kwargs: object) -> list[list[Translation]]:
+        return [[Translation("", 0.0, [], [], [])] for _ in lines]
+
+
+@pytest.mark.parametrize(("step", "noted"), [(3, True), (1000, False)])
+def test_an_empty_translation_of_an_untrained_checkpoint_is_noted_once(
+    step: int, noted: bool, capsys
+) -> None:
+    args = argparse.Namespace(
+        model=None, checkpoint="run/last.pt", nbest=1, show_attention=False, save_attention=None
+    )
+    inference = SimpleNamespace(step=step, config=load_config(None, ["train.valid_every=1000"]))
+    note = translate_command.untrained_note(args, inference)
+    lines = ["a b c", "", "d e"]
+    translate_command.batch_mode(EmptyTranslator(), args, lines, "standard input", note)
+    out, err = capsys.readouterr()
+    assert out == "\n\n\n"  # the translations, unchanged
+    expected = (
+        f"note: run/last.pt was saved at step {step} (its run validates every 1000 steps): the "
+        "model is not trained yet, and its translations can be empty\n"
+    )
+    assert err == (expected if noted else "")

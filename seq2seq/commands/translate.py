@@ -41,6 +41,7 @@ from seq2seq.errors import UserError
 from seq2seq.files import text_lines
 
 if TYPE_CHECKING:  # the functions import what decodes (torch), so that --help answers at once
+    from seq2seq.decoding.loading import Inference
     from seq2seq.decoding.translator import Translation, Translator
 
 HISTORY_FILE = Path.home() / ".seq2seq_history"
@@ -81,8 +82,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def load_translator(args: argparse.Namespace) -> tuple[Translator, str]:
-    """The translator of the checkpoint, with the options applied, and the model's domain."""
+def load_translator(args: argparse.Namespace) -> tuple[Translator, str, str | None]:
+    """The translator of the checkpoint, with the options applied, the model's domain, and the
+    note to print if a translation comes out empty (`untrained_note`)."""
     from seq2seq.decoding.translator import Translator
     from seq2seq.device import pick_device
 
@@ -95,7 +97,21 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, str]:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
     translator = Translator.from_inference(inference, device)
     translator.check_beam_size(beam)
-    return translator, domain_of(inference.config.data.corpus)
+    return translator, domain_of(inference.config.data.corpus), untrained_note(args, inference)
+
+
+def untrained_note(args: argparse.Namespace, inference: Inference) -> str | None:
+    """What to say on stderr when a line's translation comes out empty from a model saved before
+    its run's first validation was due (e.g. a last.pt saved at step 0); None for a model trained
+    longer."""
+    valid_every = inference.config.train.valid_every
+    if inference.step >= valid_every:
+        return None
+    return (
+        f"note: {args.model or args.checkpoint} was saved at step {inference.step} (its run "
+        f"validates every {valid_every} steps): the model is not trained yet, and its "
+        "translations can be empty"
+    )
 
 
 def warn_if_truncated(name: str, translation: Translation, limit: int) -> None:
@@ -156,7 +172,9 @@ def start_history() -> None:
     atexit.register(save_history)
 
 
-def interactive(translator: Translator, args: argparse.Namespace, domain: str) -> None:
+def interactive(
+    translator: Translator, args: argparse.Namespace, domain: str, untrained: str | None
+) -> None:
     from seq2seq.decoding.translator import SourceTooLong
 
     take_terminal()
@@ -188,6 +206,9 @@ def interactive(translator: Translator, args: argparse.Namespace, domain: str) -
             return
         warn_if_truncated("this line", nbest[0], limit)
         show(nbest, args.show_attention)
+        if untrained and not nbest[0].text:
+            print(untrained, file=sys.stderr)
+            untrained = None  # once
         if args.save_attention and nbest[0].attention is not None:
             path = attention_path(args.save_attention, saved)
             save_attention_map(nbest[0], path)
@@ -203,10 +224,15 @@ def read_chunks(lines: Iterable[str]) -> Iterator[list[str]]:
 
 
 def batch_mode(
-    translator: Translator, args: argparse.Namespace, lines: Iterable[str], name: str
+    translator: Translator,
+    args: argparse.Namespace,
+    lines: Iterable[str],
+    name: str,
+    untrained: str | None,
 ) -> None:
     """One output line per input line (N with --nbest N), translated a chunk at a time; `name`
-    (e.g. "standard input") names the input in errors and warnings.
+    (e.g. "standard input") names the input in errors and warnings. `untrained` goes to stderr,
+    once, when a line that is not empty gets an empty translation.
 
     The attention map of input line k (from 0, as in the n-best lines) is FILE-k.png; an empty
     line has none.
@@ -226,8 +252,11 @@ def batch_mode(
             )
         except SourceTooLong as err:
             raise UserError(f"{name}:{line_number + err.index + 1}: {err.problem}") from None
-        for nbest in translated:
+        for line, nbest in zip(chunk, translated, strict=True):
             warn_if_truncated(f"{name}:{line_number + 1}", nbest[0], limit)
+            if untrained and line.strip() and not nbest[0].text:
+                print(untrained, file=sys.stderr)
+                untrained = None  # once
             if args.nbest == 1:
                 print(nbest[0].text)
             else:
@@ -261,9 +290,9 @@ def open_input(args: argparse.Namespace) -> AbstractContextManager[BinaryIO]:
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     with open_input(args) as stream:
-        translator, domain = load_translator(args)
+        translator, domain, untrained = load_translator(args)
         if args.input is None and sys.stdin.isatty():
-            interactive(translator, args, domain)
+            interactive(translator, args, domain, untrained)
             return
         name = "standard input" if args.input is None else f"--input {args.input}"
-        batch_mode(translator, args, text_lines(stream, name), name)
+        batch_mode(translator, args, text_lines(stream, name), name, untrained)
