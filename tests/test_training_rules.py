@@ -1,5 +1,5 @@
-"""The rules around a training run, checked without training: what a resume may change and the note
-about an untrained checkpoint in `seq2seq translate`."""
+"""The rules around a training run, checked without training: what a resume may change, the note
+about an untrained checkpoint in `seq2seq translate` and the progress bar's total."""
 
 import argparse
 from pathlib import Path
@@ -11,7 +11,8 @@ from seq2seq.commands import translate as translate_command
 from seq2seq.config import load_config
 from seq2seq.decoding.translator import Translation
 from seq2seq.errors import UserError
-from seq2seq.training.run import check_resumable
+from seq2seq.training.loop import planned_last_step
+from seq2seq.training.run import Progress, check_resumable
 
 SAVED = load_config(None, ["train.max_steps=30000", "train.warmup_steps=2000", "train.lr=0.005"])
 
@@ -39,6 +40,24 @@ def test_a_resume_that_changes_the_training_is_refused_naming_every_key() -> Non
         "without these changes, or start a new run with another train.run_name "
         "(or train.run_dir)"
     )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "progress", "last_step"),
+    [
+        (["train.max_steps=8000"], Progress(), 8000),  # 100 epochs of 100 updates: 10,000
+        (["train.max_steps=0"], Progress(), 10000),
+        (["train.max_steps=0", "train.accum_steps=3"], Progress(), 100 * 34),
+        # Resumed in epoch 99 after 40 of its 100 batches: 60 updates left.
+        (["train.max_steps=0"], Progress(step=9940, epoch=99, position=40), 10000),
+        (["train.max_steps=8000", "train.patience=10"], Progress(), None),
+    ],
+)
+def test_the_bar_counts_to_the_step_the_run_ends_at(
+    overrides: list[str], progress: Progress, last_step: int | None
+) -> None:
+    cfg = load_config(None, ["train.max_epochs=100", *overrides])
+    assert planned_last_step(cfg, progress, batches_per_epoch=100) == last_step
 
 
 class EmptyTranslator:

@@ -232,11 +232,12 @@ def log_update(
     tgt_per_s = window.tgt / window.seconds()
     next_validation = train.valid_every - progress.step % train.valid_every
     bar.update(1)
-    bar.set_postfix_str(
-        f"loss {update.loss:.3f}, lr {lr:.2e}, {tgt_per_s:,.0f} tgt tok/s, "
-        f"validation in {next_validation} steps",
-        refresh=False,
-    )
+    postfix = f"loss {update.loss:.3f}, lr {lr:.2e}, {tgt_per_s:,.0f} tgt tok/s, "
+    postfix += f"validation in {next_validation} steps"
+    steps_per_second = None if bar.disable else bar.format_dict["rate"]
+    if steps_per_second:
+        postfix += f" ({tqdm.format_interval(next_validation / steps_per_second)})"
+    bar.set_postfix_str(postfix, refresh=False)
     by_time = train.log_every_seconds if bar.disable else 0.0  # by time only without a bar
     reason = log_reason(progress.step, window, train.log_every, by_time)
     if reason is None:
@@ -282,6 +283,20 @@ def log_first_validation(run: Run, progress: Progress, log: RunLog, seconds: flo
             ". On a CPU, docs/training.md (Training on a CPU) has a recipe that validates sooner"
         )
     log.line(message)
+
+
+def planned_last_step(cfg: Config, progress: Progress, batches_per_epoch: int) -> int | None:
+    """The step at which the run ends when only train.max_steps and train.max_epochs can end it
+    (the total of the progress bar, so that its ETA holds); None when train.patience may end it
+    at any validation, which no bar can foresee."""
+    train = cfg.train
+    if train.patience:
+        return None
+    updates_per_epoch = math.ceil(batches_per_epoch / train.accum_steps)
+    left_in_epoch = updates_per_epoch - math.ceil(progress.position / train.accum_steps)
+    later_epochs = train.max_epochs - progress.epoch - 1
+    by_epochs = progress.step + left_in_epoch + later_epochs * updates_per_epoch
+    return min(by_epochs, train.max_steps) if train.max_steps else by_epochs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,7 +383,7 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
         rank=env.rank,
     )
     bar = tqdm(
-        total=cfg.train.max_steps or None,
+        total=planned_last_step(cfg, progress, len(sampler)),
         initial=progress.step,
         disable=None if env.is_main else True,
         unit="step",
