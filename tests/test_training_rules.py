@@ -1,19 +1,24 @@
 """The rules around a training run, checked without training: what a resume may change, the note
-about an untrained checkpoint in `seq2seq translate` and the progress bar's total."""
+about an untrained checkpoint in `seq2seq translate`, the progress bar's total and the torchrun
+refusal."""
 
 import argparse
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
+from seq2seq.commands import train as train_command
 from seq2seq.commands import translate as translate_command
 from seq2seq.config import load_config
 from seq2seq.decoding.translator import Translation
 from seq2seq.errors import UserError
+from seq2seq.training import distributed, loop
 from seq2seq.training.loop import planned_last_step
 from seq2seq.training.run import Progress, check_resumable
 
+CONFIG = ["--config", str(Path(__file__).parents[1] / "configs/transformer.multi30k.en-de.toml")]
 SAVED = load_config(None, ["train.max_steps=30000", "train.warmup_steps=2000", "train.lr=0.005"])
 
 
@@ -58,6 +63,31 @@ def test_the_bar_counts_to_the_step_the_run_ends_at(
 ) -> None:
     cfg = load_config(None, ["train.max_epochs=100", *overrides])
     assert planned_last_step(cfg, progress, batches_per_epoch=100) == last_step
+
+
+def test_torchrun_with_more_processes_than_gpus_is_refused_before_joining(monkeypatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(distributed.dist, "init_process_group", pytest.fail)  # never reached
+    with pytest.raises(UserError, match=r"^torchrun --nproc_per_node=4: this node has 1 GPU"):
+        distributed.init_distributed("cuda")
+
+
+def test_only_rank_0_prints_why_a_torchrun_run_stops(monkeypatch, capsys) -> None:
+    def refuse(*args, **kwargs) -> None:
+        raise UserError("data.prepared: missing")
+
+    monkeypatch.setattr(loop, "train", refuse)
+    monkeypatch.setattr(train_command, "QUIET_RANK_PAUSE_S", 0.0)
+    monkeypatch.setenv("RANK", "1")
+    for argv in (CONFIG, [], ["--bogus"]):  # refused by train, --config missing, not an option
+        with pytest.raises(SystemExit) as exited:
+            train_command.main(argv)
+        assert exited.value.code == 2 and capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(UserError, match=r"data\.prepared: missing"):  # run_cli prints it
+        train_command.main(CONFIG)
 
 
 class EmptyTranslator:

@@ -4,12 +4,20 @@ Starting the same command again resumes the run from its last.pt exactly.
 Several GPUs or nodes: `torchrun --nproc_per_node=N -m seq2seq train --config FILE`.
 """
 
+import io
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext, redirect_stderr
 from pathlib import Path
 
 from seq2seq.commands.cli import add_plain_option, command_parser
 from seq2seq.config import load_config
+from seq2seq.errors import UserError
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+QUIET_RANK_PAUSE_S = 2.0  # see said_by_rank_0
 # The configurations committed with the repository (absent where the package is installed alone).
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -17,6 +25,26 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 def committed_configs(configs_dir: Path = CONFIGS) -> list[str]:
     """The committed configurations, named as `--config` takes them from the repository root."""
     return sorted(f"configs/{path.name}" for path in configs_dir.glob("*.toml"))
+
+
+@contextmanager
+def said_by_rank_0(silence_stderr: bool = False) -> Iterator[None]:
+    """Under torchrun, a run that must stop (a UserError, a bad command line) stops every
+    process with status 2, and rank 0 alone prints why. The other ranks stop quietly, and a
+    moment later: torchrun stops every process once one has ended, and rank 0 must have
+    printed by then. silence_stderr: also hide what those ranks print in the block (argparse's
+    error line)."""
+    if int(os.environ.get("RANK", 0)) == 0:  # torchrun's numbering; a plain run is rank 0
+        yield
+        return
+    try:
+        with redirect_stderr(io.StringIO()) if silence_stderr else nullcontext():
+            yield
+    except (UserError, SystemExit) as stop:
+        if isinstance(stop, SystemExit) and not stop.code:  # --help
+            raise
+        time.sleep(QUIET_RANK_PAUSE_S)
+        sys.exit(2)
 
 
 def main(argv: list[str]) -> None:
@@ -38,12 +66,14 @@ def main(argv: list[str]) -> None:
         help="check every file of data.prepared against its manifest's checksums first",
     )
     add_plain_option(parser)
-    args = parser.parse_args(argv)
-    if args.config is None:
-        committed = ", ".join(committed_configs())
-        parser.error(f"--config FILE is required: {committed or 'see configs/'} or your own")
-    cfg = load_config(args.config, args.overrides)
-    cfg.model.fast &= not args.plain
-    from seq2seq.training.loop import train  # imports torch: not for --help
+    with said_by_rank_0(silence_stderr=True):
+        args = parser.parse_args(argv)
+        if args.config is None:
+            committed = ", ".join(committed_configs())
+            parser.error(f"--config FILE is required: {committed or 'see configs/'} or your own")
+    with said_by_rank_0():
+        cfg = load_config(args.config, args.overrides)
+        cfg.model.fast &= not args.plain
+        from seq2seq.training.loop import train  # imports torch: not for --help
 
-    train(cfg, prepare_missing=args.prepare, verify_data=args.verify)
+        train(cfg, prepare_missing=args.prepare, verify_data=args.verify)

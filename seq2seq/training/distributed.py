@@ -2,6 +2,8 @@
 
 torchrun starts one process per device and sets RANK, LOCAL_RANK and WORLD_SIZE. Every rank
 trains on its own share of the batches; rank 0 alone validates and writes logs and checkpoints.
+A run that must stop (bad input) stops on every rank with status 2, and rank 0 alone says why
+(seq2seq.commands.train).
 """
 
 import os
@@ -12,6 +14,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+
+from seq2seq.errors import UserError
 
 
 @dataclass
@@ -30,9 +34,18 @@ class Dist:
 
 
 def init_distributed(device_kind: str) -> Dist:
-    """Join the process group when started by torchrun; a plain run is a world of one."""
+    """Join the process group when started by torchrun; a plain run is a world of one. On GPUs,
+    a node must have one for each of its processes: every rank checks that before joining, so
+    all of them stop at once when it has too few."""
     if "WORLD_SIZE" not in os.environ or int(os.environ["WORLD_SIZE"]) == 1:
         return Dist()
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if device_kind == "cuda" and processes > torch.cuda.device_count():
+        raise UserError(
+            f"torchrun --nproc_per_node={processes}: this node has {torch.cuda.device_count()} "
+            "GPU(s), and each process needs its own; start at most that many per node, or "
+            'train on CPU processes with train.device="cpu"'
+        )
     backend = "nccl" if device_kind == "cuda" else "gloo"
     dist.init_process_group(backend=backend)
     return Dist(dist.get_rank(), int(os.environ.get("LOCAL_RANK", 0)), dist.get_world_size())
