@@ -417,7 +417,9 @@ CASES: dict[str, Case | object] = {
     "last on a file": Case(
         "average", ["--out", "{avg.pt}", "--last", "1", "{file}"], "not a folder"
     ),
-    "different models": Case("average", ["--out", "{avg.pt}", "{good.pt}", "{wider.pt}"], "shape"),
+    "different models": Case(
+        "average", ["--out", "{avg.pt}", "{good.pt}", "{wider.pt}"], "not the same model"
+    ),
     "average a pickle": Case(
         "average", ["--out", "{avg.pt}", "{good.pt}", "{plain.pt}"], "with pickle"
     ),

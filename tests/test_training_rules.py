@@ -1,6 +1,6 @@
 """The rules around a training run, checked without training: what a resume may change, the note
-about an untrained checkpoint in `seq2seq translate`, the progress bar's total and the torchrun
-refusal."""
+about an untrained checkpoint in `seq2seq translate`, the progress bar's total, the torchrun refusal
+and which checkpoints may be averaged."""
 
 import argparse
 from pathlib import Path
@@ -9,12 +9,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from seq2seq.commands import average as average_command
 from seq2seq.commands import train as train_command
 from seq2seq.commands import translate as translate_command
-from seq2seq.config import load_config
+from seq2seq.config import dump_toml, load_config
 from seq2seq.decoding.translator import Translation
 from seq2seq.errors import UserError
 from seq2seq.training import distributed, loop
+from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, average_checkpoints, save_checkpoint
 from seq2seq.training.loop import planned_last_step
 from seq2seq.training.run import Progress, check_resumable
 
@@ -88,6 +90,62 @@ def test_only_rank_0_prints_why_a_torchrun_run_stops(monkeypatch, capsys) -> Non
     monkeypatch.setenv("RANK", "0")
     with pytest.raises(UserError, match=r"data\.prepared: missing"):  # run_cli prints it
         train_command.main(CONFIG)
+
+
+def fake_checkpoint(path: Path, step: int, **model: object) -> Path:
+    """A checkpoint file with one weight, the configuration with `model` changes, and the
+    tokenizer entry averaging compares (not real sentencepiece models)."""
+    cfg = load_config(None, [f"model.{key}={value}" for key, value in model.items()])
+    pieces = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    checkpoint = {
+        "format": CHECKPOINT_FORMAT,
+        "config": cfg.to_dict(),
+        "model": {"weight": torch.full((2,), float(step))},
+        "tokenizers": {"joint": True, "src": pieces, "tgt": pieces},
+        "step": step,
+    }
+    save_checkpoint(checkpoint, path)
+    return path
+
+
+def test_averaging_refuses_checkpoints_of_different_models(tmp_path: Path) -> None:
+    first = fake_checkpoint(tmp_path / "step-1.pt", 1)
+    same = fake_checkpoint(tmp_path / "step-2.pt", 3)
+    assert average_checkpoints([first, same])["model"]["weight"].tolist() == [2.0, 2.0]
+    plain = fake_checkpoint(tmp_path / "plain.pt", 2, fast="false")  # the same weights
+    assert average_checkpoints([first, plain])["model"]["weight"].tolist() == [1.5, 1.5]
+    other = fake_checkpoint(tmp_path / "other.pt", 3, dropout=0.1, ffn_size=512)
+    with pytest.raises(UserError) as refused:
+        average_checkpoints([first, same, other])
+    assert str(refused.value) == (
+        f"{other}: not the same model as {first} (model.ffn_size=512 (not 256), "
+        "model.dropout=0.1 (not 0.3)); only checkpoints of one model, e.g. of one run, can be "
+        "averaged"
+    )
+
+
+@pytest.mark.parametrize(
+    ("keep_last", "found", "why"),
+    [
+        (0, 0, "the run keeps none (train.keep_last=0 in its config.toml); train with "
+         "train.keep_last=5 to keep them"),
+        (2, 2, "the run keeps the checkpoints of its last 2 validations (train.keep_last=2 in "
+         "its config.toml); average those with --last 2"),
+        (10, 3, "the run keeps those of its last 10 validations (train.keep_last=10 in its "
+         "config.toml), one every 500 steps, and has written 3 so far; average those with "
+         "--last 3"),
+    ],
+)  # fmt: skip
+def test_too_few_step_checkpoints_say_why_from_the_run_config(
+    tmp_path: Path, keep_last: int, found: int, why: str
+) -> None:
+    cfg = load_config(None, [f"train.keep_last={keep_last}", "train.valid_every=500"])
+    (tmp_path / "config.toml").write_text(dump_toml(cfg.to_dict()), encoding="utf-8")
+    for step in range(found):
+        (tmp_path / f"step-{(step + 1) * 500}.pt").write_bytes(b"")
+    with pytest.raises(UserError) as refused:
+        average_command.last_step_checkpoints(tmp_path, 5)
+    assert str(refused.value) == f"--last 5: {tmp_path} has {found} step-<N>.pt checkpoints: {why}"
 
 
 class EmptyTranslator:

@@ -11,6 +11,7 @@ them. The result translates and evaluates like any checkpoint (it holds no train
 from pathlib import Path
 
 from seq2seq.commands.cli import check_output, command_parser, number
+from seq2seq.config import load_config
 from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.errors import UserError
 
@@ -25,11 +26,30 @@ def last_step_checkpoints(run_dir: Path, count: int) -> list[Path]:
         raise UserError(f"--last: {run_dir} is not a folder")
     found = step_checkpoints(run_dir)
     if len(found) < count:
+        use_fewer = f"; average those with --last {len(found)}" if found else ""
         raise UserError(
-            f"--last {count}: {run_dir} has {len(found)} step-<N>.pt checkpoints "
-            "(train with train.keep_last to keep them)"
+            f"--last {count}: {run_dir} has {len(found)} step-<N>.pt checkpoints: "
+            f"{why_fewer(run_dir, count, len(found))}{use_fewer}"
         )
     return found[-count:]
+
+
+def why_fewer(run_dir: Path, count: int, found: int) -> str:
+    """Why the run folder `run_dir` holds `found` step checkpoints, fewer than `count`, as its
+    config.toml tells: training writes one at each validation and keeps train.keep_last."""
+    try:
+        train = load_config(run_dir / "config.toml").train
+    except UserError:  # not a run folder written by seq2seq train
+        return "training keeps the checkpoints of the last train.keep_last validations"
+    kept = f"train.keep_last={train.keep_last} in its config.toml"
+    if train.keep_last == 0:
+        return f"the run keeps none ({kept}); train with train.keep_last={count} to keep them"
+    if train.keep_last < count:
+        return f"the run keeps the checkpoints of its last {train.keep_last} validations ({kept})"
+    return (
+        f"the run keeps those of its last {train.keep_last} validations ({kept}), one every "
+        f"{train.valid_every} steps, and has written {found} so far"
+    )
 
 
 def main(argv: list[str]) -> None:

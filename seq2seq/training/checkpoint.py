@@ -17,6 +17,7 @@ the tensors used are read: decoding reads the model weights of a training checkp
 optimizer state (docs/benchmarks.md).
 """
 
+import json
 import pickle
 import re
 import shutil
@@ -32,6 +33,7 @@ from seq2seq.files import write_atomically
 
 CHECKPOINT_FORMAT = 1
 STEP_CHECKPOINT = re.compile(r"step-(\d+)\.pt")  # the names training gives step checkpoints
+VOCABULARY_KEYS = ("src", "tgt", "vocab_size", "joint_vocab")  # of [data]: what the ids mean
 
 
 def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
@@ -169,7 +171,8 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
     Floating-point tensors are averaged (summed in float64, then cast back); other tensors, e.g.
     integer buffers, are taken from the first checkpoint. The config and tokenizers come from
     the first checkpoint and the step is the latest of them all; training state is left out.
-    All checkpoints must have the same tokenizers and the same parameter names and shapes.
+    All checkpoints must be of the same model: the same [model] configuration, vocabulary and
+    tokenizers, parameter names and shapes.
     """
     if not paths:
         raise UserError("no checkpoints to average")
@@ -182,6 +185,12 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
     for path in paths[1:]:
         checkpoint = load_checkpoint(path)
         step = max(step, checkpoint.get("step", 0))
+        differences = model_differences(first["config"], checkpoint["config"])
+        if differences:
+            raise UserError(
+                f"{path}: not the same model as {paths[0]} ({', '.join(differences)}); only "
+                "checkpoints of one model, e.g. of one run, can be averaged"
+            )
         for key in ("src", "tgt"):
             if not torch.equal(checkpoint["tokenizers"][key], first["tokenizers"][key]):
                 raise UserError(f"{path}: its tokenizers differ from those of {paths[0]}")
@@ -209,3 +218,17 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
         "step": step,
         "averaged": [str(path) for path in paths],
     }
+
+
+def model_differences(config: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The keys of [model] but `fast` (the fast and textbook modules hold the same weights), and
+    of [data] those that set the vocabulary, whose values differ between two saved
+    configurations, as `section.key=other's (not config's)`."""
+    keys = [("model", key) for key in {**config["model"], **other["model"]} if key != "fast"]
+    keys += [("data", key) for key in VOCABULARY_KEYS]
+    return [
+        f"{section}.{key}={json.dumps(other[section].get(key))} "
+        f"(not {json.dumps(config[section].get(key))})"
+        for section, key in keys
+        if config[section].get(key) != other[section].get(key)
+    ]
