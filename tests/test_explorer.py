@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.explain import word_alignment, word_of_piece
+from seq2seq.decoding.explain import first_view, word_alignment, word_of_piece
 from seq2seq.decoding.loading import load_model
 from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
@@ -67,6 +67,20 @@ def test_word_alignment_sums_source_pieces_and_averages_target_pieces() -> None:
     assert links == [[0, 1, 0.55], [1, 0, 0.7]]
 
 
+def test_first_view_is_the_last_layers_head_of_lowest_row_entropy() -> None:
+    uniform = torch.full((2, 3), 1 / 3)  # (T, S): entropy log 3 per row
+    sharp = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]])  # entropies 0 and log 2
+    sharper_in_layer_0 = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # entropy 0
+    cross = torch.stack(
+        [
+            torch.stack([sharper_in_layer_0, uniform, uniform]),
+            torch.stack([uniform, uniform, sharp]),
+        ]
+    )  # (L=2, H=3, T=2, S=3)
+    assert first_view({"cross": cross}) == {"view": "cross", "layer": 1, "head": 2}
+    assert first_view({"bahdanau": uniform}) == {"view": "bahdanau", "layer": 0, "head": 0}
+
+
 def test_transformer_maps_are_the_models_teacher_forced_weights(client, models) -> None:
     name = EN_DE.name
     body = {"model": name, "text": SENTENCE, "beam": 3, "nbest": 3, "hypothesis": 1}
@@ -74,6 +88,8 @@ def test_transformer_maps_are_the_models_teacher_forced_weights(client, models) 
     assert answer.status_code == 200, answer.text
     payload = answer.json()
     assert payload["model"] == name and payload["arch"] == "transformer"
+    cross = torch.tensor(payload["hypotheses"][1]["maps"]["cross"])
+    assert payload["first_view"] == first_view({"cross": cross})  # of the hypothesis shown
     assert len(payload["hypotheses"]) == 3
     assert ["maps" in h for h in payload["hypotheses"]] == [False, True, False]
     chosen = payload["hypotheses"][1]
@@ -102,6 +118,7 @@ def test_gru_answers_one_bahdanau_map_per_step(client, models) -> None:
     payload = answer.json()
     (hypothesis,) = payload["hypotheses"]
     assert payload["arch"] == "gru" and payload["positional"] is None
+    assert payload["first_view"] == {"view": "bahdanau", "layer": 0, "head": 0}
     assert payload["alignment_rule"].startswith("the Bahdanau weights; pieces summed")
     assert list(hypothesis["maps"]) == ["bahdanau"]
     weights = torch.tensor(hypothesis["maps"]["bahdanau"])

@@ -113,19 +113,99 @@ def wait_until_shown(page: Page, text: str, model: str | None = None) -> None:
     )
 
 
+def sharpest_last_layer_head(cross: list) -> int:
+    """The head of the last layer whose rows have the lowest mean entropy."""
+    entropies = [
+        sum(-sum(w * math.log(w) for w in row if w > 0) for row in head) / len(head)
+        for head in cross[-1]
+    ]
+    return entropies.index(min(entropies))
+
+
+def first_map(answer: dict, hypothesis: int = 0) -> list[list[float]]:
+    """The cross-attention map of the view the page opens on (the API's first_view)."""
+    view = answer["first_view"]
+    return answer["hypotheses"][hypothesis]["maps"][view["view"]][view["layer"]][view["head"]]
+
+
 def test_typing_shows_the_translation_and_the_apis_cross_attention(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
     answer = api(server, shown_request(page))
     shown = page.locator("#nbest li").all_inner_texts()
     assert len(shown) == len(answer["hypotheses"]) == 4
     assert shown[0].startswith(answer["hypotheses"][0]["text"])
-    cross = answer["hypotheses"][0]["maps"]["cross"]
+    assert_same_map(heatmap(page), first_map(answer))
     rows, columns = len(answer["hypotheses"][0]["pieces"]), len(answer["source"]["pieces"])
     assert page.locator("#heatmap td.cell").count() == rows * columns  # T x S cells
-    assert_same_map(heatmap(page), mean_of_heads(cross[0]))  # layer 1, mean of heads
-    assert page.locator("#grid canvas").count() == 4 * 5  # 4 layers x (4 heads + their mean)
+    assert page.locator("#grid canvas.thumb").count() == 4 * 5  # 4 layers x (4 heads + mean)
     links = page.locator("#align-links line").count()
     assert links == len(answer["hypotheses"][0]["alignment"]) > 0
+
+
+def test_the_first_view_is_the_last_layers_sharpest_head(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    answer = api(server, shown_request(page))
+    cross = answer["hypotheses"][0]["maps"]["cross"]
+    head = sharpest_last_layer_head(cross)
+    assert answer["first_view"] == {"view": "cross", "layer": 3, "head": head}
+    assert page.input_value("#view") == "cross"
+    assert page.input_value("#layer") == "3"
+    assert page.input_value("#head") == str(head)
+    assert_same_map(heatmap(page), cross[3][head])
+    assert page.locator("#grid figure.chosen").get_attribute("data-head") == str(head)
+
+
+def legend_maxima(page: Page, selector: str) -> list[float]:
+    return page.eval_on_selector_all(selector, "boxes => boxes.map(b => Number(b.dataset.max))")
+
+
+def test_every_heatmap_has_a_legend_up_to_its_largest_weight(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    maps = api(server, shown_request(page))["hypotheses"][0]["maps"]
+    for view in ("cross", "encoder_self"):
+        page.select_option("#view", view)
+        page.select_option("#layer", "1")
+        page.select_option("#head", "mean")
+        shown = heatmap(page)
+        (top,) = legend_maxima(page, "#heatmap-legend .legend")
+        assert top == pytest.approx(max(map(max, mean_of_heads(maps[view][1]))), abs=1e-9)
+        assert top == pytest.approx(max(map(max, shown)), abs=TOLERANCE)
+        assert page.inner_text("#heatmap-legend .legend-min") == "0"
+        assert page.inner_text("#heatmap-legend .legend-max") == f"{top:.3f}"
+        # the largest cell has the scale's darkest colour, whatever the map's largest weight
+        darkest = page.eval_on_selector_all(
+            "#heatmap td.cell",
+            "cells => cells.filter(c => c.style.background === 'rgb(8, 48, 107)').length",
+        )
+        assert darkest >= 1
+        grid = legend_maxima(page, "#grid figure .legend")
+        expected = [max(map(max, head)) for layer in maps[view] for head in layer]
+        means = [max(map(max, mean_of_heads(layer))) for layer in maps[view]]
+        per_layer = [
+            [*expected[n * 4 : n * 4 + 4], means[n]] for n in range(len(maps[view]))
+        ]  # the grid shows each layer's heads, then their mean
+        assert grid == pytest.approx([value for row in per_layer for value in row], abs=1e-9)
+
+
+def test_the_positional_encoding_plots_have_axes_and_a_diverging_scale(page: Page, server):
+    type_sentence(page, SENTENCE)
+    positional = api(server, shown_request(page))["positional"]
+    for plot in ("#pe-matrix", "#pe-curves"):
+        assert page.locator(f"{plot} g.axis.x text.tick").count() >= 2
+        assert page.locator(f"{plot} g.axis.y text.tick").count() >= 2
+    labels = page.locator("#pe-matrix .axis text.label").all_text_contents()
+    assert labels == ["dimension i", "position p"]
+    assert page.locator("#pe-curves .axis.y text.tick").all_text_contents() == ["-1", "0", "1"]
+    assert page.locator("#pe-matrix rect").count() == len(positional) * len(positional[0])
+    (low, high) = page.eval_on_selector(
+        "#positional .legend", "box => [Number(box.dataset.min), Number(box.dataset.max)]"
+    )
+    assert (low, high) == (-1, 1)
+    fills = page.eval_on_selector_all(
+        "#pe-matrix rect", "rects => rects.map(r => r.getAttribute('fill'))"
+    )
+    assert fills[0] == "rgb(247,247,247)"  # PE(0, 0) = sin 0 = 0: white, the scale's middle
+    assert fills[1] == "rgb(178,24,43)"  # PE(0, 1) = cos 0 = +1: the scale's red end
 
 
 def test_switching_view_layer_head_and_model_shows_the_apis_map(page: Page, server) -> None:
@@ -152,8 +232,7 @@ def test_switching_view_layer_head_and_model_shows_the_apis_map(page: Page, serv
 
 def test_hovering_a_piece_colours_the_pieces_by_its_weights(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
-    cross = api(server, shown_request(page))["hypotheses"][0]["maps"]["cross"]
-    expected = mean_of_heads(cross[0])  # layer 1, mean of heads: what the map shows
+    expected = first_map(api(server, shown_request(page)))  # the map shown
     backgrounds = "chips => chips.map(chip => chip.style.background)"
     page.locator("#tgt-pieces .piece").nth(1).hover()
     shown = page.eval_on_selector_all("#src-pieces .piece", backgrounds)
@@ -166,19 +245,20 @@ def test_hovering_a_piece_colours_the_pieces_by_its_weights(page: Page, server) 
 
 
 def colour(value: float) -> str:
-    """The page's colour of a weight (explorer.js `colour`): white to dark blue."""
+    """The page's colour of a weight (explorer.js `colour`, top 1): white to dark blue."""
     r, g, b = (math.floor(255 - value * (255 - end) + 0.5) for end in (8, 48, 107))  # Math.round
     return f"rgb({r}, {g}, {b})"
 
 
 def test_clicking_a_hypothesis_shows_its_maps(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
+    view = api(server, shown_request(page))["first_view"]  # kept when another one is clicked
     page.locator("#nbest li").nth(2).click()
     page.wait_for_selector("#nbest li.chosen[data-index='2']")
     answer = api(server, shown_request(page, hypothesis=2))
     chosen = answer["hypotheses"][2]
     assert page.locator("#tgt-pieces .piece").count() == len(chosen["pieces"])
-    assert_same_map(heatmap(page), mean_of_heads(chosen["maps"]["cross"][0]))
+    assert_same_map(heatmap(page), chosen["maps"]["cross"][view["layer"]][view["head"]])
 
 
 def test_a_late_answer_never_replaces_a_newer_one(page: Page) -> None:

@@ -14,7 +14,13 @@ EOS piece is a word of its own. The word alignment is read off cross-attention:
               of A(t, s)
     target word u is linked to the source word v with the largest W(u, v) (EOS left out)
 
-Weights are rounded to `DECIMALS` decimals to keep the payload small.
+The page opens on `first_view`: the last decoder layer's sharpest cross-attention head, the
+one whose rows have the lowest mean entropy
+
+    H(l, h) = mean over t of -sum over s of cross(l, h, t, s) log cross(l, h, t, s)
+
+(the GRU's one Bahdanau map). Weights are rounded to `DECIMALS` decimals to keep the payload
+small.
 """
 
 import torch
@@ -104,6 +110,18 @@ def describe_hypothesis(
     return described
 
 
+def first_view(maps: dict[str, Tensor]) -> dict:
+    """The map the explorer shows first: {"view", "layer", "head"} of the last decoder layer's
+    cross-attention head with the lowest mean row entropy (the GRU: its Bahdanau map).
+
+    maps: as `teacher_forced_maps` gives them, cross (L_dec, H, T, S)."""
+    if "bahdanau" in maps:
+        return {"view": "bahdanau", "layer": 0, "head": 0}
+    last = maps["cross"][-1]  # (H, T, S)
+    entropy = -(last * last.clamp_min(1e-12).log()).sum(dim=-1).mean(dim=-1)  # (H,)
+    return {"view": "cross", "layer": maps["cross"].shape[0] - 1, "head": int(entropy.argmin())}
+
+
 def explain(
     translator: Translator, nbest: list[Translation], hypothesis: int = 0, all_maps: bool = False
 ) -> dict:
@@ -115,11 +133,13 @@ def explain(
         raise UserError("text: nothing in it is left to translate once normalised")
     src_words, src_index = word_of_piece(src_pieces)
     model, device = translator.model, translator.device
-    hypotheses = []
+    hypotheses, shown_first = [], None
     for number, translation in enumerate(nbest):
         maps = None
         if all_maps or number == hypothesis:
             maps = teacher_forced_maps(model, translation.src_tokens, translation.tokens, device)
+        if number == hypothesis:
+            shown_first = first_view(maps)
         hypotheses.append(describe_hypothesis(translation, maps, src_index))
     positions = torch.arange(max(len(src_pieces), *(len(t.tgt_pieces) for t in nbest)))
     arch = "transformer" if isinstance(model, TransformerSeq2Seq) else "gru"
@@ -128,5 +148,6 @@ def explain(
         "positional": rounded(model.positional(positions)) if arch == "transformer" else None,
         "source": {"pieces": src_pieces, "words": src_words, "word_of_piece": src_index},
         "hypotheses": hypotheses,
+        "first_view": shown_first,
         "alignment_rule": ALIGNMENT_RULE.format(weights=ALIGNED_WEIGHTS[arch]),
     }

@@ -116,8 +116,9 @@ async def static_file(name: str) -> FileResponse:
 async def explain_sentence(request: ExplainRequest, state: StateDep, http: Request) -> Response:
     """The n-best translations of `text` with scores; source and target pieces and the words
     they belong to; every attention map of the chosen hypothesis (weights rounded to 3
-    decimals); a word alignment read off cross-attention (see `alignment_rule`); and the
-    positional encoding of the positions shown (Transformer)."""
+    decimals); a word alignment read off cross-attention (see `alignment_rule`); the map the
+    page opens on (`first_view`: the last layer's sharpest head); and the positional encoding
+    of the positions shown (Transformer)."""
     served = state.model(request.model)
     if len(request.text) > MAX_TEXT_CHARS:
         message = f"text: {len(request.text)} characters, over the explorer's limit of "

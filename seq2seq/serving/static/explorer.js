@@ -102,6 +102,14 @@ async function explain(text, hypothesis) {
     return;
   }
   showError("");
+  // A new model opens on its first view (the last layer's sharpest head); after that the
+  // page keeps the view, layer and head the reader picked.
+  const firstView = payload.first_view;
+  if (firstView && (state.payload === null || state.payload.model !== payload.model)) {
+    state.view = firstView.view;
+    state.layer = firstView.layer;
+    state.head = firstView.head;
+  }
   state.payload = payload;
   state.shown = text;
   state.chosen = hypothesis;
@@ -141,6 +149,13 @@ function matrix(view, layer, head) {
   return head === "mean" ? meanOfHeads(heads) : heads[head];
 }
 
+// What the rows and the columns of a view's map are.
+function axisNames(view) {
+  if (view === "encoder_self") return ["source", "source"];
+  if (view === "decoder_self") return ["decoder input", "decoder input"];
+  return ["target", "source"];
+}
+
 // Row and column labels: cross and Bahdanau maps go from output pieces to source pieces;
 // decoder self-attention is over the decoder's inputs (<s> and the pieces before).
 function labels(view) {
@@ -154,24 +169,50 @@ function labels(view) {
   return [target, source];
 }
 
-function colour(value) {
-  const v = Math.max(0, Math.min(1, value));
+// White (0) to dark blue (`top`): a map's colours run from 0 to its largest weight.
+function colour(value, top = 1) {
+  const v = Math.max(0, Math.min(1, value / top));
   const r = Math.round(255 - v * (255 - 8));
   const g = Math.round(255 - v * (255 - 48));
   const b = Math.round(255 - v * (255 - 107));
   return `rgb(${r},${g},${b})`;
 }
 
+function largest(weights) {
+  return Math.max(...weights.map((row) => Math.max(...row)));
+}
+
+// The colour scale of a map: a bar from colour(0) to colour(top) between its two numbers.
+function legend(colourOf, low, high) {
+  const bar = element("canvas", { class: "legend-bar", "aria-hidden": "true" });
+  bar.width = 64;
+  bar.height = 1;
+  const context = bar.getContext("2d");
+  for (let x = 0; x < bar.width; x++) {
+    context.fillStyle = colourOf(low + ((high - low) * x) / (bar.width - 1));
+    context.fillRect(x, 0, 1, 1);
+  }
+  const box = element("span", { class: "legend", "data-min": low, "data-max": high });
+  box.append(element("span", { class: "legend-min" }, formatWeight(low)), bar,
+    element("span", { class: "legend-max" }, formatWeight(high)));
+  return box;
+}
+
+function formatWeight(value) {
+  return Number.isInteger(value) ? String(value) : value.toFixed(3);
+}
+
 function drawHeatmap() {
   const weights = matrix(state.view, state.layer, state.head);
+  const top = largest(weights) || 1;
   const [rows, columns] = labels(state.view);
   const table = $("heatmap");
   table.replaceChildren();
   const head = element("thead");
-  const top = element("tr");
-  top.append(element("th"));
-  columns.forEach((label, j) => top.append(element("th", { "data-col": j }, label)));
-  head.append(top);
+  const header = element("tr");
+  header.append(element("th", { class: "corner" }, `${axisNames(state.view)[0]} ↓ / ${axisNames(state.view)[1]} →`));
+  columns.forEach((label, j) => header.append(element("th", { "data-col": j }, label)));
+  head.append(header);
   const body = element("tbody");
   weights.forEach((row, i) => {
     const tr = element("tr");
@@ -184,12 +225,13 @@ function drawHeatmap() {
         "data-value": value.toFixed(4),
         title: `${rows[i]} → ${columns[j]}: ${value.toFixed(3)}`,
       });
-      cell.style.background = colour(value);
+      cell.style.background = colour(value, top);
       tr.append(cell);
     });
     body.append(tr);
   });
   table.append(head, body);
+  $("heatmap-legend").replaceChildren(legend((v) => colour(v, top), 0, top));
   $("map-formula").textContent = VIEWS[state.view].formula;
 }
 
@@ -202,13 +244,13 @@ function highlightCell(event) {
   $("heatmap").querySelector(`thead th[data-col="${col}"]`).classList.add("active");
 }
 
-function drawThumbnail(canvas, weights) {
+function drawThumbnail(canvas, weights, top) {
   canvas.width = weights[0].length;
   canvas.height = weights.length;
   const context = canvas.getContext("2d");
   weights.forEach((row, i) =>
     row.forEach((value, j) => {
-      context.fillStyle = colour(value);
+      context.fillStyle = colour(value, top);
       context.fillRect(j, i, 1, 1);
     }),
   );
@@ -227,9 +269,12 @@ function drawGrid() {
       const name = head === "mean" ? `layer ${layer + 1}, mean` : `layer ${layer + 1}, head ${head + 1}`;
       const figure = element("figure", { "data-layer": layer, "data-head": head });
       if (layer === state.layer && String(head) === String(state.head)) figure.classList.add("chosen");
-      const canvas = element("canvas", { "aria-label": name });
-      drawThumbnail(canvas, matrix(state.view, layer, head));
-      figure.append(canvas, element("figcaption", {}, state.view === "bahdanau" ? "" : name));
+      const canvas = element("canvas", { class: "thumb", "aria-label": name });
+      const weights = matrix(state.view, layer, head);
+      const top = largest(weights) || 1;
+      drawThumbnail(canvas, weights, top);
+      const caption = element("figcaption", {}, state.view === "bahdanau" ? "" : name);
+      figure.append(canvas, caption, legend((v) => colour(v, top), 0, top));
       figure.addEventListener("click", () => {
         state.layer = layer;
         state.head = head;
@@ -347,6 +392,55 @@ function drawLinks() {
 
 // ---- positional encoding -----------------------------------------------------------------
 
+// A diverging scale for values in [-1, 1]: blue (-1), white (0), red (+1).
+function divergingColour(value) {
+  const v = Math.max(-1, Math.min(1, value));
+  const end = v < 0 ? [33, 102, 172] : [178, 24, 43];
+  const mix = (channel) => Math.round(247 + Math.abs(v) * (channel - 247));
+  return `rgb(${mix(end[0])},${mix(end[1])},${mix(end[2])})`;
+}
+
+function svgElement(tag, attributes = {}, text = null) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+// Up to `count` round tick values from 0 to `last`.
+function ticks(last, count) {
+  const step = Math.max(1, Math.ceil(last / count / 5) * 5);
+  const values = [];
+  for (let value = 0; value <= last; value += step) values.push(value);
+  return values;
+}
+
+// Axes on a plot box: ticks and labels below (x) and on the left (y). `x` and `y` map a value
+// to its pixel; xTicks and yTicks are the values that get a tick.
+function addAxes(svg, box, axes) {
+  const xAxis = svgElement("g", { class: "axis x" });
+  const yAxis = svgElement("g", { class: "axis y" });
+  const bottom = box.top + box.height;
+  xAxis.append(svgElement("line", { x1: box.left, y1: bottom, x2: box.left + box.width, y2: bottom }));
+  yAxis.append(svgElement("line", { x1: box.left, y1: box.top, x2: box.left, y2: bottom }));
+  for (const value of axes.xTicks) {
+    const at = axes.x(value);
+    xAxis.append(svgElement("line", { x1: at, y1: bottom, x2: at, y2: bottom + 4 }),
+      svgElement("text", { x: at, y: bottom + 15, "text-anchor": "middle", class: "tick" }, value));
+  }
+  for (const value of axes.yTicks) {
+    const at = axes.y(value);
+    yAxis.append(svgElement("line", { x1: box.left - 4, y1: at, x2: box.left, y2: at }),
+      svgElement("text", { x: box.left - 6, y: at + 4, "text-anchor": "end", class: "tick" }, value));
+  }
+  xAxis.append(svgElement("text", { x: box.left + box.width / 2, y: bottom + 32,
+    "text-anchor": "middle", class: "label" }, axes.xLabel));
+  const middle = box.top + box.height / 2;
+  yAxis.append(svgElement("text", { x: 12, y: middle, "text-anchor": "middle", class: "label",
+    transform: `rotate(-90 12 ${middle})` }, axes.yLabel));
+  svg.append(xAxis, yAxis);
+}
+
 function drawPositional() {
   const panel = $("positional");
   panel.replaceChildren();
@@ -360,62 +454,60 @@ function drawPositional() {
   const dims = table[0].length;
   panel.append(element("p", { class: "formula" },
     `PE(p, 2i) = sin(p / 10000^(2i/${dims})), PE(p, 2i+1) = cos(p / 10000^(2i/${dims})): ` +
-    `positions 0..${positions - 1} (rows) x dimensions 0..${dims - 1} (columns), -1 red, +1 blue`));
-  const canvas = element("canvas", { id: "pe-matrix", "aria-label": "positional encoding matrix" });
-  canvas.width = dims;
-  canvas.height = positions;
-  canvas.style.width = `${Math.min(dims * 5, 900)}px`;
-  canvas.style.height = `${positions * 8}px`;
-  const context = canvas.getContext("2d");
+    `positions 0..${positions - 1} (rows) x dimensions 0..${dims - 1} (columns)`));
+  panel.append(positionalMatrix(table), legend(divergingColour, -1, 1), positionalCurves(table));
+}
+
+// PE as a matrix: one cell per position (row) and dimension (column), on axes.
+function positionalMatrix(table) {
+  const positions = table.length, dims = table[0].length;
+  const cellWidth = Math.max(1, Math.min(6, 800 / dims)), cellHeight = 10;
+  const box = { left: 50, top: 8, width: dims * cellWidth, height: positions * cellHeight };
+  const svg = svgElement("svg", { id: "pe-matrix", role: "img",
+    "aria-label": "positional encoding matrix", width: box.left + box.width + 10,
+    height: box.top + box.height + 40 });
   table.forEach((row, p) =>
-    row.forEach((value, i) => {
-      const strength = Math.round(255 * (1 - Math.abs(value)));
-      context.fillStyle = value >= 0 ? `rgb(${strength},${strength},255)` : `rgb(255,${strength},${strength})`;
-      context.fillRect(i, p, 1, 1);
-    }),
+    row.forEach((value, i) =>
+      svg.append(svgElement("rect", { x: box.left + i * cellWidth, y: box.top + p * cellHeight,
+        width: cellWidth, height: cellHeight, fill: divergingColour(value) })),
+    ),
   );
-  panel.append(canvas, positionalCurves(table));
+  addAxes(svg, box, {
+    x: (i) => box.left + (i + 0.5) * cellWidth,
+    y: (p) => box.top + (p + 0.5) * cellHeight,
+    xTicks: ticks(dims - 1, 8),
+    yTicks: ticks(positions - 1, 5),
+    xLabel: "dimension i",
+    yLabel: "position p",
+  });
+  return svg;
 }
 
 // A few dimensions of PE as curves over a continuous position (the formula above), with the
-// server's values at the integer positions as dots.
+// server's values at the integer positions as dots, on axes.
 function positionalCurves(table) {
-  const width = 720, height = 170, plot = 560, dims = table[0].length;
-  const last = Math.max(1, table.length - 1);
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-  svg.setAttribute("width", width);
+  const dims = table[0].length, last = Math.max(1, table.length - 1);
+  const box = { left: 50, top: 10, width: 540, height: 150 };
+  const svg = svgElement("svg", { id: "pe-curves", viewBox: "0 0 760 200", width: 760 });
   const chosen = [0, 1, 4, 8, 16, 32].filter((i) => i < dims);
   const colours = ["#1c7ed6", "#e8590c", "#2b8a3e", "#862e9c", "#c92a2a", "#5c940d"];
-  const x = (p) => 10 + (p * (plot - 20)) / last;
-  const y = (v) => height / 2 - v * (height / 2 - 10);
+  const x = (p) => box.left + (p * box.width) / last;
+  const y = (v) => box.top + ((1 - v) * box.height) / 2;
   const pe = (p, dim) => {
     const angle = p / Math.pow(10000, (dim - (dim % 2)) / dims);
     return dim % 2 ? Math.cos(angle) : Math.sin(angle);
   };
+  addAxes(svg, box, { x, y, xTicks: ticks(last, 8), yTicks: [-1, 0, 1],
+    xLabel: "position p", yLabel: "PE(p, i)" });
   chosen.forEach((dim, n) => {
     const points = [];
     for (let step = 0; step <= 200; step++) points.push((last * step) / 200);
-    const line = document.createElementNS(SVG, "polyline");
-    line.setAttribute("points", points.map((p) => `${x(p)},${y(pe(p, dim))}`).join(" "));
-    line.setAttribute("fill", "none");
-    line.setAttribute("stroke", colours[n]);
-    line.setAttribute("stroke-width", 1.5);
-    svg.append(line);
-    table.forEach((row, p) => {
-      const dot = document.createElementNS(SVG, "circle");
-      dot.setAttribute("cx", x(p));
-      dot.setAttribute("cy", y(row[dim]));
-      dot.setAttribute("r", 2.5);
-      dot.setAttribute("fill", colours[n]);
-      svg.append(dot);
-    });
-    const label = document.createElementNS(SVG, "text");
-    label.setAttribute("x", plot + 10);
-    label.setAttribute("y", 20 + 20 * n);
-    label.setAttribute("fill", colours[n]);
-    label.textContent = `dimension ${dim} (${dim % 2 ? "cos" : "sin"})`;
-    svg.append(label);
+    svg.append(svgElement("polyline", { points: points.map((p) => `${x(p)},${y(pe(p, dim))}`).join(" "),
+      fill: "none", stroke: colours[n], "stroke-width": 1.5 }));
+    table.forEach((row, p) =>
+      svg.append(svgElement("circle", { cx: x(p), cy: y(row[dim]), r: 2.5, fill: colours[n] })));
+    svg.append(svgElement("text", { x: box.left + box.width + 20, y: 20 + 20 * n, fill: colours[n] },
+      `dimension ${dim} (${dim % 2 ? "cos" : "sin"})`));
   });
   return svg;
 }
