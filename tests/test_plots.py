@@ -3,11 +3,16 @@ terminal heatmap's exact layout and the matplotlib figures' labels."""
 
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from tiny import tiny_model
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.decoding.attention_maps import (
+    CELL_INCHES,
+    DPI,
+    LABEL_POINTS,
     attention_figure,
+    attention_grid_figure,
     attention_text,
     head_figures,
     shown_cross_attention,
@@ -125,5 +130,34 @@ def test_head_figures_show_the_mean_and_every_head() -> None:
     mean_axes = figures["mean"].axes[0]
     assert mean_axes.get_title() == "sentence 0, mean of heads"
     assert torch.allclose(torch.tensor(mean_axes.images[0].get_array()), heads.mean(0))
-    assert [axes.get_title() for axes in figures["heads"].axes] == ["head 0", "head 1"]
+    maps = [axes for axes in figures["heads"].axes if axes.images]
+    assert [axes.get_title() for axes in maps] == ["head 0", "head 1"]
+    assert figures["heads"].axes[-1].get_ylabel() == "attention weight"  # the colour bar
     assert list(head_figures(heads[:1], SOURCE, TARGET, "one head")) == ["mean"]
+
+
+@pytest.mark.parametrize("figure_of", [attention_figure, attention_grid_figure])
+def test_figures_are_readable_at_their_own_size(figure_of) -> None:
+    """Every map cell is at least 25 pixels and every piece label 10 points (about 14 pixels) in
+    the PNG, the size TensorBoard shows; four heads are two across and two down."""
+    source = [f"▁word{i}" for i in range(15)] + ["</s>"]
+    target = [f"▁Wort{i}" for i in range(13)] + ["</s>"]
+    weights = torch.rand(4, 14, 16, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    figure = figure_of(
+        weights if figure_of is attention_grid_figure else weights[0], source, target
+    )
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    maps = [axes for axes in figure.axes if axes.images]
+    assert len(maps) == (4 if figure_of is attention_grid_figure else 1)
+    for axes in maps:
+        box = axes.get_window_extent()
+        assert box.width / 16 >= CELL_INCHES * DPI and box.height / 14 >= CELL_INCHES * DPI
+        labels = [*axes.get_xticklabels(), *axes.get_yticklabels()]
+        assert [label.get_text() for label in labels] == source + target
+        assert {label.get_fontsize() for label in labels} == {LABEL_POINTS}
+    if figure_of is attention_grid_figure:
+        lefts = sorted({round(axes.get_window_extent().x0) for axes in maps})
+        tops = sorted({round(axes.get_window_extent().y0) for axes in maps})
+        assert len(lefts) == len(tops) == 2  # 2 x 2
+    assert canvas.get_width_height()[0] <= 1200  # two maps of 16 pieces side by side, not four

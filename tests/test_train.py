@@ -62,6 +62,8 @@ def test_a_step_count_right_after_a_line_by_time_writes_no_second_line() -> None
     assert reason(600, long_after, 100, 30.0) == "steps"
     after_steps = train_module.Window(steps=2)  # e.g. resumed at step 498
     assert reason(500, after_steps, 100, 30.0) == "steps"
+    first = train_module.Window(steps=1)
+    assert [reason(step, first, 100, 0.0) for step in (1, 2, 99)] == ["steps", None, None]
 
 
 @pytest.mark.parametrize(
@@ -160,7 +162,7 @@ def test_kill_and_resume_matches_uninterrupted_run(
         return {e.step: e.value for e in events.Scalars(tag)}
 
     assert logged(whole, "train/lr") == logged(interrupted, "train/lr")
-    assert sorted(logged(interrupted, "train/loss")) == list(range(5, 61, 5))
+    assert sorted(logged(interrupted, "train/loss")) == [1, *range(5, 61, 5)]
 
 
 def test_tensorboard_holds_scalars_attention_images_and_text(
@@ -190,10 +192,13 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
     ):
         assert tag in tags["scalars"], tag
     assert [e.step for e in events.Scalars("valid/bleu")] == [10, 20]
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 5, 10, 15, 20]
     samples = load_config(run_dir / "config.toml").train.attention_samples
     kinds = ("", "_heads")
     images = {f"valid/attention_sentence{n}{kind}" for n in range(samples) for kind in kinds}
     assert set(tags["images"]) == images
+    # the first step's maps, teacher-forced on the references, then each validation's
+    assert [e.step for e in events.Images("valid/attention_sentence0_heads")] == [1, 10, 20]
     mean, heads = (events.Images(f"valid/attention_sentence0{k}")[-1] for k in ("", "_heads"))
     assert mean.encoded_image_string.startswith(b"\x89PNG") and mean.width > 100
     assert heads.width > 1.5 * mean.width  # 4 heads in a 2 x 2 grid

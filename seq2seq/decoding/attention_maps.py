@@ -15,6 +15,12 @@ The views take weights (T, S), one row per target piece over the source pieces, 
 last decoder layer, averaged over heads). The figures are bare matplotlib `Figure`s (no pyplot,
 so no display and no global state): save one with `figure.savefig(path)` or hand it to
 TensorBoard's `add_figure`.
+
+The figures are sized for reading at their own pixel size, which is how TensorBoard shows an
+image when it fits the card: at `DPI` dots per inch every map cell is `CELL_INCHES` wide and
+high (25 pixels) and every piece label is `LABEL_POINTS` points (about 14 pixels), so one
+label fits beside one cell. A grid of heads has at most `GRID_COLUMNS` columns, so it grows
+down rather than across.
 """
 
 import math
@@ -31,6 +37,11 @@ from seq2seq.models.base import Seq2SeqModel
 SHADES = " ░▒▓█"  # weight 0 .. 1, in five steps
 MAX_HEADER_CHARS = 8  # the vertical source labels of the terminal view are cut to this height
 MAX_LABEL_CHARS = 12  # the target labels of a terminal view too wide for its width: cut to this
+DPI = 100  # pixels per inch of the figures (matplotlib's default, set so sizes are fixed)
+CELL_INCHES = 0.25  # the side of one map cell
+LABEL_POINTS = 10  # the font size of the piece labels
+TITLE_POINTS = 11  # and of the head titles
+GRID_COLUMNS = 2  # at most this many heads side by side
 
 
 # --- Which maps ----------------------------------------------------------------------------
@@ -81,11 +92,12 @@ def attention_figure(
     """A heatmap of weights (T, S): source pieces across the top, target pieces down the side.
     A title longer than the figure is wide is wrapped onto several lines."""
     num_tgt, num_src = weights.shape
-    figure = Figure(figsize=(2 + 0.35 * num_src, 1.5 + 0.3 * num_tgt), layout="constrained")
+    size = (2.5 + CELL_INCHES * num_src, 2 + CELL_INCHES * num_tgt)
+    figure = Figure(figsize=size, dpi=DPI, layout="constrained")
     axes = figure.add_subplot()
     image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-    axes.set_xticks(range(num_src), src_pieces, rotation=90)
-    axes.set_yticks(range(num_tgt), tgt_pieces)
+    axes.set_xticks(range(num_src), src_pieces, rotation=90, fontsize=LABEL_POINTS)
+    axes.set_yticks(range(num_tgt), tgt_pieces, fontsize=LABEL_POINTS)
     axes.xaxis.tick_top()
     axes.xaxis.set_label_position("top")
     axes.set_xlabel("source")
@@ -101,20 +113,21 @@ def attention_grid_figure(
 ) -> Figure:
     """Every head of one sentence in one image: weights (H, T, S) as a grid of heatmaps,
     head 0, 1, ... (TensorBoard shows one image per sentence instead of one per head)."""
-    columns = math.ceil(math.sqrt(len(weights)))
+    columns = min(GRID_COLUMNS, len(weights))
     rows = math.ceil(len(weights) / columns)
     num_tgt, num_src = weights.shape[1:]
-    size = (columns * (1.5 + 0.3 * num_src), rows * (1.2 + 0.25 * num_tgt))
-    figure = Figure(figsize=size, layout="constrained")
+    size = (columns * (1.5 + CELL_INCHES * num_src) + 1, rows * (1.5 + CELL_INCHES * num_tgt))
+    figure = Figure(figsize=size, dpi=DPI, layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False)
     for head, (axes, head_weights) in enumerate(zip(grid.flat, weights, strict=False)):
-        axes.imshow(head_weights.float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-        axes.set_xticks(range(num_src), src_pieces, rotation=90, fontsize=8)
-        axes.set_yticks(range(num_tgt), tgt_pieces, fontsize=8)
+        image = axes.imshow(head_weights.float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+        axes.set_xticks(range(num_src), src_pieces, rotation=90, fontsize=LABEL_POINTS)
+        axes.set_yticks(range(num_tgt), tgt_pieces, fontsize=LABEL_POINTS)
         axes.xaxis.tick_top()
-        axes.set_title(f"head {head}", fontsize=10)
+        axes.set_title(f"head {head}", fontsize=TITLE_POINTS)
     for axes in grid.flat[len(weights) :]:
         axes.set_axis_off()
+    figure.colorbar(image, ax=grid, label="attention weight", shrink=0.6)
     if title:
         figure.suptitle(title)
     return figure

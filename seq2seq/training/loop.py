@@ -51,7 +51,7 @@ from seq2seq.training.run import (
 from seq2seq.training.run_lock import RunFolderLock
 from seq2seq.training.run_log import RunLog
 from seq2seq.training.signals import StopSignals
-from seq2seq.training.validation import validate
+from seq2seq.training.validation import log_first_attention, validate
 
 CPU_ESTIMATE_AFTER = 20  # updates timed before a CPU run says when its first validation comes
 CPU_RECIPE_VALID_EVERY = 500  # train.valid_every of the CPU recipe in docs/training.md
@@ -256,10 +256,12 @@ def log_update(
 
 
 def log_reason(step: int, window: Window, log_every: int, log_every_seconds: float) -> str | None:
-    """Why a log line is due after `step`: "steps" at every `log_every` steps, "time" once the
-    window has lasted `log_every_seconds` (0: never), or None. A step count that comes within
-    `log_every` steps of a line written by time gives none: no two lines a moment apart."""
-    if step % log_every == 0 and not (window.after_timer and window.steps < log_every):
+    """Why a log line is due after `step`: "steps" at step 1 (so a short run has a curve from its
+    start) and every `log_every` steps, "time" once the window has lasted `log_every_seconds`
+    (0: never), or None. A step count that comes within `log_every` steps of a line written by
+    time gives none: no two lines a moment apart."""
+    by_steps = step == 1 or step % log_every == 0
+    if by_steps and not (window.after_timer and window.steps < log_every):
         return "steps"
     if log_every_seconds and window.seconds() >= log_every_seconds:
         return "time"
@@ -404,6 +406,9 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
             progress.step += 1
             window.add(update)
             window = log_update(run, progress, update, window, log, bar)
+            if progress.step == 1 and env.is_main:
+                data, lines = run.data, run.valid_lines
+                log_first_attention(cfg, run.raw_model, data, lines, run.device, log, 1)
             if progress.step == first_step + CPU_ESTIMATE_AFTER and run.device.type == "cpu":
                 log_first_validation(run, progress, log, time.perf_counter() - started)
 

@@ -12,6 +12,8 @@ from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+FLUSH_SECONDS = 30  # TensorBoard events reach the file at least this often (its default: 120)
+
 
 class RunLog:
     """Writes `train.log` and TensorBoard events into the run folder.
@@ -22,7 +24,11 @@ class RunLog:
 
     def __init__(self, run_dir: Path, enabled: bool, purge_step: int | None = None) -> None:
         self.enabled = enabled
-        self.writer = SummaryWriter(str(run_dir), purge_step=purge_step) if enabled else None
+        self.writer = (
+            SummaryWriter(str(run_dir), purge_step=purge_step, flush_secs=FLUSH_SECONDS)
+            if enabled
+            else None
+        )
         self.log_file = open(run_dir / "train.log", "a", encoding="utf-8") if enabled else None  # noqa: SIM115
 
     def line(self, message: str, echo: bool = True) -> None:

@@ -1,5 +1,6 @@
 """Validation during training: loss and perplexity, BLEU and chrF of real decoding, sample
-translations and their attention maps for TensorBoard."""
+translations and their attention maps for TensorBoard; and the attention maps a run shows at
+its first step, long before its first validation."""
 
 import math
 
@@ -52,13 +53,14 @@ def log_attention_maps(
     hypotheses: list[list[int]],
     device: torch.device,
     layer: int,
+    forced: str = "its translation",
 ) -> None:
-    """Cross-attention of the model's own translations of a few fixed valid sentences: per
-    sentence, one image of the mean over heads and one of every head in a grid.
+    """Cross-attention of a few fixed valid sentences: per sentence, one image of the mean over
+    heads and one of every head in a grid.
 
-    The weights come from teacher-forcing each hypothesis (`Seq2SeqModel.attention_maps`), so
-    every target piece (and the final </s>) has its row; a Transformer shows decoder layer
-    `layer`.
+    The weights come from teacher-forcing each of `hypotheses` (the model's own translations,
+    or what `forced` names) through `Seq2SeqModel.attention_maps`, so every target piece (and
+    the final </s>) has its row; a Transformer shows decoder layer `layer`.
     """
     tags = {"mean": "", "heads": "_heads"}  # the TensorBoard tag of each figure, after the name
     for n, (source, hyp) in enumerate(zip(sources, hypotheses, strict=True)):
@@ -67,9 +69,36 @@ def log_attention_maps(
         weights = shown_cross_attention(maps, layer)  # (H, T, S)
         src_pieces = pieces(data.src_tokenizer, src_ids)
         tgt_pieces = pieces(data.tgt_tokenizer, hyp)
-        title = f"valid sentence {n}, step {step}"
+        title = f"valid sentence {n} on {forced}, step {step}"
         for kind, figure in head_figures(weights, src_pieces, tgt_pieces, title).items():
             log.figure(step, f"valid/attention_sentence{n}{tags[kind]}", figure)
+
+
+@torch.no_grad()
+def log_first_attention(
+    cfg: Config,
+    model: Seq2SeqModel,
+    data: PreparedData,
+    valid_lines: tuple[list[str], list[str]],
+    device: torch.device,
+    log: RunLog,
+    step: int,
+) -> None:
+    """The attention images of a run's first step, under the tags a validation writes: the
+    first `train.attention_samples` valid sentences teacher-forced on their references (one
+    forward pass each, nothing decoded). Flushed, so TensorBoard shows them and the first
+    scalars at once."""
+    sources, references = valid_lines
+    shown = min(cfg.train.attention_samples, len(sources))
+    if shown:
+        model.eval()
+        targets = data.tgt_tokenizer.encode(references[:shown])
+        layer = cfg.model.attention_layer
+        log_attention_maps(
+            log, step, model, data, sources[:shown], targets, device, layer, "the reference"
+        )
+        model.train()
+    log.flush()
 
 
 @torch.no_grad()
