@@ -15,6 +15,7 @@ from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.explain import first_view, word_alignment, word_of_piece
 from seq2seq.decoding.loading import load_model
+from seq2seq.models.attention import masked_softmax
 from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC
@@ -165,10 +166,18 @@ def test_bad_requests_get_one_line(client, body, status, message) -> None:
 def test_page_and_its_files_are_served_and_self_contained(client) -> None:
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    for name, kind in [("explorer.js", "text/javascript"), ("explorer.css", "text/css")]:
+    for name, kind in [
+        ("common.js", "text/javascript"),
+        ("explorer.js", "text/javascript"),
+        ("explorer.css", "text/css"),
+    ]:
         assert f"/explorer/{name}" in page.text
         answer = client.get(f"/explorer/{name}")
         assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind)
+    chapter = client.get("/explorer/masked_softmax.html")
+    assert chapter.status_code == 200 and chapter.headers["content-type"].startswith("text/html")
+    assert client.get("/explorer/masked_softmax.js").status_code == 200
+    assert '<a href="/explorer/masked_softmax.html">' in page.text
     assert client.get("/explorer/..%2Fexplorer.py").status_code == 404
     # Nothing is fetched from elsewhere: the page works offline. (The SVG namespace is a name.)
     for path in STATIC.iterdir():
@@ -196,3 +205,29 @@ def test_a_request_is_tokenized_once_per_line(client, monkeypatch, path, body, l
     answer = client.post(path, json=body)
     assert answer.status_code == 200, answer.text
     assert len(encoded) == lines and len(set(encoded)) == lines
+
+
+def test_the_masked_softmax_chapter_answers_the_librarys_weights(client) -> None:
+    scores = [[2.0, 1.0, 0.5, 3.0], [0.0, 1, -1.0, 0.5], [1.0, 1.0, 1.0, 1.0]]
+    body = {"scores": scores, "valid_lens": [2, 4, 0]}
+    answer = client.post("/v1/chapters/masked_softmax", json=body)
+    assert answer.status_code == 200, answer.text
+    weights = answer.json()["weights"]
+    expected = masked_softmax(torch.tensor([scores]), torch.tensor([[2, 4, 0]]))[0]
+    assert weights == expected.tolist()  # the float32 values themselves
+    assert weights[0][2:] == [0.0, 0.0] and weights[2] == [0.0] * 4  # masked: exactly 0
+    assert sum(weights[0]) == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"scores": [[1.0, 2.0], [1.0]], "valid_lens": [1, 1]}, "scores: rows of 1 to 64 keys"),
+        ({"scores": [[1.0, 2.0]], "valid_lens": [1, 1]}, "valid_lens: 2 lengths for 1 rows"),
+        ({"scores": [[1.0, 2.0]], "valid_lens": [3]}, "valid_lens: each from 0 to"),
+    ],
+)
+def test_the_masked_softmax_chapter_refuses_bad_shapes(client, body, message) -> None:
+    answer = client.post("/v1/chapters/masked_softmax", json=body)
+    assert answer.status_code == 422
+    assert answer.json()["error"].startswith(message)

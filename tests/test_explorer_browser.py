@@ -11,9 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from explore import CHROMIUM, CHROMIUM_ARGS, post, serve
 from explorer_models import DE_EN, EN_DE, GRU_NAME
 from playwright.sync_api import Browser, ConsoleMessage, Page, Route, sync_playwright
+
+from seq2seq.models.attention import masked_softmax
 
 pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
 
@@ -300,3 +303,34 @@ def test_bad_input_shows_a_message(page: Page, text: str, message: str) -> None:
     page.wait_for_selector("#error:not([hidden])")
     assert message in page.inner_text("#error")
     assert page.locator("#nbest li").count() > 0  # the last translation stays on the page
+
+
+def test_the_masked_softmax_chapter_shows_the_librarys_weights(browser: Browser, server) -> None:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    chapter = context.new_page()
+    errors: list[str] = []
+    chapter.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    chapter.on("pageerror", lambda error: errors.append(str(error)))
+    chapter.goto(server + "/")
+    chapter.click("text=masked softmax")
+    for valid_len in (5, 2, 0, 8):  # 5: the page's first; then moved by the reader
+        if valid_len != 5:
+            chapter.fill("#valid-len", str(valid_len))
+        chapter.wait_for_function(
+            "n => document.getElementById('chapter').dataset.validLen === n", arg=str(valid_len)
+        )
+        scores = chapter.eval_on_selector_all(
+            "#heatmap tbody tr",
+            "rows => rows.map(r => [...r.querySelectorAll('.score')]"
+            ".map(s => Number(s.textContent)))",
+        )
+        expected = masked_softmax(torch.tensor([scores]), torch.tensor([[valid_len] * 3]))[0]
+        assert heatmap(chapter) == expected.tolist()  # the library's float32 weights, exactly
+        masked = chapter.locator("#heatmap td.masked").count()
+        assert masked == 3 * (8 - valid_len)
+        top = legend_maxima(chapter, "#heatmap-legend .legend")
+        assert top == ([expected.max().item()] if valid_len else [1])  # all zeros: scale 0..1
+    chapter.click("text=On to the translation explorer")
+    chapter.wait_for_selector("#model option", state="attached")
+    context.close()
+    assert errors == []
