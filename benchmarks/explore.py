@@ -128,7 +128,13 @@ def measure(server: Server, model: str, beam: int, requests: int, warmup: int) -
         "translate": figures(*timed(server, "/v1/translate", translate, requests)),
         "explain": figures(*timed(server, "/v1/explain", explain, requests)),
     }
-    files = ("/", "/explorer/explorer.js", "/explorer/explorer.css", "/v1/models")
+    files = (
+        "/",
+        "/explorer/common.js",
+        "/explorer/explorer.js",
+        "/explorer/explorer.css",
+        "/v1/models",
+    )
     result["explain_answer_bytes"] = len(post(server.url + "/v1/explain", explain))
     result["page_bytes"] = sum(len(get(server.url + path)) for path in files)
     return result
