@@ -24,7 +24,8 @@ os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# The corpora beside the checkout, or where SEQ2SEQ_SHARED_DATA names (a checkout elsewhere).
+SHARED_DATA = Path(os.environ.get("SEQ2SEQ_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 # The benchmarks are scripts that import each other by module name (`import bench`), as they
 # do when run from the shell; tests import them the same way.
@@ -41,7 +42,10 @@ def tiny_model() -> Callable[..., torch.nn.Module]:
 def shared_data() -> Path:
     """`../shared/data` (Multi30k and Tatoeba, laid out as a download mirror)."""
     if not (SHARED_DATA / "multi30k").is_dir():
-        pytest.skip(f"the shared corpora are not at {SHARED_DATA} (clone next to ../shared)")
+        pytest.skip(
+            f"the shared corpora are not at {SHARED_DATA} (clone next to ../shared, or set "
+            "SEQ2SEQ_SHARED_DATA)"
+        )
     return SHARED_DATA
 
 

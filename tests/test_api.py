@@ -11,12 +11,11 @@ import torch
 import seq2seq
 from seq2seq.decoding.translator import Translator
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = re.findall(r"^```python\n(.*?)^```", (ROOT / "docs" / "api.md").read_text(), re.S | re.M)
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_the_docs_examples_run_from_another_folder(tmp_path: Path) -> None:
     """All examples of the page, in order, as one program."""
     assert len(EXAMPLES) == 2

@@ -23,8 +23,6 @@ from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
 from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PRECISION = precision_name(autocast_dtype("auto", torch.device("cpu")))  # this CPU's default
 TINY = [
@@ -64,6 +62,7 @@ def throughput_settings(reversal: Path, **changes) -> BenchmarkSettings:
     return BenchmarkSettings(**{**values, **changes})
 
 
+@pytest.mark.slow  # trains for seconds
 def test_throughput_record_has_every_field(
     reversal: Path, tmp_path: Path, same_process: None
 ) -> None:
@@ -216,10 +215,12 @@ def test_growth_record_and_plot(tmp_path: Path, same_process: None) -> None:
     )
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_measurements_run_in_a_fresh_process() -> None:
     assert benchmark.in_fresh_process(os.getpid) != os.getpid()
 
 
+@pytest.mark.slow  # prepares a whole corpus, trains and decodes in other processes
 def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path: Path) -> None:
     """benchmarks/gpu.sh --dry-run takes every step of the GPU benchmark on the CPU, tiny, and
     its record holds each figure: the validations, time to BLEU, throughput and decoding."""

@@ -18,8 +18,6 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, Route, sync_playw
 
 from seq2seq.models.attention import masked_softmax
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 SENTENCE = "A man in a blue shirt is standing on a ladder ."
 TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their mean)
 
@@ -131,6 +129,7 @@ def first_map(answer: dict, hypothesis: int = 0) -> list[list[float]]:
     return answer["hypotheses"][hypothesis]["maps"][view["view"]][view["layer"]][view["head"]]
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_typing_shows_the_translation_and_the_apis_cross_attention(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
     answer = api(server, shown_request(page))
@@ -145,6 +144,7 @@ def test_typing_shows_the_translation_and_the_apis_cross_attention(page: Page, s
     assert links == len(answer["hypotheses"][0]["alignment"]) > 0
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_the_first_view_is_the_last_layers_sharpest_head(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
     answer = api(server, shown_request(page))
@@ -162,6 +162,7 @@ def legend_maxima(page: Page, selector: str) -> list[float]:
     return page.eval_on_selector_all(selector, "boxes => boxes.map(b => Number(b.dataset.max))")
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_every_heatmap_has_a_legend_up_to_its_largest_weight(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
     maps = api(server, shown_request(page))["hypotheses"][0]["maps"]
@@ -190,6 +191,7 @@ def test_every_heatmap_has_a_legend_up_to_its_largest_weight(page: Page, server)
         assert grid == pytest.approx([value for row in per_layer for value in row], abs=1e-9)
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_the_positional_encoding_plots_have_axes_and_a_diverging_scale(page: Page, server):
     type_sentence(page, SENTENCE)
     positional = api(server, shown_request(page))["positional"]
@@ -211,6 +213,7 @@ def test_the_positional_encoding_plots_have_axes_and_a_diverging_scale(page: Pag
     assert fills[1] == "rgb(178,24,43)"  # PE(0, 1) = cos 0 = +1: the scale's red end
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_switching_view_layer_head_and_model_shows_the_apis_map(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
     maps = api(server, shown_request(page))["hypotheses"][0]["maps"]
@@ -233,6 +236,7 @@ def test_switching_view_layer_head_and_model_shows_the_apis_map(page: Page, serv
     assert page.locator("#positional").inner_text().startswith("The GRU has no positional")
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_hovering_a_piece_colours_the_pieces_by_its_weights(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
     expected = first_map(api(server, shown_request(page)))  # the map shown
@@ -253,6 +257,7 @@ def colour(value: float) -> str:
     return f"rgb({r}, {g}, {b})"
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_clicking_a_hypothesis_shows_its_maps(page: Page, server) -> None:
     type_sentence(page, SENTENCE)
     view = api(server, shown_request(page))["first_view"]  # kept when another one is clicked
@@ -264,6 +269,7 @@ def test_clicking_a_hypothesis_shows_its_maps(page: Page, server) -> None:
     assert_same_map(heatmap(page), chosen["maps"]["cross"][view["layer"]][view["head"]])
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_a_late_answer_never_replaces_a_newer_one(page: Page) -> None:
     held: list[Route] = []
 
@@ -284,6 +290,7 @@ def test_a_late_answer_never_replaces_a_newer_one(page: Page) -> None:
     assert page.input_value("#text") == SENTENCE
 
 
+@pytest.mark.slow  # serves in another process to a browser
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -305,6 +312,7 @@ def test_bad_input_shows_a_message(page: Page, text: str, message: str) -> None:
     assert page.locator("#nbest li").count() > 0  # the last translation stays on the page
 
 
+@pytest.mark.slow  # serves in another process to a browser
 def test_the_masked_softmax_chapter_shows_the_librarys_weights(browser: Browser, server) -> None:
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     chapter = context.new_page()

@@ -29,8 +29,6 @@ from seq2seq.models import build_model
 from seq2seq.serving.registry import served_name
 from tests.test_translate import run, script, write_word_corpus  # noqa: F401 (run: a fixture)
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -124,6 +122,7 @@ def test_broken_folders_are_one_line_errors(inference, tmp_path):
         load_model(tmp_path / "m")
 
 
+@pytest.mark.slow  # starts Pythons that import torch
 def test_export_script_refuses_to_replace_another_folder(tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("mine", encoding="utf-8")
@@ -148,6 +147,7 @@ def test_export_script_refuses_to_replace_another_folder(tmp_path):
     assert (tmp_path / "notes" / "a.txt").read_text(encoding="utf-8") == "mine"
 
 
+@pytest.mark.slow  # starts Pythons that import torch
 def test_scripts_take_an_exported_model_like_its_checkpoint(run, tmp_path):  # noqa: F811
     """translate.py and evaluate.py --model FOLDER give what --checkpoint gives (fp32 export)."""
     export_model(load_model(run / "best.pt"), tmp_path / "m", torch.float32)
@@ -187,6 +187,7 @@ def test_load_model_takes_a_checkpoint_a_folder_or_a_shipped_name(run, tmp_path)
         load_model(run / "best.pt", kind="exported")
 
 
+@pytest.mark.slow  # starts Pythons that import torch
 def test_export_goes_to_an_ignored_folder_by_default(run, tmp_path):  # noqa: F811
     """Without --out the model goes to exported/<run folder>, which git ignores: an export
     never shows up as untracked beside the shipped models."""

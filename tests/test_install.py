@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # builds and installs the package
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,6 +24,7 @@ def tracked_copy(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # builds and installs the package
 @pytest.mark.skipif(shutil.which("git") is None, reason="lists the tracked files with git")
 def test_the_installed_command_translates_from_another_folder(tmp_path: Path) -> None:
     source, site, elsewhere = tmp_path / "source", tmp_path / "site", tmp_path / "elsewhere"

@@ -24,8 +24,6 @@ from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.training.run_lock import RunFolderLock
 from seq2seq.training.signals import StopSignals
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -69,6 +67,7 @@ def whole(reversal: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
+@pytest.mark.slow  # trains in other processes
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_saves_last_pt_and_the_run_resumes_exactly(
     signum: int, reversal: Path, whole: Path, tmp_path: Path
@@ -104,6 +103,7 @@ def test_a_signal_saves_last_pt_and_the_run_resumes_exactly(
     assert_resumed_exactly(whole, run_dir, 60)
 
 
+@pytest.mark.slow  # trains in other processes
 def test_ctrl_c_with_the_output_piped_to_a_dead_reader_saves_and_logs(
     reversal: Path, tmp_path: Path
 ) -> None:
@@ -140,6 +140,7 @@ def test_ctrl_c_with_the_output_piped_to_a_dead_reader_saves_and_logs(
     assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
 
 
+@pytest.mark.slow  # trains in other processes
 def test_a_finished_run_started_again_does_nothing(reversal: Path, whole: Path) -> None:
     before = checksums(whole)
     result = subprocess.run(
@@ -189,6 +190,7 @@ def same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow  # trains a dozen times in this process
 def test_a_crash_at_any_file_operation_of_a_save_resumes_to_the_same_files(
     reversal: Path, tmp_path: Path, monkeypatch
 ) -> None:
@@ -291,6 +293,7 @@ def test_a_save_failing_inside_the_zip_writer_is_one_line(tmp_path: Path, monkey
     assert path.read_bytes() == before and not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.slow  # trains in other processes
 def test_two_trainers_cannot_share_a_run_folder(reversal: Path, tmp_path: Path) -> None:
     """A second process on a running run's folder stops at once with one line and touches
     nothing (not even the first one's temporary files); once the first is killed with -9,
@@ -329,6 +332,7 @@ def test_two_trainers_cannot_share_a_run_folder(reversal: Path, tmp_path: Path) 
     assert not in_flight.exists()
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_a_killed_trainers_forked_workers_do_not_keep_its_run_folder_lock(tmp_path: Path) -> None:
     """DataLoader workers are forked from the trainer: after a kill -9 of the trainer, the lock
     is free at once, even while a forked child still runs (a flock would stay held by it)."""

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kernel_regression.py"
 
 
@@ -20,6 +18,7 @@ def load_example():
     return module
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_the_learned_kernel_beats_the_fixed_one(tmp_path: Path) -> None:
     figure = tmp_path / "figure.png"
     result = subprocess.run(
@@ -48,6 +47,7 @@ def test_leave_one_out_gives_the_query_its_own_key_exactly_zero_weight() -> None
     assert torch.isclose(loss, ((predictions - y) ** 2).mean())
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_by_default_the_figure_goes_to_an_ignored_file(tmp_path: Path) -> None:
     """Run without --out, it writes under checkpoints/ (ignored by git), never a tracked file."""
     result = subprocess.run(

@@ -11,8 +11,6 @@ from commands import SEQ2SEQ
 
 from seq2seq.data.download import MIRROR_ENV
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != MIRROR_ENV}
@@ -43,6 +41,7 @@ def _user_files(corpus: Path) -> list[str]:
     return ["--corpus", "files", "--src", "en", "--tgt", "de", "--data-dir", str(corpus)]
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
@@ -67,6 +66,7 @@ def test_bad_options(tmp_path: Path, args: list[str], fragments: list[str]) -> N
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_mismatched_line_counts(small_corpus: Path, tmp_path: Path) -> None:
     (small_corpus / "test.de").write_text("only one line\n")
     result = _run([*_user_files(small_corpus), "--out", "data/out"], cwd=tmp_path)
@@ -74,6 +74,7 @@ def test_mismatched_line_counts(small_corpus: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()  # nothing left behind
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_bad_tsv_line(tmp_path: Path) -> None:
     (tmp_path / "train.tsv").write_text("a\tb\nno tab here\n")
     args = ["--corpus", "files", "--train-tsv", "train.tsv", "--valid-tsv", "train.tsv"]
@@ -81,6 +82,7 @@ def test_bad_tsv_line(tmp_path: Path) -> None:
     _assert_user_error(result, "train.tsv:2: expected 2 tab-separated columns")
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_vocabulary_too_small_leaves_the_existing_folder(
     small_corpus: Path, tmp_path: Path
 ) -> None:
@@ -93,6 +95,7 @@ def test_vocabulary_too_small_leaves_the_existing_folder(
     assert os.listdir(tmp_path / "data") == ["out"]
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_bad_checksum_in_mirror(shared_data: Path, tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     shutil.copytree(shared_data / "multi30k", mirror / "multi30k")
@@ -107,6 +110,7 @@ def test_bad_checksum_in_mirror(shared_data: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()  # nothing left behind
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_prepare_through_an_http_mirror(
     shared_data: Path, tmp_path: Path, http_server: Callable[[Path], str]
 ) -> None:
@@ -124,6 +128,7 @@ def test_prepare_through_an_http_mirror(
     )
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_bad_utf8_names_its_line(small_corpus: Path, tmp_path: Path) -> None:
     lines = (small_corpus / "train.de").read_bytes().split(b"\n")
     lines[6] = b"zw\xc3ei"

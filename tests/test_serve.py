@@ -26,8 +26,6 @@ from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "transformer-tiny.multi30k.en-de"
 MODEL_DIR = SHIPPED_MODELS / MODEL
@@ -63,6 +61,7 @@ def test_set(shared_data: Path) -> list[str]:
 # --- The API in-process ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts Pythons that import torch
 def test_api_output_equals_translate_py_batch_mode(
     client: TestClient, test_set: list[str], tmp_path: Path
 ) -> None:
@@ -302,6 +301,7 @@ def metric(url: str, name: str) -> float:
     raise AssertionError(f"no metric {name}")
 
 
+@pytest.mark.slow  # serves in another process
 def test_concurrent_requests_are_batched_and_answered_in_order(
     server: str, test_set: list[str]
 ) -> None:
@@ -325,6 +325,7 @@ def test_concurrent_requests_are_batched_and_answered_in_order(
     assert alone < batches < len(requests)  # some batches merged several requests
 
 
+@pytest.mark.slow  # serves in another process
 def test_health_answers_while_the_model_decodes(server: str, test_set: list[str]) -> None:
     done = threading.Event()
 
@@ -343,6 +344,7 @@ def test_health_answers_while_the_model_decodes(server: str, test_set: list[str]
     assert health.status_code == 200 and answered_while_busy
 
 
+@pytest.mark.slow  # serves in another process
 def test_libretranslate_client_works_unchanged(server: str) -> None:
     client = LibreTranslateAPI(server)
     assert client.languages() == [{"code": "en", "name": "English", "targets": ["de"]}]
@@ -352,6 +354,7 @@ def test_libretranslate_client_works_unchanged(server: str) -> None:
     )
 
 
+@pytest.mark.slow  # serves in another process
 def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str]) -> None:
     process, url = start_server("--model", MODEL, "--precision", "fp32", "--log-level", "error")
     try:
@@ -396,6 +399,7 @@ def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str])
     assert set(outcomes) <= {"right", "refused", "closed before its request began"}, outcomes
 
 
+@pytest.mark.slow  # starts Pythons that import torch
 def test_refuses_to_start_on_a_port_in_use_or_a_bad_model(tmp_path: Path) -> None:
     script = [*SEQ2SEQ, "serve"]
     with socket.socket() as taken:
@@ -454,6 +458,7 @@ def test_load_benchmark_counts_batches_and_marks_the_targets() -> None:
     }
 
 
+@pytest.mark.slow  # starts Pythons that import torch
 def test_load_benchmark_runs_a_real_server(tmp_path: Path, shared_data: Path) -> None:
     out = tmp_path / "serve.json"
     script = ROOT / "benchmarks" / "serve_load.py"

@@ -18,8 +18,6 @@ from seq2seq.data.corpora import domain_of
 from seq2seq.decoding.loading import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
 from seq2seq.decoding.model_result import ModelResult
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -76,6 +74,7 @@ def test_the_folder_is_small_and_holds_no_pickle(model: Shipped) -> None:
         assert data[:1] != b"\x80" and data[:2] != b"PK"
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @shipped_models
 def test_translates_by_name_with_its_attention_map(model: Shipped) -> None:
     result = run_script(
@@ -98,6 +97,7 @@ def test_the_card_names_its_corpus_and_direction(model: Shipped) -> None:
     assert card.beam_size == 5 and card.decode_precision == "fp32"
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.parametrize("model", MULTI30K, ids=[model.name for model in MULTI30K])
 def test_the_card_scores_are_reproduced_from_the_shipped_files(
     model: Shipped, shared_data: Path, tmp_path: Path
@@ -140,6 +140,7 @@ def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
     assert f"trained {card.train_hours:.1f} hours" in item
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_make_translate_quits_cleanly_after_a_cancelled_line(tmp_path: Path) -> None:
     """Ctrl-C at the prompt reaches make too, which used to exit 130 after a clean Ctrl-D."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
@@ -164,6 +165,7 @@ def test_make_translate_quits_cleanly_after_a_cancelled_line(tmp_path: Path) -> 
     assert (child.exitstatus, child.signalstatus) == (0, None)
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 def test_the_attention_map_shown_in_the_docs_is_what_the_command_prints() -> None:
     """README.md and docs/translate.md show the map of one sentence; docs/translate.md gives
     the command, and both show exactly what it prints (its translation, then the map)."""

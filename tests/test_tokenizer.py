@@ -32,6 +32,7 @@ def _nfc_lines(path: Path) -> list[str]:
     return [unicodedata.normalize("NFC", line) for line in text.split("\n")[:-1]]
 
 
+@pytest.mark.slow  # prepares a whole corpus
 @pytest.mark.parametrize("lang", ["en", "de"])
 def test_round_trip_every_multi30k_valid_sentence(
     multi30k_en_de: Path, shared_data: Path, lang: str

@@ -30,8 +30,6 @@ from seq2seq.training.checkpoint import load_checkpoint
 from seq2seq.training.run import Progress
 from seq2seq.training.run_lock import RunFolderLock
 
-pytestmark = pytest.mark.slow  # trains, decodes or serves in other processes
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -83,6 +81,7 @@ def test_plateau_schedule_halves_the_lr_when_gains_stay_under_the_threshold(
     assert seen == lrs
 
 
+@pytest.mark.slow  # trains in other processes
 @pytest.mark.parametrize(("arch", "steps"), [("transformer", 900), ("gru", 400)])
 def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / arch
@@ -119,6 +118,7 @@ def resume_args(reversal: Path, run_dir: Path, num_workers: int = 0) -> list[str
     ]
 
 
+@pytest.mark.slow  # trains in other processes
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_kill_and_resume_matches_uninterrupted_run(
     reversal: Path, tmp_path: Path, num_workers: int
@@ -165,6 +165,7 @@ def test_kill_and_resume_matches_uninterrupted_run(
     assert sorted(logged(interrupted, "train/loss")) == [1, *range(5, 61, 5)]
 
 
+@pytest.mark.slow  # trains in other processes
 def test_tensorboard_holds_scalars_attention_images_and_text(
     reversal: Path, tmp_path: Path
 ) -> None:
@@ -255,6 +256,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     assert not (tmp_path / "diverge" / "last.pt").exists()
 
 
+@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -273,6 +275,7 @@ def test_bad_configuration_is_one_line(args: list[str], message: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # trains in other processes
 def test_resume_refuses_changes_to_the_training_and_logs_the_others(
     reversal: Path, tmp_path: Path
 ) -> None:
@@ -300,6 +303,7 @@ def test_resume_refuses_changes_to_the_training_and_logs_the_others(
     assert load_checkpoint(run_dir / "last.pt")["step"] == 4
 
 
+@pytest.mark.slow  # trains in other processes
 def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "ddp"
     args = tiny_overrides("gru", reversal, run_dir)
