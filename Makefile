@@ -32,7 +32,8 @@ chromium:
 test: $(STAMP) chromium
 	$(PY) -m pytest -n 2 --dist worksteal --durations=15
 
-# The unit tests: no training, decoding or serving in other processes.
+# The unit tests: those not marked slow (no Python started that imports torch, no whole corpus
+# prepared, no training for seconds), on one process.
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 

@@ -27,6 +27,34 @@ ROOT = Path(__file__).resolve().parents[1]
 # The corpora beside the checkout, or where SEQ2SEQ_SHARED_DATA names (a checkout elsewhere).
 SHARED_DATA = Path(os.environ.get("SEQ2SEQ_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
+# make test runs the suite on two processes (pytest-xdist, --dist worksteal): each takes half of
+# the tests in collection order, and one that runs out takes half of the other's remaining tests,
+# from the end. So the modules of the longest tests come first, longest first, and the tests left
+# to share at the end are short ones. A module's tests stay together (its fixtures are made once).
+# The four modules that prepare Multi30k (multi30k_en_de) follow each other, so that the worker
+# that runs them prepares it once.
+LONGEST_FIRST = [
+    "test_train.py",
+    "test_shipped_model.py",
+    "test_benchmark.py",
+    "test_compile.py",
+    "test_prepare.py",
+    "test_tokenizer.py",
+    "test_serve.py",
+    "test_translate.py",
+    "test_interruptions.py",
+    "test_search.py",
+    "test_docs.py",
+    "test_explorer_browser.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the modules of LONGEST_FIRST first, in that order; the others keep their order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 # The benchmarks are scripts that import each other by module name (`import bench`), as they
 # do when run from the shell; tests import them the same way.
 sys.path.insert(0, str(ROOT / "benchmarks"))
