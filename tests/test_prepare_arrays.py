@@ -181,7 +181,6 @@ def _corpus_args(folder: Path) -> list[str]:
     return ["--corpus", "files", "--src", "src", "--tgt", "tgt", "--data-dir", str(folder)]
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 def test_vocabulary_larger_than_the_corpus_gives_says_the_maximum(tmp_path: Path) -> None:
     raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
     args = [*_corpus_args(raw), "--vocab-size", "5000", "--out", "data/out"]
@@ -192,7 +191,6 @@ def test_vocabulary_larger_than_the_corpus_gives_says_the_maximum(tmp_path: Path
     assert sorted(os.listdir(tmp_path)) == ["raw"]  # no data/ left behind
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 def test_empty_valid_split_is_refused_at_prepare(tmp_path: Path) -> None:
     raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
     for side in ("src", "tgt"):
@@ -203,7 +201,7 @@ def test_empty_valid_split_is_refused_at_prepare(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["raw"]
 
 
-@pytest.mark.slow  # starts a Python that imports torch
+@pytest.mark.slow  # trains sentencepiece on a whole corpus
 def test_ctrl_c_while_sentencepiece_trains_stops_at_once(shared_data: Path, tmp_path: Path) -> None:
     args = ["--corpus", "tatoeba", "--src", "en", "--tgt", "fr", "--mirror", str(shared_data)]
     process = _script("prepare", [*args, "--out", "data/out"], tmp_path)

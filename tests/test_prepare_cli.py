@@ -41,7 +41,6 @@ def _user_files(corpus: Path) -> list[str]:
     return ["--corpus", "files", "--src", "en", "--tgt", "de", "--data-dir", str(corpus)]
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
@@ -66,7 +65,6 @@ def test_bad_options(tmp_path: Path, args: list[str], fragments: list[str]) -> N
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 def test_mismatched_line_counts(small_corpus: Path, tmp_path: Path) -> None:
     (small_corpus / "test.de").write_text("only one line\n")
     result = _run([*_user_files(small_corpus), "--out", "data/out"], cwd=tmp_path)
@@ -74,7 +72,6 @@ def test_mismatched_line_counts(small_corpus: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()  # nothing left behind
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 def test_bad_tsv_line(tmp_path: Path) -> None:
     (tmp_path / "train.tsv").write_text("a\tb\nno tab here\n")
     args = ["--corpus", "files", "--train-tsv", "train.tsv", "--valid-tsv", "train.tsv"]
@@ -82,7 +79,6 @@ def test_bad_tsv_line(tmp_path: Path) -> None:
     _assert_user_error(result, "train.tsv:2: expected 2 tab-separated columns")
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 def test_vocabulary_too_small_leaves_the_existing_folder(
     small_corpus: Path, tmp_path: Path
 ) -> None:
@@ -95,7 +91,6 @@ def test_vocabulary_too_small_leaves_the_existing_folder(
     assert os.listdir(tmp_path / "data") == ["out"]
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 def test_bad_checksum_in_mirror(shared_data: Path, tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     shutil.copytree(shared_data / "multi30k", mirror / "multi30k")
@@ -110,7 +105,7 @@ def test_bad_checksum_in_mirror(shared_data: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()  # nothing left behind
 
 
-@pytest.mark.slow  # starts a Python that imports torch
+@pytest.mark.slow  # prepares a whole corpus
 def test_prepare_through_an_http_mirror(
     shared_data: Path, tmp_path: Path, http_server: Callable[[Path], str]
 ) -> None:
@@ -128,7 +123,6 @@ def test_prepare_through_an_http_mirror(
     )
 
 
-@pytest.mark.slow  # starts a Python that imports torch
 def test_bad_utf8_names_its_line(small_corpus: Path, tmp_path: Path) -> None:
     lines = (small_corpus / "train.de").read_bytes().split(b"\n")
     lines[6] = b"zw\xc3ei"
