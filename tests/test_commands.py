@@ -56,7 +56,6 @@ def test_a_missing_or_unknown_command_is_one_error_line(argv: list[str], message
     assert message in err and err.startswith("error: ") and err.count("\n") == 1
 
 
-@pytest.mark.slow
 def test_python_m_seq2seq_is_the_same_command() -> None:
     result = subprocess.run([*SEQ2SEQ, "--help"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
