@@ -35,17 +35,18 @@ SHARED_DATA = Path(os.environ.get("SEQ2SEQ_SHARED_DATA", ROOT.parent / "shared" 
 # that runs them prepares it once.
 LONGEST_FIRST = [
     "test_train.py",
-    "test_shipped_model.py",
     "test_benchmark.py",
     "test_compile.py",
     "test_prepare.py",
     "test_tokenizer.py",
+    "test_shipped_model.py",
+    "test_interruptions.py",
     "test_translate.py",
     "test_serve.py",
     "test_hardening.py",
-    "test_interruptions.py",
-    "test_search.py",
+    "test_export.py",
     "test_docs.py",
+    "test_search.py",
     "test_explorer_browser.py",
 ]
 
