@@ -212,6 +212,7 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
     assert (run_dir / "train.log").read_text().count("validation step") == 2
 
 
+@pytest.mark.slow  # trains for seconds
 def test_non_finite_losses_are_skipped_then_stop_the_run(
     reversal: Path, tmp_path: Path, monkeypatch
 ) -> None:
@@ -389,6 +390,7 @@ def flat_weights(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
+@pytest.mark.slow  # trains for seconds
 def test_fp16_with_a_gradient_scaler_trains_on_a_cpu_as_fp32_does(reversal: Path) -> None:
     """fp16 keeps 11 significant bits (unit roundoff u = 2^-11 = 4.9e-4). The loss is computed
     in fp32 from fp16 logits, and a gradient goes through a few fp16 products: both must match
