@@ -5,7 +5,6 @@ reproduced by the command in their card: 3,346 test sentences are too many for t
 import gzip
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -124,20 +123,20 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
 
 @shipped_models
 def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
-    """The card names the model's domain, and the README's line on the model gives that domain,
-    the folder's true size and the card's scores."""
+    """The card names the model's domain; the README's table of the models in the box gives that
+    domain and the folder's true size, and its results table the card's scores."""
     folder = SHIPPED_MODELS / model.name
     card = ModelResult.load(folder / CARD)
     assert card.domain == domain_of(card.corpus)
     kind = {"multi30k": "Flickr image captions", "tatoeba": "everyday sentences"}[card.corpus]
     assert card.domain.startswith(kind)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    items = [" ".join(item.split()) for item in re.split(r"\n(?=- )|\n\n", readme)]
-    (item,) = [item for item in items if item.startswith(f"- `{model.name}`")]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    (row,) = [line for line in readme if line.startswith(f"| `{model.name}` |")]
     size = sum(path.stat().st_size for path in folder.iterdir())
-    assert f"({size / 1e6:.1f} MB)" in item and card.domain in item
-    assert f"{card.bleu:.1f} BLEU, {card.bleu_lc:.1f} lowercased, {card.chrf:.1f} chrF" in item
-    assert f"trained {card.train_hours:.1f} hours" in item
+    assert f"| {kind} (" in row and row.endswith(f"| {size / 1e6:.1f} MB |")
+    (result,) = [line for line in readme if f": `{model.name}` |" in line]
+    scores = f"| {card.bleu:.1f} | {card.bleu_lc:.1f} | {card.chrf:.1f} |"
+    assert scores in result and f"| {card.train_hours:.1f} h |" in result
 
 
 @pytest.mark.slow  # starts a Python that imports torch
