@@ -21,6 +21,9 @@ from typing import Any
 from seq2seq.config_rules import RULES, check_rule
 from seq2seq.errors import UserError
 
+# Dynamo's default recompile_limit: past it, a compiled model silently runs uncompiled.
+MAX_LENGTH_BUCKETS = 8
+
 
 @dataclass
 class DataConfig:
@@ -104,6 +107,10 @@ class TrainConfig:
     # with AVX512_BF16 or AMX, else fp32), or "bf16", "fp16" (with a gradient scaler; on a CPU
     # slow, for checking that GPU path), "fp32"
     compile: bool = False  # torch.compile the model
+    # GPU speed recipe (docs/training.md, "Training fast on a GPU"); both off by default.
+    length_buckets: tuple[int, ...] = ()  # pad every batch to (max_tokens // L, L) for the
+    # smallest bucket L >= its longest row: a few fixed shapes, compiled once each; (): off
+    fused_optimizer: bool = False  # AdamW(fused=True): one kernel per update on a GPU
     max_tokens: int = 4096  # token budget per batch, padding included
     accum_steps: int = 1  # gradient accumulation
     max_steps: int = 0  # 0: no limit
@@ -173,6 +180,8 @@ def _coerce(where: str, value: Any, default: Any) -> Any:
     """Check `value` against the type of the field's default, converting int to float."""
     kind = type(default)
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is tuple and not default and isinstance(value, list | tuple):  # a list of ints
+        return tuple(_coerce(where, v, 0) for v in value)
     if kind is tuple and isinstance(value, list | tuple) and len(value) == len(default):
         return tuple(_coerce(where, v, d) for v, d in zip(value, default, strict=True))
     if kind is float and is_number:
@@ -182,7 +191,9 @@ def _coerce(where: str, value: Any, default: Any) -> Any:
     if kind in (bool, str) and isinstance(value, kind):
         return value
     got = type(value).__name__
-    expected = f"a list of {len(default)} numbers" if kind is tuple else kind.__name__
+    expected = kind.__name__
+    if kind is tuple:
+        expected = f"a list of {len(default)} numbers" if default else "a list of integers"
     raise UserError(f"{where}: expected {expected}, got {got} {value!r}")
 
 
@@ -230,6 +241,15 @@ def cross_checks(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
             (
                 ("model.attention_layer", "model.decoder_layers"),
                 "attention_layer must be in [-decoder_layers, decoder_layers)",
+            )
+        )
+    buckets = cfg.train.length_buckets
+    if list(buckets) != sorted(set(buckets)) or len(buckets) > MAX_LENGTH_BUCKETS:
+        problems.append(
+            (
+                ("train.length_buckets",),
+                f"must be increasing, at most {MAX_LENGTH_BUCKETS} lengths (one compiled graph "
+                "each, within Dynamo's recompile_limit)",
             )
         )
     return problems

@@ -93,6 +93,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "model.attention_layer": Range(),  # checked against model.decoder_layers below
     "train.seed": Range(0, 2**32 - 1),
     "train.precision": PRECISIONS,
+    "train.length_buckets": Range(2),  # a target row holds at least BOS and EOS
     "train.max_tokens": AT_LEAST_1,
     "train.accum_steps": AT_LEAST_1,
     "train.max_steps": AT_LEAST_0,

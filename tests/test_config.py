@@ -82,6 +82,10 @@ def test_dump_and_reload_round_trip(tmp_path: Path) -> None:
         ("train.lr=2", "train.lr=2.0: must be in (0, 1]"),
         ("train.optimizer_betas=[0.9, 1.0]", "train.optimizer_betas=[0.9, 1.0]: must be in [0, 1)"),
         ("model.attention_layer=4", "model.attention_layer=4, model.decoder_layers=4"),
+        ("train.length_buckets=[1, 8]", "train.length_buckets=[1, 8]: must be >= 2"),
+        ("train.length_buckets=[16, 8]", "train.length_buckets=[16, 8]: must be increasing"),
+        ("train.length_buckets=[8.5]", "train.length_buckets: expected int, got float 8.5"),
+        ("train.length_buckets=8", "length_buckets: expected a list of integers, got int 8"),
         ("lr=1", "expected section.key=value"),
     ],
 )
