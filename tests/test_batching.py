@@ -1,13 +1,26 @@
 """Datasets, token-budget batches (coverage, budget, shuffling, resuming, ranks), padding."""
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from seq2seq.data.batching import Batch, ParallelDataset, TokenBatchSampler, collate, make_loader
+from seq2seq.config import load_config
+from seq2seq.data.batching import (
+    Batch,
+    BucketCollate,
+    ParallelDataset,
+    TokenBatchSampler,
+    bucket_lengths,
+    collate,
+    make_loader,
+)
+from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
+
+GPU_RECIPE = Path(__file__).parents[1] / "configs" / "transformer.multi30k.en-de.gpu.toml"
 
 MAX_TOKENS = 200
 
@@ -163,3 +176,53 @@ def test_loader_yields_every_example() -> None:
         for row, index in enumerate(batch.indices.tolist()):
             rows[index] = batch.src[row, : batch.src_lens[row]].tolist()
     assert rows == {i: [*ids[i], EOS_ID] for i in range(300)}
+
+
+def test_bucket_lengths_rounds_up_to_the_next_bucket() -> None:
+    buckets = (4, 8, 16)
+    lengths = np.array([1, 4, 5, 8, 9, 16])
+    assert bucket_lengths(lengths, buckets).tolist() == [4, 4, 8, 8, 16, 16]
+    with pytest.raises(ValueError, match="17 tokens is longer than every bucket"):
+        bucket_lengths(np.array([3, 17]), buckets)
+
+
+def _bucketed_epoch(dataset: ParallelDataset, buckets: tuple[int, ...], max_tokens: int) -> list:
+    """One epoch of the GPU recipe's batches (as seq2seq.training.loop.training_batches)."""
+    lens = bucket_lengths(np.maximum(dataset.src_lens, dataset.tgt_lens), buckets)
+    sampler = TokenBatchSampler(lens, lens, max_tokens, seed=0)
+    return list(make_loader(dataset, sampler, collate_fn=BucketCollate(buckets, max_tokens)))
+
+
+def test_bucketed_batches_take_only_the_bucket_shapes_and_keep_every_token() -> None:
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(4, 50, size=rng.integers(0, 30)).tolist() for _ in range(1000)]
+    dataset = ParallelDataset.from_ids(ids, [[*row[::-1], 7] for row in ids])
+    buckets, max_tokens = (8, 16, 32), 256
+    rows = {}
+    shapes = set()
+    for batch in _bucketed_epoch(dataset, buckets, max_tokens):
+        shapes.add((*batch.src.shape, *batch.tgt.shape))
+        real = batch.indices >= 0
+        plain = collate([dataset[i] for i in batch.indices[real].tolist()])
+        assert batch.num_tgt_tokens == plain.num_tgt_tokens
+        assert batch.num_src_tokens == plain.num_src_tokens
+        assert (batch.tgt_out[~real] == PAD_ID).all()  # filler rows: nothing to predict
+        assert batch.src[~real, 0].eq(EOS_ID).all() and batch.tgt[~real, 0].eq(BOS_ID).all()
+        for row, index in enumerate(batch.indices[real].tolist()):  # real rows come first
+            rows[index] = batch.src[row, : batch.src_lens[row]].tolist()
+    assert shapes == {(max_tokens // b, b) * 2 for b in buckets}
+    assert rows == {i: [*ids[i], EOS_ID] for i in range(1000)}
+
+
+@pytest.mark.slow  # prepares Multi30k (session fixture)
+def test_an_epoch_of_multi30k_in_the_gpu_recipes_buckets(multi30k_en_de: Path) -> None:
+    """A real epoch of the recipe's batches (configs/transformer.multi30k.en-de.gpu.toml) has
+    one (rows, length) shape per bucket used, and so one compiled graph each."""
+    cfg = load_config(GPU_RECIPE)
+    dataset = PreparedData.load(multi30k_en_de).dataset("train")
+    batches = _bucketed_epoch(dataset, cfg.train.length_buckets, cfg.train.max_tokens)
+    shapes = {batch.src.shape for batch in batches} | {batch.tgt.shape for batch in batches}
+    assert shapes <= {(cfg.train.max_tokens // b, b) for b in cfg.train.length_buckets}
+    assert sum(batch.num_tgt_tokens for batch in batches) == int(dataset.tgt_lens.sum()) - len(
+        dataset
+    )

@@ -6,12 +6,14 @@
                         tokens per batch counting padding; shuffled per epoch, resumable,
                         split across ranks for distributed training
     collate -> Batch    pad a list of examples into (B, S) and (B, T) tensors
+    BucketCollate       the GPU recipe's padding (train.length_buckets): every batch padded
+                        to one of a few fixed shapes, so a compiled model compiles each once
 
 Shapes: B = batch, S = source length, T = target length (both include the special tokens).
 A source row is `ids + [EOS]`, a target row `[BOS] + ids + [EOS]` (see `seq2seq.models.base`).
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from itertools import chain
 from typing import NamedTuple, Protocol
@@ -314,21 +316,56 @@ class Batch:
         return self._map(Tensor.pin_memory)
 
 
-def _pad(seqs: list[np.ndarray]) -> tuple[Tensor, Tensor]:
-    """(B, L) long tensor of the sequences padded with PAD_ID, and their (B,) lengths."""
+def _pad(seqs: list[np.ndarray], length: int = 0) -> tuple[Tensor, Tensor]:
+    """(B, L) long tensor of the sequences padded with PAD_ID, and their (B,) lengths; L is the
+    longest sequence, or `length` when that is longer."""
     lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-    padded = np.full((len(seqs), lens.max()), PAD_ID, dtype=np.int64)
-    padded[np.arange(lens.max()) < lens[:, None]] = np.concatenate(seqs)
+    width = max(int(lens.max()), length)
+    padded = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
+    padded[np.arange(width) < lens[:, None]] = np.concatenate(seqs)
     return torch.from_numpy(padded), torch.from_numpy(lens)
 
 
-def collate(samples: list[Example]) -> Batch:
-    """Pad a list of examples into a `Batch`."""
-    src, src_lens = _pad([sample.src for sample in samples])
-    tgt, tgt_lens = _pad([sample.tgt for sample in samples])
+def collate(samples: list[Example], length: int = 0) -> Batch:
+    """Pad a list of examples into a `Batch` (both sides to at least `length` tokens)."""
+    src, src_lens = _pad([sample.src for sample in samples], length)
+    tgt, tgt_lens = _pad([sample.tgt for sample in samples], length)
     indices = torch.tensor([sample.index for sample in samples], dtype=torch.long)
     num_tgt_tokens = int(tgt_lens.sum()) - len(samples)
     return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens, int(src_lens.sum()))
+
+
+def bucket_lengths(lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
+    """(N,) the smallest of the increasing `buckets` at least each length; a length over the
+    largest bucket is a ValueError."""
+    if len(lengths) and lengths.max() > buckets[-1]:
+        raise ValueError(f"a row of {lengths.max()} tokens is longer than every bucket {buckets}")
+    return np.asarray(buckets)[np.searchsorted(buckets, lengths)]
+
+
+@dataclass(frozen=True)
+class BucketCollate:
+    """`collate` for the GPU recipe: a batch whose longest row (source or target) has L tokens
+    becomes (max_tokens // L', L') on both sides, L' the smallest bucket >= L. The missing
+    rows are filler: source [EOS], target [BOS] (nothing to predict), index -1; the token
+    counts are those of the real rows. Training then sees len(buckets) shapes in all.
+
+    With a `TokenBatchSampler` over `bucket_lengths` of max(source, target), a batch of
+    bucket L' holds at most max_tokens // L' rows, so none is cut."""
+
+    buckets: tuple[int, ...]
+    max_tokens: int
+
+    def __call__(self, samples: list[Example]) -> Batch:
+        longest = max(max(len(sample.src), len(sample.tgt)) for sample in samples)
+        length = int(bucket_lengths(np.array([longest]), self.buckets)[0])
+        rows = self.max_tokens // length
+        if len(samples) > rows:
+            raise ValueError(f"{len(samples)} rows of {length} tokens exceed max_tokens")
+        filler = Example(-1, np.array([EOS_ID], np.int32), np.array([BOS_ID], np.int32))
+        batch = collate([*samples, *[filler] * (rows - len(samples))], length)
+        batch.num_src_tokens -= rows - len(samples)  # a filler target adds no token to predict
+        return batch
 
 
 def make_loader(
@@ -336,8 +373,9 @@ def make_loader(
     sampler: TokenBatchSampler,
     num_workers: int = 0,
     pin_memory: bool = False,
+    collate_fn: Callable[[list[Example]], Batch] = collate,
 ) -> DataLoader:
-    """A DataLoader yielding `Batch`es in the sampler's order.
+    """A DataLoader yielding `Batch`es in the sampler's order, padded by `collate_fn`.
 
     It gets a generator of its own: each `iter()` of a DataLoader draws a seed from its generator,
     and drawing from the global one would shift dropout's random numbers whenever a resumed run
@@ -346,7 +384,7 @@ def make_loader(
     return DataLoader(
         dataset,
         batch_sampler=sampler,
-        collate_fn=collate,
+        collate_fn=collate_fn,
         num_workers=num_workers,
         pin_memory=pin_memory,
         generator=torch.Generator(),

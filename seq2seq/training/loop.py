@@ -17,18 +17,27 @@ Ctrl-C or SIGTERM ends the current update, saves last.pt and exits with 130 or 1
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from seq2seq.config import Config, dump_toml
-from seq2seq.data.batching import Batch, TokenBatchSampler, make_loader
+from seq2seq.data.batching import (
+    Batch,
+    BucketCollate,
+    Example,
+    TokenBatchSampler,
+    bucket_lengths,
+    collate,
+    make_loader,
+)
 from seq2seq.device import cpu_has_fast_bf16, pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import remove_temporary_files
@@ -369,21 +378,35 @@ def start(run: Run) -> Progress:
     return progress or Progress()
 
 
+def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[list[Example]], Batch]]:
+    """This rank's batches of the training split, and how they are padded: to the longest row
+    of each batch, or with train.length_buckets to a few fixed shapes (`BucketCollate`), the
+    sampler then sizing each batch by the bucket of its rows."""
+    train, env = run.cfg.train, run.env
+    src_lens, tgt_lens = run.train_set.src_lens, run.train_set.tgt_lens
+    collate_fn: Callable[[list[Example]], Batch] = collate
+    if train.length_buckets:
+        src_lens = tgt_lens = bucket_lengths(np.maximum(src_lens, tgt_lens), train.length_buckets)
+        collate_fn = BucketCollate(train.length_buckets, train.max_tokens)
+    sampler = TokenBatchSampler(
+        src_lens,
+        tgt_lens,
+        train.max_tokens,
+        shuffle=True,
+        seed=train.seed,
+        num_replicas=env.world_size,
+        rank=env.rank,
+    )
+    return sampler, collate_fn
+
+
 def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
     """Update after update until max_steps, max_epochs, early stopping or a stop signal."""
     cfg, env = run.cfg, run.env
     resumed = progress.step > 0
     log = RunLog(run.run_dir, env.is_main, purge_step=progress.step + 1 if resumed else None)
     log_start(run, progress, log, resumed)
-    sampler = TokenBatchSampler(
-        run.train_set.src_lens,
-        run.train_set.tgt_lens,
-        cfg.train.max_tokens,
-        shuffle=True,
-        seed=cfg.train.seed,
-        num_replicas=env.world_size,
-        rank=env.rank,
-    )
+    sampler, collate_fn = training_batches(run)
     bar = tqdm(
         total=planned_last_step(cfg, progress, len(sampler)),
         initial=progress.step,
@@ -396,7 +419,8 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
     first_step, last_validated = progress.step, progress.step if resumed else -1
     while finished_reason(cfg, progress) is None:
         sampler.load_state_dict({"epoch": progress.epoch, "position": progress.position})
-        batches = iter(make_loader(run.train_set, sampler, cfg.train.num_workers))
+        loader = make_loader(run.train_set, sampler, cfg.train.num_workers, collate_fn=collate_fn)
+        batches = iter(loader)
         while group := [b.to(run.device) for b in islice(batches, cfg.train.accum_steps)]:
             progress.position += len(group)
             update = train_update(run, group)

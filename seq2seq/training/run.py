@@ -162,14 +162,19 @@ def set_up(
         lr=cfg.train.lr,
         betas=cfg.train.optimizer_betas,
         weight_decay=cfg.train.weight_decay,
+        fused=True if cfg.train.fused_optimizer else None,  # None: PyTorch's default (foreach)
     )
-    # No `dynamic=`: batch size and lengths change every step, and Dynamo's automatic dynamic
-    # shapes compile for the first batch's shapes, then once more with the changed dimensions
-    # dynamic, and that graph serves every later batch: the Transformer compiles 2 graphs in 200
-    # steps (tests/test_compile.py). dynamic=True compiled as many (a first batch of 16 sentences
-    # of 16 tokens recompiled all the same); dynamic=False recompiles for each new shape up to
-    # Dynamo's recompile_limit (8), then runs the model uncompiled.
-    model = torch.compile(raw_model) if cfg.train.compile else raw_model
+    # With train.length_buckets every batch has one of a few shapes: `dynamic=False` compiles
+    # one graph per shape (at most MAX_LENGTH_BUCKETS, within Dynamo's recompile_limit), each
+    # specialised to its sizes. Without buckets, no `dynamic=`: batch size and lengths change
+    # every step, and Dynamo's automatic dynamic shapes compile for the first batch's shapes,
+    # then once more with the changed dimensions dynamic, and that graph serves every later
+    # batch: the Transformer compiles 2 graphs in 200 steps (tests/test_compile.py).
+    # dynamic=True compiled as many (a first batch of 16 sentences of 16 tokens recompiled all
+    # the same); dynamic=False recompiles for each new shape up to Dynamo's recompile_limit (8),
+    # then runs the model uncompiled.
+    dynamic = False if cfg.train.length_buckets else None
+    model = torch.compile(raw_model, dynamic=dynamic) if cfg.train.compile else raw_model
     return Run(
         cfg=cfg,
         env=env,
@@ -199,6 +204,17 @@ def check_against_data(
         raise UserError(
             f"train.max_tokens={cfg.train.max_tokens}: smaller than the longest training "
             f"sentence ({longest} tokens, special tokens included); set it to at least {longest}"
+        )
+    buckets = cfg.train.length_buckets
+    if buckets and longest > buckets[-1]:
+        raise UserError(
+            f"train.length_buckets={list(buckets)}: the longest training sentence has {longest} "
+            f"tokens (special tokens included); add a bucket of at least {longest}"
+        )
+    if buckets and cfg.train.max_tokens < buckets[-1]:
+        raise UserError(
+            f"train.max_tokens={cfg.train.max_tokens}: smaller than the largest of "
+            f"train.length_buckets ({buckets[-1]}); a batch of that bucket could hold no sentence"
         )
     for key in ("beam_size", "valid_beam_size"):
         beam = getattr(cfg.decode, key)
