@@ -1,20 +1,28 @@
 """train.compile=true over real training: batches of varying size and lengths must not make
 torch.compile recompile the model again and again. Checked on a CPU with Dynamo's "eager"
 backend, which captures the same graphs as the default (inductor) and only skips generating
-their kernels."""
+their kernels. Also the GPU speed recipe (configs/transformer.multi30k.en-de.gpu.toml): its
+bucketed batches compile once per bucket, its fast paths compute what the plain ones do, and
+its configuration runs on a CPU."""
 
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
 from seq2seq.config import load_config
-from seq2seq.data.batching import Batch
+from seq2seq.data.batching import Batch, BucketCollate, ParallelDataset, collate
 from seq2seq.training import loop as train_module
+from seq2seq.training.loss import token_losses
 from seq2seq.training.run import Run
+from tests.reversal import tiny_overrides
+from tests.tiny import VOCAB, tiny_model
+
+GPU_RECIPE = Path(__file__).parents[1] / "configs" / "transformer.multi30k.en-de.gpu.toml"
 
 STEPS = 200
 
@@ -89,3 +97,104 @@ def steps_that_compiled(graphs_after_step: list[int]) -> dict[int, int]:
     before = [0, *graphs_after_step[:-1]]
     pairs = zip(before, graphs_after_step, strict=True)
     return {step: n for step, (b, n) in enumerate(pairs, 1) if n > b}
+
+
+def counting_graphs(
+    monkeypatch: pytest.MonkeyPatch, graphs_after_step: list[int], shapes: list[tuple]
+) -> None:
+    """Compile with the "eager" backend, and after each update append the graphs compiled so
+    far to `graphs_after_step` and the update's (src, tgt) shapes to `shapes`."""
+    monkeypatch.setattr(torch, "compile", partial(torch.compile, backend="eager"))
+    real_update = train_module.train_update
+
+    def counting_update(run: Run, group: list[Batch]) -> train_module.Update | None:
+        update = real_update(run, group)
+        graphs_after_step.append(counters["stats"]["unique_graphs"])
+        shapes.append((tuple(group[0].src.shape), tuple(group[0].tgt.shape)))
+        return update
+
+    monkeypatch.setattr(train_module, "train_update", counting_update)
+    torch._dynamo.reset()
+    counters.clear()
+
+
+@pytest.mark.slow
+def test_bucketed_training_compiles_once_per_bucket_over_an_epoch(
+    multi30k_en_de: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole epoch of Multi30k with the GPU recipe's length buckets: every batch has one of
+    at most len(buckets) shapes, and the model is compiled once per shape (dynamic=False), the
+    graphs of the first step times the shapes seen, within Dynamo's recompile_limit."""
+    graphs_after_step: list[int] = []
+    shapes: list[tuple] = []
+    counting_graphs(monkeypatch, graphs_after_step, shapes)
+    overrides = compiled_run_overrides("transformer", multi30k_en_de, tmp_path / "run")
+    overrides += ["train.max_tokens=2048", "train.max_steps=0", "train.max_epochs=1"]
+    buckets = load_config(GPU_RECIPE).train.length_buckets
+    cfg = load_config(None, [*overrides, f"train.length_buckets={list(buckets)}"])
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        progress = train_module.train(cfg)
+
+    assert progress.epoch == 1 and len(graphs_after_step) == progress.step
+    assert {src for src, _ in shapes} <= {(2048 // b, b) for b in buckets}
+    assert all(src == tgt for src, tgt in shapes)
+    assert graphs_after_step[-1] == graphs_after_step[0] * len(set(shapes))
+
+
+@pytest.mark.parametrize("arch", ["transformer", "gru"])
+def test_bucket_padding_leaves_the_loss_unchanged(arch: str) -> None:
+    """The filler rows and the padding up to the bucket change no real row's loss."""
+    model = tiny_model(arch).eval()
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(4, VOCAB, size=n).tolist() for n in (3, 9, 5, 1)]
+    dataset = ParallelDataset.from_ids(ids, [[*row, 5] for row in ids])
+    examples = [dataset[i] for i in range(len(dataset))]
+    plain, bucketed = collate(examples), BucketCollate((8, 16), 128)(examples)
+    assert bucketed.src.shape == bucketed.tgt.shape == (8, 16)
+    with torch.no_grad():
+        expected = token_losses(model, plain, 0.1, None, model.cross_entropy)
+        padded = token_losses(model, bucketed, 0.1, None, model.cross_entropy)
+    torch.testing.assert_close(padded, expected)
+
+
+def test_fused_adamw_steps_as_the_default_one() -> None:
+    """train.fused_optimizer=true: AdamW(fused=True) takes the same steps as PyTorch's default
+    (foreach) implementation, given the same gradients, to float32 rounding. (Gradients of a
+    model are not compared: those that are zero but for rounding, such as a key bias's, make
+    Adam's steps of +-lr differ.)"""
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(shape, generator=generator) for shape in ((16, 8), (8,))]
+    grads = [[torch.randn(p.shape, generator=generator) for p in start] for _ in range(3)]
+    weights = []
+    for fused in (None, True):
+        params = [torch.nn.Parameter(p.clone()) for p in start]
+        optimizer = torch.optim.AdamW(params, lr=1e-2, betas=(0.9, 0.98), fused=fused)
+        for step_grads in grads:
+            for param, grad in zip(params, step_grads, strict=True):
+                param.grad = grad.clone()
+            optimizer.step()
+        weights.append([p.detach() for p in params])
+    torch.testing.assert_close(weights[0], weights[1])
+    assert not torch.equal(weights[0][0], start[0])
+
+
+@pytest.mark.slow
+def test_the_gpu_recipe_runs_on_a_cpu(reversal: Path, tmp_path: Path) -> None:
+    """configs/transformer.multi30k.en-de.gpu.toml as it is, but on a CPU with a tiny model
+    and uncompiled (inductor takes minutes on a CPU): it starts, steps, validates and saves."""
+    run_dir = tmp_path / "run"
+    overrides = [
+        *tiny_overrides("transformer", reversal, run_dir),
+        'train.device="cpu"',
+        'train.precision="fp32"',
+        "train.compile=false",
+        "train.max_steps=3",
+        "train.valid_every=2",
+        "train.valid_max_sentences=8",
+    ]
+    cfg = load_config(GPU_RECIPE, overrides)
+    assert cfg.train.length_buckets and cfg.train.fused_optimizer  # the recipe's own keys
+    progress = train_module.train(cfg)
+    assert progress.step == 3
+    assert [entry["step"] for entry in progress.history] == [2, 3]
+    assert {p.name for p in run_dir.glob("*.pt")} >= {"best.pt", "last.pt", "step-2.pt"}
