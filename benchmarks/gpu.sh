@@ -4,22 +4,26 @@
 # (PYTHONPATH=., no install). From the repository root:
 #
 #     bash benchmarks/gpu.sh              # about 10 minutes on one H100
-#     bash benchmarks/gpu.sh --dry-run    # about a minute on a CPU: every step, tiny, as a check
+#     bash benchmarks/gpu.sh --dry-run    # a few minutes on a CPU: every step, tiny, as a check
 #
-# Steps: (1) benchmarks/bench.py: training target tokens/s and peak GPU memory of each preset;
-# (2) the tiny Transformer trained with configs/transformer.multi30k.en-de.toml, validated with
-# beam 5 every 500 steps, the device's memory sampled meanwhile; (3) its best checkpoint decodes
-# the test set with beam 5 and with greedy search in bf16. benchmarks/gpu_report.py then writes
-# results/bench/gpu-<device>-<time>.json: time to a valid BLEU of 35 and of 40, tokens/s, peak
-# memory and sentences/s, with the device named.
+# Steps: (1) benchmarks/bench.py: training target tokens/s and peak GPU memory of each preset,
+# timed after a warm-up of 300 steps (over two epochs of 127 batches: every batch shape met);
+# (2) the tiny Transformer trained with CONFIG (the GPU speed recipe by default), validated
+# with beam 5, the device's memory sampled meanwhile; (3) its best checkpoint decodes the test
+# set with beam 5 and with greedy search in bf16. benchmarks/gpu_report.py then writes
+# results/bench/gpu-<device>-<time>.json: seconds from the training command's start to a valid
+# BLEU of 35 and of 40 and to the beam-5 test score, target tokens/s, model FLOPs utilisation,
+# peak memory and sentences/s, with the device named.
 #
-# Environment: DATA (default data/multi30k.en-de), STEPS (default 8000, the CPU recipe's),
+# Environment: DATA (default data/multi30k.en-de), CONFIG (default
+# configs/transformer.multi30k.en-de.gpu.toml), STEPS (default: the config's train.max_steps),
 # OUT_DIR (default results/bench), PYTHON (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 DATA=${DATA:-data/multi30k.en-de}
+CONFIG=${CONFIG:-configs/transformer.multi30k.en-de.gpu.toml}
 OUT_DIR=${OUT_DIR:-results/bench}
 
 dry_run=false
@@ -42,14 +46,18 @@ trap 'stop_sampler; [ -n "${WORK_DIR:-}" ] || rm -rf "$work"' EXIT
 if $dry_run; then
     device=cpu
     steps=${STEPS:-4}
-    train_args=(train.valid_every=2 train.valid_max_sentences=10 train.warmup_steps=2 train.log_every=1)
+    # uncompiled and fp32: inductor takes minutes on a CPU, and bf16 is slow without AVX-512
+    train_args=(train.valid_every=2 train.valid_max_sentences=10 train.warmup_steps=2
+        train.log_every=1 train.compile=false train.precision=fp32 train.max_tokens=2048)
     bench_args=(--quick --models transformer-tiny --decode-sentences 10 --beams 5)
 else
     device=cuda
-    steps=${STEPS:-8000}
-    train_args=(train.valid_every=500)
-    bench_args=(--models transformer-tiny transformer-small gru --beams 5 --decode-sentences 200)
+    steps=${STEPS:-0}
+    train_args=()
+    bench_args=(--models transformer-tiny transformer-small gru --beams 5 --decode-sentences 200
+        --warmup-steps 300)
 fi
+if [ "$steps" != 0 ]; then train_args+=("train.max_steps=$steps"); fi
 read -r src tgt < <($PY -c "import json, sys; m = json.load(open(sys.argv[1])); print(m['src'], m['tgt'])" "$DATA/manifest.json")
 sentences=$($dry_run && echo 10 || wc -l <"$DATA/test.$src")
 head -n "$sentences" "$DATA/test.$src" >"$work/test.src"
@@ -58,15 +66,15 @@ head -n "$sentences" "$DATA/test.$tgt" >"$work/test.ref"
 echo "== 1/3 training throughput and memory (benchmarks/bench.py)"
 $PY benchmarks/bench.py --device "$device" --data "$DATA" "${bench_args[@]}" --out "$work/bench.json"
 
-echo "== 2/3 training to BLEU (configs/transformer.multi30k.en-de.toml, $steps steps)"
+echo "== 2/3 training to BLEU ($CONFIG)"
 if command -v nvidia-smi >/dev/null && ! $dry_run; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$work/memory.csv" &
     sampler=$!
 fi
 date +%s.%N >"$work/start"
-$PY seq2seq train --config configs/transformer.multi30k.en-de.toml \
+$PY seq2seq train --config "$CONFIG" \
     "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/run" \
-    "train.max_steps=$steps" decode.valid_beam_size=5 train.keep_last=0 "${train_args[@]}"
+    decode.valid_beam_size=5 train.keep_last=0 "${train_args[@]}"
 date +%s.%N >"$work/end"
 stop_sampler
 
@@ -75,7 +83,8 @@ for beam in 5 1; do
     $PY seq2seq evaluate --checkpoint "$work/run/best.pt" --device "$device" \
         --precision bf16 --beam "$beam" --src "$work/test.src" --ref "$work/test.ref" \
         --json >"$work/decode-beam$beam.json"
+    if [ "$beam" = 5 ]; then date +%s.%N >"$work/tested"; fi
 done
 
 $PY benchmarks/gpu_report.py "$work" --out-dir "$OUT_DIR" \
-    --command "bash benchmarks/gpu.sh${1:+ $1}" --steps "$steps"
+    --command "bash benchmarks/gpu.sh${1:+ $1}" --config "$CONFIG"

@@ -1,33 +1,53 @@
 #!/usr/bin/env python3
 """Write the record of `benchmarks/gpu.sh` from the files its steps left in one folder.
 
-    benchmarks/gpu_report.py WORK_DIR [--out-dir results/bench] [--command CMD] [--steps N]
+    benchmarks/gpu_report.py WORK_DIR [--out-dir results/bench] [--command CMD] [--config F]
 
-WORK_DIR holds `bench.json` (benchmarks/bench.py), `run/` (the training run, its TensorBoard
-events), `start` and `end` (Unix times around training), `decode-beam5.json` and
-`decode-beam1.json` (seq2seq evaluate --json) and, on a GPU, `memory.csv` (nvidia-smi's
-memory.used in MiB, sampled every 0.5 s). The record, `gpu-<device>-<time>.json`, holds:
+WORK_DIR holds `bench.json` (benchmarks/bench.py), `run/` (the training run: its TensorBoard
+events, config.toml and best.pt), `start` and `end` (Unix times around training), `tested`
+(the Unix time the beam-5 test score was written), `decode-beam5.json` and `decode-beam1.json`
+(seq2seq evaluate --json) and, on a GPU, `memory.csv` (nvidia-smi's memory.used in MiB,
+sampled every 0.5 s). The record, `gpu-<device>-<time>.json`, holds:
 
 - time to a valid BLEU of 35 and of 40: seconds from the training command's start to the first
-  validation at or above it (start-up, data loading and validations included), or null;
-- the training run's mean target tokens/s and the device memory it used at its peak;
+  validation at or above it (start-up, data loading and validations included), or null; and
+  the seconds from that start to the beam-5 test score (training and test decoding);
+- the training run's median target tokens/s, its model FLOPs utilisation (`model_flops`) and
+  the device memory it used at its peak;
 - each preset's training throughput and peak memory from bench.py;
 - test-set decoding of the best checkpoint: sentences/s and BLEU with beam 5 and greedy.
 """
 
 import json
 import statistics
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from bench import bench_path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from seq2seq.commands.cli import ArgumentParser, number, run_cli
-from seq2seq.config_rules import AT_LEAST_0
+from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
+from seq2seq.training.checkpoint import load_checkpoint
 
 BLEU_TARGETS = (35.0, 40.0)
+# Dense bf16 peak FLOP/s (without 2:4 sparsity) of NVIDIA's data sheets, by a part of the name
+# torch.cuda.get_device_name gives; a card missing here gets no utilisation.
+BF16_PEAK_FLOPS = {
+    "H100 80GB HBM3": 989e12,  # H100 SXM
+    "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
+    "H200": 989e12,
+    "A100": 312e12,
+}
+FLOPS_FORMULA = (
+    "6 * (P_encoder * source tokens/s + P_decoder * target tokens/s): forward and backward of "
+    "each weight once per token it reads; P_encoder: the weights whose name starts with "
+    "'encoder', P_decoder: every other weight but the embedding tables (the output projection "
+    "included). Attention's scores and weighted sums are left out (12 * d_model * length per "
+    "token and layer: under 3% for Multi30k's lengths)"
+)
 
 
 def read_scalars(run_dir: Path) -> dict[str, list[tuple[float, int, float]]]:
@@ -63,32 +83,75 @@ def peak_device_memory(csv: Path) -> float | None:
     return max(samples) if samples else None
 
 
+def weights_per_token(checkpoint: Path) -> tuple[int, int]:
+    """(P_encoder, P_decoder) of FLOPS_FORMULA, counted in the checkpoint's weights (a tied
+    output projection counted as the decoder's, its embedding table left out)."""
+    weights = load_checkpoint(checkpoint)["model"]
+    encoder = sum(w.numel() for name, w in weights.items() if name.startswith("encoder"))
+    not_decoder = ("encoder", "src_embed", "tgt_embed")
+    decoder = sum(w.numel() for name, w in weights.items() if not name.startswith(not_decoder))
+    return encoder, decoder
+
+
+def model_flops(
+    checkpoint: Path, tgt_per_second: float, tokens_per_second: float, device_name: str
+) -> dict[str, Any]:
+    """Achieved model FLOP/s of training (FLOPS_FORMULA) and its share of the device's bf16
+    peak (null for a device missing from BF16_PEAK_FLOPS)."""
+    encoder, decoder = weights_per_token(checkpoint)
+    achieved = 6 * (encoder * (tokens_per_second - tgt_per_second) + decoder * tgt_per_second)
+    peak = next((f for name, f in BF16_PEAK_FLOPS.items() if name in device_name), None)
+    return {
+        "formula": FLOPS_FORMULA,
+        "encoder_weights": encoder,
+        "decoder_weights": decoder,
+        "achieved_flops_per_second": achieved,
+        "bf16_peak_flops_per_second": peak,
+        "utilisation": achieved / peak if peak else None,
+    }
+
+
+def median_scalar(scalars: dict[str, list[tuple[float, int, float]]], tag: str) -> float | None:
+    values = [v for _, _, v in scalars.get(tag, [])]
+    return statistics.median(values) if values else None
+
+
 def decoding(summary: dict[str, Any]) -> dict[str, Any]:
     keys = ("sentences", "seconds", "sentences_per_second", "bleu", "chrf", "beam_size")
     return {key: summary.get(key) for key in keys}
 
 
-def report(work: Path, command: str, steps: int) -> dict[str, Any]:
+def report(work: Path, command: str, config: str) -> dict[str, Any]:
     bench = json.loads((work / "bench.json").read_text())
     start = float((work / "start").read_text())
     end = float((work / "end").read_text())
+    tested = float((work / "tested").read_text())
     scalars = read_scalars(work / "run")
     validations = scalars.get("valid/bleu", [])
-    tokens_per_second = [v for _, _, v in scalars.get("train/tgt_tokens_per_second", [])]
+    tgt_per_second = median_scalar(scalars, "train/tgt_tokens_per_second")
+    tokens_per_second = median_scalar(scalars, "train/tokens_per_second")
+    device_name = bench["environment"]["device_name"]
+    configuration = (work / "run" / "config.toml").read_text(encoding="utf-8")
+    flops = None
+    if tgt_per_second and tokens_per_second:
+        best = work / "run" / "best.pt"
+        flops = model_flops(best, tgt_per_second, tokens_per_second, device_name)
     return {
         "kind": "gpu",
         "environment": {**bench["environment"], "command": command},
         "training_run": {
-            "config": "configs/transformer.multi30k.en-de.toml",
-            "changes": ["decode.valid_beam_size=5", "train.valid_every=500"],
-            "max_steps": steps,
+            "config": config,
+            "changes": ["decode.valid_beam_size=5", "train.keep_last=0"],
+            "configuration": configuration,
+            "max_steps": tomllib.loads(configuration)["train"]["max_steps"],
             "steps": max((s for _, s, _ in validations), default=0),
             "seconds": round(end - start, 1),
             "time_to_valid_bleu": time_to_bleu(validations, start),
+            "seconds_to_test_score": round(tested - start, 1),
             "valid_bleu": [(s, round(v, 2)) for _, s, v in validations],
-            "tgt_tokens_per_second": (
-                statistics.median(tokens_per_second) if tokens_per_second else None
-            ),
+            "tgt_tokens_per_second": tgt_per_second,
+            "tokens_per_second": tokens_per_second,
+            "model_flops": flops,
             "peak_device_memory_mib": peak_device_memory(work / "memory.csv"),
         },
         "throughput": [
@@ -114,14 +177,16 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=Path("results/bench"))
     parser.add_argument("--command", default="bash benchmarks/gpu.sh")
     parser.add_argument(
-        "--steps", type=number(int, AT_LEAST_0), default=0, help="train.max_steps of the run"
+        "--config",
+        default="configs/transformer.multi30k.en-de.gpu.toml",
+        help="the configuration file the run was trained with",
     )
     args = parser.parse_args()
     if not args.work.is_dir():
         raise UserError(f"{args.work}: not a folder written by benchmarks/gpu.sh")
     try:
-        record = report(args.work, args.command, args.steps)
-    except (OSError, KeyError, ValueError) as err:
+        record = report(args.work, args.command, args.config)
+    except (OSError, KeyError, ValueError) as err:  # ValueError: bad JSON or TOML too
         raise UserError(f"{args.work}: incomplete benchmark folder ({err!r})") from None
     out = args.out_dir / bench_path("gpu-", record["environment"]["device_name"]).name
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +194,9 @@ def main() -> None:
     run = record["training_run"]
     print(f"wrote {out}")
     print(f"time to valid BLEU: {json.dumps(run['time_to_valid_bleu'])}")
+    print(f"time to the test score: {run['seconds_to_test_score']} s")
+    if run["model_flops"] and run["model_flops"]["utilisation"] is not None:
+        print(f"model FLOPs utilisation: {run['model_flops']['utilisation']:.2%}")
     print(
         f"training: {run['tgt_tokens_per_second']} target tokens/s, "
         f"peak device memory {run['peak_device_memory_mib']} MiB"

@@ -447,7 +447,6 @@ CASES: dict[str, Case | object] = {
     "bench beams 0": Case("bench", ["--beams", "0"], "argument --beams: 0: must be >= 1"),
     "bench seed text": Case("bench", ["--seed", "x"], "--seed: 'x' is not an integer"),
     "scale without mirror": Case("scale", [], "required: --mirror"),
-    "gpu_report steps": Case("gpu_report", ["{folder}", "--steps", "-1"], "--steps: -1: must"),
     "gpu_report no folder": Case("gpu_report", ["{none}"], "not a folder written by"),
     "gpu_report empty folder": Case("gpu_report", ["{folder}"], "incomplete benchmark folder"),
     "results_table option": Case("results_table", ["--nope"], "unrecognized arguments: --nope"),

@@ -239,6 +239,10 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     assert [step for step, _ in run["valid_bleu"]] == [2, 4]
     assert set(run["time_to_valid_bleu"]) == {"35", "40"}
     assert run["tgt_tokens_per_second"] > 0
+    assert run["seconds"] < run["seconds_to_test_score"]  # training, then the test set
+    flops = run["model_flops"]
+    assert flops["encoder_weights"] > 0 and flops["decoder_weights"] > 0
+    assert flops["bf16_peak_flops_per_second"] is None  # a CPU: no utilisation
     assert [model["name"] for model in record["throughput"]] == ["transformer-tiny"]
     for beam in ("beam5", "beam1"):
         assert record["decoding"][beam]["sentences"] == 10
