@@ -1,15 +1,18 @@
 """Exporting a trained model: a small folder that translates on its own, with no pickle
 anywhere (its files: `seq2seq.decoding.loading`, which loads it). Tied weights (shared embeddings,
-tied output layer) are stored once (`safetensors.torch.save_model`)."""
+tied output layer) are stored once (`safetensors.torch.save_model`). `export_ctranslate2` writes
+a Transformer for CTranslate2 instead (seq2seq.decoding.ctranslate2)."""
 
 import copy
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import safetensors.torch
 import torch
 
+from seq2seq.decoding.ctranslate2 import is_ctranslate2_folder, write_ctranslate2
 from seq2seq.decoding.loading import (
     CARD,
     DESCRIPTION,
@@ -18,6 +21,7 @@ from seq2seq.decoding.loading import (
     SHIPPED_MODELS,
     WEIGHTS,
     Inference,
+    is_exported_model,
 )
 from seq2seq.errors import UserError
 from seq2seq.files import check_output_location, recover_folder, replace_folder, staging_folder
@@ -26,9 +30,10 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EXPORTED = Path("exported")  # where exports go by default, ignored by git
 
 
-def default_export_folder(checkpoint: str | Path) -> Path:
-    """exported/<run>: the folder of a checkpoint of checkpoints/<run>/ exported by default."""
-    return EXPORTED / Path(checkpoint).resolve().parent.name
+def default_export_folder(checkpoint: str | Path, suffix: str = "") -> Path:
+    """exported/<run><suffix>: the folder of a checkpoint of checkpoints/<run>/ exported by
+    default."""
+    return EXPORTED / (Path(checkpoint).resolve().parent.name + suffix)
 
 
 def check_export_target(out: Path, force: bool, option: str = "--out") -> None:
@@ -41,7 +46,7 @@ def check_export_target(out: Path, force: bool, option: str = "--out") -> None:
     if out.parent.is_dir():
         for line in recover_folder(out, "export"):
             print(line)
-    if out.exists() and not (out / WEIGHTS).is_file():
+    if out.exists() and not (is_exported_model(out) or is_ctranslate2_folder(out)):
         raise UserError(
             f"{option} {out}: exists and is not an exported model folder; not replacing it"
         )
@@ -59,19 +64,10 @@ def check_export_target(out: Path, force: bool, option: str = "--out") -> None:
 
 
 def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfloat16) -> None:
-    """Write `inference`'s model to the folder `out`, replacing it if it exists.
+    """Write `inference`'s model to the folder `out`, replacing it if it exists
+    (`write_folder`). A card.json already in `out` is kept."""
 
-    The folder is built beside `out` and put in place by `seq2seq.files.replace_folder`, so an
-    interrupted export leaves the previous folder (or none) as it was, and what a killed one
-    left is recovered first (`recover_folder`). A card.json already in `out` is kept. A write
-    that fails (e.g. a full disk) is a one-line `UserError`, and nothing is replaced.
-    """
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for line in recover_folder(out, "export"):
-        print(line)
-    tmp = staging_folder(out, "export")
-    try:
+    def fill(tmp: Path) -> None:
         weights = copy.deepcopy(inference.model).to(dtype)
         safetensors.torch.save_model(weights, str(tmp / WEIGHTS))
         config = inference.config.to_dict()
@@ -91,6 +87,30 @@ def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfl
                 (tmp / name).write_bytes(tokenizer.model_bytes)
         if (out / CARD).is_file():
             shutil.copyfile(out / CARD, tmp / CARD)
+
+    write_folder(Path(out), fill)
+
+
+def export_ctranslate2(inference: Inference, out: Path, card: Path | None = None) -> None:
+    """Write `inference`'s Transformer as a CTranslate2 folder `out` (seq2seq.decoding.ctranslate2)
+    with `card` as its card.json, replacing `out` if it exists (`write_folder`)."""
+    write_folder(Path(out), lambda tmp: write_ctranslate2(inference, tmp, card))
+
+
+def write_folder(out: Path, fill: Callable[[Path], None]) -> None:
+    """Make the folder `out` with `fill(folder)`, replacing `out` if it exists.
+
+    The folder is built beside `out` and put in place by `seq2seq.files.replace_folder`, so an
+    interrupted export leaves the previous folder (or none) as it was, and what a killed one
+    left is recovered first (`recover_folder`). A write that fails (e.g. a full disk) is a
+    one-line `UserError`, and nothing is replaced.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for line in recover_folder(out, "export"):
+        print(line)
+    tmp = staging_folder(out, "export")
+    try:
+        fill(tmp)
         for path in (tmp, *tmp.iterdir()):  # readable by all, like a folder made by hand
             path.chmod(0o755 if path.is_dir() else 0o644)
         replace_folder(tmp, out)

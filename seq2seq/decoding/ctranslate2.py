@@ -1,0 +1,482 @@
+"""Translating with CTranslate2, a C++ inference engine, on our own Transformer weights.
+
+    seq2seq export --model transformer-tiny.multi30k.en-de --format ctranslate2 --out ct2/en-de
+    seq2seq translate --model ct2/en-de --engine ctranslate2
+
+The textbook decoder (seq2seq.decoding.search) stays the reference; CTranslate2 runs the same
+weights with the same search, much faster one sentence at a time. `transformer_spec` describes
+our Transformer with CTranslate2's public spec API:
+
+    our model                              CTranslate2 TransformerSpec
+    E[token] * sqrt(D) + PE(position)      scale_embeddings, position_encodings (our table)
+    q_proj, k_proj, v_proj (self)          self_attention.linear[0]: one fused QKV projection
+    q_proj / k_proj, v_proj (cross)        attention.linear[0] / attention.linear[1] (fused KV)
+    Residual.norm (pre- or post-norm)      the layer_norm of each sublayer
+    encoder_norm, decoder_norm (pre-norm)  encoder.layer_norm, decoder.layer_norm
+    output (tied to the embedding)         decoder.projection (stored once: CTranslate2 aliases)
+
+CTranslate2's own sinusoidal table puts every sine before every cosine; ours interleaves them
+(seq2seq.models.positional), so the folder stores our table for POSITIONS positions.
+
+`CTranslate2Translator` translates like `Translator`, the same options meaning the same:
+
+- beam search keeps the 2K best candidates and stops a sentence once K hypotheses have ended
+  (with decode.stop_early: once its best candidate ends), as ours does; CTranslate2 returns
+  the raw log-probabilities and the GNMT length penalty is applied here, exactly as ours;
+- the maximum output length is per sentence (`max_output_lengths`); CTranslate2 takes one per
+  call, so a sentence whose search reached its own limit is decoded again with it;
+- one difference remains: at its maximum length our search forces the EOS, CTranslate2 ends
+  each beam with its best token instead. Only sentences whose search runs to the maximum
+  length can differ (tests/test_ctranslate2.py lists them).
+
+An exported folder holds CTranslate2's files (model.bin, config.json, the vocabulary), our
+model.json and sentencepiece model(s), card.json when the model has one, and MANIFEST, the
+SHA-256 of every file. `check_folder` verifies all of it before CTranslate2 reads anything.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from seq2seq.config import Config, DecodeConfig, config_from_dict
+from seq2seq.data.specials import BOS_PIECE, EOS_PIECE, PAD_PIECE, UNK_PIECE
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.loading import CARD, DESCRIPTION, JOINT_TOKENIZER, SEPARATE_TOKENIZERS
+from seq2seq.decoding.search import Hypothesis, gnmt_penalty
+from seq2seq.decoding.translator import Translation, Translator
+from seq2seq.errors import UserError
+
+MANIFEST = "ctranslate2.json"  # {"format": FORMAT, "sha256": {file: digest}}
+FORMAT = "seq2seq-ctranslate2/1"
+POSITIONS = 1024  # positions of the stored encoding table: source and output lengths below it
+LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's
+# CTranslate2's precisions for ours ("auto": float32 on a CPU, where its int8 is slower one
+# sentence at a time (docs/benchmarks.md); float16 on a GPU)
+COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8_float32"}
+
+
+def import_ctranslate2() -> ModuleType:
+    """The ctranslate2 module, or a `UserError` saying why it cannot be used."""
+    try:
+        import ctranslate2
+    except ImportError as err:
+        raise UserError(
+            f"ctranslate2 cannot be imported ({err}); install it with "
+            "`.venv/bin/python -m pip install ctranslate2`, or use --engine pytorch"
+        ) from None
+    return ctranslate2
+
+
+# --- Export -------------------------------------------------------------------------------
+
+
+def _array(tensor: Any) -> np.ndarray:
+    return tensor.detach().float().cpu().numpy()
+
+
+def _set_linear(spec: Any, *linears: Any) -> None:
+    """Set a LinearSpec from one or more nn.Linear layers, stacked (fused) along the outputs."""
+    spec.weight = np.concatenate([_array(linear.weight) for linear in linears])
+    if linears[0].bias is not None:
+        spec.bias = np.concatenate([_array(linear.bias) for linear in linears])
+
+
+def _set_norm(spec: Any, norm: Any) -> None:
+    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+
+
+def position_table(dim: int, positions: int = POSITIONS) -> np.ndarray:
+    """(positions, dim) our interleaved sinusoidal encodings (seq2seq.models.positional)."""
+    import torch
+
+    from seq2seq.models.positional import PositionalEncoding
+
+    return _array(PositionalEncoding(dim)(torch.arange(positions)))
+
+
+def transformer_spec(inference: Any) -> Any:
+    """The CTranslate2 TransformerSpec of `inference`'s Transformer (see the module docstring)."""
+    ctranslate2 = import_ctranslate2()
+    model, cfg = inference.model, inference.config.model
+    if cfg.arch != "transformer":
+        raise UserError(
+            f"{cfg.name}: CTranslate2 has no recurrent models; only a Transformer exports to it"
+        )
+    spec = ctranslate2.specs.TransformerSpec.from_config(
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.num_heads, pre_norm=cfg.pre_norm
+    )
+    table = position_table(cfg.embed_dim)
+    encoder, decoder = spec.encoder, spec.decoder
+    encoder.embeddings[0].weight = _array(model.src_embed.weight)
+    decoder.embeddings.weight = _array(model.tgt_embed.weight)
+    encoder.position_encodings.encodings = table
+    decoder.position_encodings.encodings = table
+    for ours, theirs in zip(model.encoder_layers, encoder.layer, strict=True):
+        _set_self_attention(theirs.self_attention, ours.self_attn, ours.self_attn_res.norm)
+        _set_ffn(theirs.ffn, ours)
+    for ours, theirs in zip(model.decoder_layers, decoder.layer, strict=True):
+        _set_self_attention(theirs.self_attention, ours.self_attn, ours.self_attn_res.norm)
+        cross = ours.cross_attn
+        _set_norm(theirs.attention.layer_norm, ours.cross_attn_res.norm)
+        _set_linear(theirs.attention.linear[0], cross.q_proj)
+        _set_linear(theirs.attention.linear[1], cross.k_proj, cross.v_proj)
+        _set_linear(theirs.attention.linear[2], cross.out_proj)
+        _set_ffn(theirs.ffn, ours)
+    if cfg.pre_norm:
+        _set_norm(encoder.layer_norm, model.encoder_norm)
+        _set_norm(decoder.layer_norm, model.decoder_norm)
+    decoder.projection.weight = _array(model.output.weight)
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
+    spec.config.unk_token, spec.config.bos_token = UNK_PIECE, BOS_PIECE
+    spec.config.eos_token, spec.config.decoder_start_token = EOS_PIECE, BOS_PIECE
+    spec.register_source_vocabulary(_pieces(inference.src_tokenizer))
+    spec.register_target_vocabulary(_pieces(inference.tgt_tokenizer))
+    spec.validate()
+    spec.optimize(quantization="float32")
+    return spec
+
+
+def _set_self_attention(spec: Any, attention: Any, norm: Any) -> None:
+    _set_norm(spec.layer_norm, norm)
+    _set_linear(spec.linear[0], attention.q_proj, attention.k_proj, attention.v_proj)
+    _set_linear(spec.linear[1], attention.out_proj)
+
+
+def _set_ffn(spec: Any, layer: Any) -> None:
+    _set_norm(spec.layer_norm, layer.ffn_res.norm)
+    _set_linear(spec.linear_0, layer.ffn.linear1)
+    _set_linear(spec.linear_1, layer.ffn.linear2)
+
+
+def _pieces(tokenizer: Tokenizer) -> list[str]:
+    return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
+
+
+def write_ctranslate2(inference: Any, folder: Path, card: Path | None = None) -> None:
+    """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
+    files, our model.json and tokenizer(s), `card` (if given) and MANIFEST."""
+    transformer_spec(inference).save(str(folder))
+    config = inference.config.to_dict()
+    config["train"]["run_dir"] = ""  # a path of the machine that trained it: not needed here
+    description = {
+        "config": config,
+        "step": inference.step,
+        "averaged_checkpoints": inference.averaged_checkpoints,
+    }
+    (folder / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    if inference.src_tokenizer is inference.tgt_tokenizer:
+        (folder / JOINT_TOKENIZER).write_bytes(inference.src_tokenizer.model_bytes)
+    else:
+        tokenizers = (inference.src_tokenizer, inference.tgt_tokenizer)
+        for name, tokenizer in zip(SEPARATE_TOKENIZERS, tokenizers, strict=True):
+            (folder / name).write_bytes(tokenizer.model_bytes)
+    if card is not None and card.is_file():
+        shutil.copyfile(card, folder / CARD)
+    digests = {path.name: _sha256(path) for path in sorted(folder.iterdir()) if path.name != CARD}
+    manifest = {"format": FORMAT, "positions": POSITIONS, "sha256": digests}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --- Loading ------------------------------------------------------------------------------
+
+
+def is_ctranslate2_folder(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def check_folder(folder: Path) -> tuple[Config, Tokenizer, Tokenizer]:
+    """Verify a CTranslate2 folder written by `write_ctranslate2` before CTranslate2 reads it:
+    MANIFEST names every file but card.json, each a plain file (no link) with its SHA-256;
+    nothing else is there; config.json is the one we write, and the vocabulary is the
+    tokenizer's. Returns the model's configuration and its source and target tokenizers."""
+    manifest = _read_json(folder / MANIFEST)
+    digests = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if (
+        not isinstance(digests, dict)
+        or manifest.get("format") != FORMAT
+        or not all(isinstance(name, str) and _plain_name(name) for name in digests)
+    ):
+        raise UserError(f"{folder / MANIFEST}: not a {FORMAT} manifest")
+    present = {path.name for path in folder.iterdir()}
+    unexpected = present - set(digests) - {CARD, MANIFEST}
+    if unexpected or not set(digests) <= present:
+        what = f"unexpected {sorted(unexpected)}" if unexpected else "files missing"
+        raise UserError(f"{folder}: its files do not match {MANIFEST} ({what})")
+    for name, digest in digests.items():
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            raise UserError(f"{path}: not a plain file")
+        if _sha256(path) != digest:
+            raise UserError(f"{path}: damaged (its SHA-256 differs from {MANIFEST})")
+    try:
+        config = config_from_dict(_read_json(folder / DESCRIPTION)["config"])
+    except (KeyError, TypeError, UserError) as err:
+        raise UserError(f"{folder / DESCRIPTION}: unreadable model description ({err})") from None
+    names = (JOINT_TOKENIZER,) * 2 if config.data.joint_vocab else SEPARATE_TOKENIZERS
+    src, tgt = (_tokenizer(folder / name) for name in names)
+    vocabularies = {"shared_vocabulary.json": _pieces(src)}
+    if _pieces(src) != _pieces(tgt):
+        vocabularies = {"source_vocabulary.json": _pieces(src)}
+        vocabularies["target_vocabulary.json"] = _pieces(tgt)
+    for name, pieces in vocabularies.items():
+        if _read_json(folder / name) != pieces:
+            raise UserError(f"{folder / name}: not the vocabulary of the sentencepiece model")
+    if _read_json(folder / "config.json") != EXPECTED_CONFIG:
+        raise UserError(f"{folder / 'config.json'}: not a configuration seq2seq export writes")
+    return config, src, tgt
+
+
+EXPECTED_CONFIG = {
+    "add_source_bos": False,
+    "add_source_eos": False,
+    "bos_token": BOS_PIECE,
+    "decoder_start_token": BOS_PIECE,
+    "eos_token": EOS_PIECE,
+    "layer_norm_epsilon": LAYER_NORM_EPSILON,
+    "multi_query_attention": False,
+    "unk_token": UNK_PIECE,
+}
+
+
+def _plain_name(name: str) -> bool:
+    """A file name in the folder itself: no folder part, not hidden."""
+    return name == Path(name).name and not name.startswith(".")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: unreadable ({err})") from None
+
+
+def _tokenizer(path: Path) -> Tokenizer:
+    try:
+        return Tokenizer(path.read_bytes())
+    except OSError as err:
+        raise UserError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
+    except UserError as err:
+        raise UserError(f"{path}: {err}") from None
+
+
+def cpu_threads() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def open_engine(folder: Path, precision: str, device: str = "cpu") -> tuple[Any, str]:
+    """CTranslate2's translator of the checked `folder` on `device` ("cpu": on every core
+    this process may use; "cuda") in our `precision`, and that precision ("auto" resolved:
+    fp32 on a CPU, fp16 on a GPU)."""
+    ctranslate2 = import_ctranslate2()
+    if precision == "auto":
+        precision = "fp16" if device == "cuda" else "fp32"
+    try:
+        engine = ctranslate2.Translator(
+            str(folder),
+            device=device,
+            compute_type=COMPUTE_TYPES[precision],
+            intra_threads=cpu_threads() if device == "cpu" else 0,
+        )
+    except (RuntimeError, ValueError) as err:
+        raise UserError(f"{folder}: CTranslate2 cannot load it ({err})") from None
+    return engine, precision
+
+
+def translator_from_inference(inference: Any, device: str = "cpu") -> "CTranslate2Translator":
+    """The translator of a loaded PyTorch model (`Inference`), converted in a temporary folder
+    that CTranslate2 reads into memory, with its config.decode options."""
+    with tempfile.TemporaryDirectory(prefix="seq2seq-ct2-") as tmp:
+        write_ctranslate2(inference, Path(tmp))
+        return CTranslate2Translator.open(
+            Path(tmp),
+            inference.src_tokenizer,
+            inference.tgt_tokenizer,
+            inference.config.decode,
+            device,
+        )
+
+
+def use_ctranslate2(engine: str, config: Config, need_attention: bool = False) -> bool:
+    """Whether `engine` ("pytorch", "ctranslate2" or "auto") decodes a model of `config`
+    with CTranslate2.
+
+    "auto" picks CTranslate2 only where it gives what PyTorch would: a Transformer, no
+    attention maps asked for, options it has (no decode.max_piece_repeat), and ctranslate2
+    installed; else PyTorch."""
+    if engine != "auto":
+        return engine == "ctranslate2"
+    if config.model.arch != "transformer" or need_attention or config.decode.max_piece_repeat:
+        return False
+    try:
+        import_ctranslate2()
+    except UserError:
+        return False
+    return True
+
+
+# --- Translating --------------------------------------------------------------------------
+
+
+class CTranslate2Translator(Translator):
+    """`Translator`'s interface and options (see the module docstring) with CTranslate2 doing
+    the search: `translate`, `source_limit`, `check_beam_size`, `with_decode`, `precision`."""
+
+    def __init__(
+        self,
+        engine: Any,
+        src_tokenizer: Tokenizer,
+        tgt_tokenizer: Tokenizer,
+        decode_cfg: DecodeConfig,
+        precision: str,
+    ) -> None:
+        if decode_cfg.max_piece_repeat:
+            raise UserError(
+                "decode.max_piece_repeat (--max-piece-repeat): CTranslate2 has no such rule; "
+                "use --engine pytorch"
+            )
+        self.engine = engine
+        self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
+        self.decode_cfg = decode_cfg
+        self.device = engine.device
+        self.precision = precision
+        self.target_ids = {piece: i for i, piece in enumerate(_pieces(tgt_tokenizer))}
+
+    @classmethod
+    def open(
+        cls,
+        folder: Path,
+        src_tokenizer: Tokenizer,
+        tgt_tokenizer: Tokenizer,
+        decode_cfg: DecodeConfig,
+        device: str = "cpu",
+    ) -> "CTranslate2Translator":
+        """The translator of a checked CTranslate2 folder (`check_folder`) with `decode_cfg`."""
+        engine, precision = open_engine(folder, decode_cfg.precision, device)
+        return cls(engine, src_tokenizer, tgt_tokenizer, decode_cfg, precision)
+
+    def precision_for(self, lines: int) -> str:
+        return self.precision
+
+    def with_decode(self, **changes: Any) -> "CTranslate2Translator":
+        decode_cfg = dataclasses.replace(self.decode_cfg, **changes)
+        return CTranslate2Translator(
+            self.engine, self.src_tokenizer, self.tgt_tokenizer, decode_cfg, self.precision
+        )
+
+    def source_limit(self, beam_size: int) -> int:
+        """`Translator.source_limit`, and below the POSITIONS of the stored encodings."""
+        return min(super().source_limit(beam_size), POSITIONS - 1)
+
+    def translate(
+        self,
+        lines: list[str],
+        beam_size: int | None = None,
+        nbest: int = 1,
+        need_attention: bool = False,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> list[list[Translation]]:
+        """`Translator.translate`, but attention maps come from the PyTorch engine only."""
+        if need_attention:
+            raise UserError("attention maps come from the PyTorch engine: use --engine pytorch")
+        beam_size = beam_size or self.decode_cfg.beam_size
+        if not 1 <= nbest <= beam_size:
+            raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
+        self.check_beam_size(beam_size)
+        sources = self.src_tokenizer.encode(lines)
+        cut = self._bound_lengths(sources, beam_size)
+        results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
+        order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
+        for batch in self._batches(order, sources, beam_size):
+            batch_sources = [sources[i] for i in batch]
+            hypotheses = self._search_all(batch_sources, beam_size, nbest)
+            for i, nbest_list in zip(
+                batch, self._translations(batch_sources, hypotheses), strict=True
+            ):
+                for translation in nbest_list:
+                    translation.truncated_from = cut.get(i)
+                results[i] = nbest_list
+            if on_batch:
+                on_batch(len(batch))
+        return results
+
+    def max_lengths(self, sources: list[list[int]]) -> list[int]:
+        """Each source's maximum output length (EOS not counted): `max_output_lengths`."""
+        cfg = self.decode_cfg
+        lengths = [int((len(ids) + 1) * cfg.max_len_ratio) + cfg.max_len_const for ids in sources]
+        if max(lengths) >= POSITIONS:
+            raise UserError(
+                f"an output of up to {max(lengths)} pieces: more than the {POSITIONS - 1} that a "
+                "CTranslate2 folder holds positions for; lower --max-len-ratio"
+            )
+        return lengths
+
+    def _search_all(
+        self, sources: list[list[int]], beam_size: int, nbest: int
+    ) -> list[list[Hypothesis]]:
+        """Search a batch at its longest maximum length, then again at their own the sentences
+        whose search reached it (a hypothesis that long: it ran that many steps)."""
+        limits = self.max_lengths(sources)
+        found = self._search(sources, beam_size, nbest, max(limits))
+        again: dict[int, list[int]] = {}
+        for i, (hypotheses, limit) in enumerate(zip(found, limits, strict=True)):
+            if limit < max(limits) and max(len(h.tokens) for h in hypotheses) >= limit:
+                again.setdefault(limit, []).append(i)
+        for limit, rows in again.items():
+            redone = self._search([sources[i] for i in rows], beam_size, nbest, limit)
+            for i, hypotheses in zip(rows, redone, strict=True):
+                found[i] = hypotheses
+        return [sorted(hypotheses, key=lambda h: -h.score)[:nbest] for hypotheses in found]
+
+    def _search(
+        self, sources: list[list[int]], beam_size: int, nbest: int, max_len: int
+    ) -> list[list[Hypothesis]]:
+        """One CTranslate2 call: every finished hypothesis of each source (the `nbest` best
+        with decode.stop_early), scored with our length penalty, outputs up to `max_len`.
+
+        Its length penalty 1 divides each log-probability by the hypothesis' length, which is
+        undone here; 0 would stop a sentence once its best candidate ends (stop_early)."""
+        stop_early = self.decode_cfg.stop_early and beam_size > 1
+        results = self.engine.translate_batch(
+            [[self.src_tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE] for ids in sources],
+            beam_size=beam_size,
+            num_hypotheses=nbest if stop_early else beam_size,
+            length_penalty=0.0 if stop_early else 1.0,
+            no_repeat_ngram_size=self.decode_cfg.no_repeat_ngram,
+            suppress_sequences=[[PAD_PIECE], [BOS_PIECE]],
+            return_end_token=True,
+            return_scores=True,
+            max_input_length=0,
+            max_decoding_length=max_len + 1,
+            min_decoding_length=0,
+        )
+        alpha = self.decode_cfg.length_penalty
+        found = []
+        for result in results:
+            hypotheses = []
+            for pieces, score in zip(result.hypotheses, result.scores, strict=True):
+                ended = bool(pieces) and pieces[-1] == EOS_PIECE
+                tokens = [self.target_ids[piece] for piece in pieces[: len(pieces) - ended]]
+                log_prob = score if stop_early else score * len(pieces)
+                hypotheses.append(
+                    Hypothesis(tokens, float(log_prob / gnmt_penalty(len(tokens) + 1, alpha)))
+                )
+            found.append(hypotheses)
+        return found
