@@ -235,6 +235,14 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
     )
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1, ...")
     parser.add_argument(
+        "--engine",
+        choices=["pytorch", "ctranslate2", "auto"],
+        default="pytorch",
+        help="pytorch (default): the textbook search; ctranslate2: CTranslate2 on the same "
+        "weights (Transformers; a folder from seq2seq export --format ctranslate2 or any "
+        "model); auto: ctranslate2 where it gives what pytorch would",
+    )
+    parser.add_argument(
         "--max-src-pieces",
         metavar="N",
         **ranged(

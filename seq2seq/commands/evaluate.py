@@ -4,6 +4,7 @@
     seq2seq evaluate --model transformer-tiny.multi30k.en-de              # a shipped model
     seq2seq evaluate --checkpoint best.pt --split valid --beam 1
     seq2seq evaluate --checkpoint best.pt --split valid --length-penalty 1.5
+    seq2seq evaluate --model transformer-tiny.multi30k.en-de --engine ctranslate2
     seq2seq evaluate --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
     seq2seq evaluate --checkpoint run/avg5.pt --beam 5 --record results/models/NAME.json \
         --name "Transformer tiny, last 5 averaged" --trained-on "1x NVIDIA H100, bf16" \
@@ -33,10 +34,8 @@ from typing import TYPE_CHECKING
 from seq2seq.commands.cli import (
     add_decode_options,
     add_model_options,
-    apply_decode_options,
     check_output,
     command_parser,
-    load_model,
     number,
 )
 from seq2seq.config_rules import AT_LEAST_0
@@ -154,9 +153,10 @@ def model_result(
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    from seq2seq.data.prepared_corpus import PreparedData  # imports torch: not for --help
+    from seq2seq.commands.engine import load_translator  # imports torch: not for --help
+    from seq2seq.data.prepared_corpus import PreparedData
     from seq2seq.decoding.evaluation import check_aligned, evaluate
-    from seq2seq.decoding.translator import SourceTooLong, Translator
+    from seq2seq.decoding.translator import SourceTooLong
     from seq2seq.device import pick_device
 
     if args.src:
@@ -164,14 +164,14 @@ def main(argv: list[str]) -> None:
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
         check_aligned(sources, references, f"--src {args.src}", f"--ref {args.ref}")
     device = pick_device(args.device)
-    inference = load_model(args, device)
-    apply_decode_options(args, inference.config.decode)
+    translator, config, inference = load_translator(args, device)
+    if args.record and inference is None:
+        raise UserError("--record: needs the PyTorch model; give the model it was exported from")
     prepared = None
     if not args.src:
         args.split = args.split or "test"
-        prepared = PreparedData.load(inference.config.data.prepared)
+        prepared = PreparedData.load(config.data.prepared)
         sources, references = prepared.lines(args.split)
-    translator = Translator.from_inference(inference, device)
     translator.check_beam_size(translator.decode_cfg.beam_size)
     try:
         result = evaluate(translator, sources, references)
@@ -189,6 +189,6 @@ def main(argv: list[str]) -> None:
         except OSError as err:
             raise UserError(f"--output {args.output}: cannot write: {err}") from None
     print(json.dumps(result.summary()) if args.json else report(result))
-    if args.record and prepared:
+    if args.record and prepared and inference:
         model_result(args, inference, prepared, result).save(Path(args.record))
         print(f"recorded {args.record}", file=sys.stderr)

@@ -4,6 +4,7 @@
     seq2seq translate --checkpoint checkpoints/run/best.pt              # prompt
     seq2seq translate --checkpoint best.pt --show-attention --nbest 3   # with n-best, heatmap
     seq2seq translate --checkpoint best.pt < input.en > output.de       # batch mode
+    seq2seq translate --model transformer-tiny.multi30k.en-de --engine ctranslate2  # faster
 
 At the prompt: arrow keys edit and recall earlier lines (history in ~/.seq2seq_history),
 Ctrl-C cancels the current line, Ctrl-D quits. In batch mode (input piped in, or --input FILE)
@@ -26,10 +27,8 @@ from typing import TYPE_CHECKING, BinaryIO
 from seq2seq.commands.cli import (
     add_decode_options,
     add_model_options,
-    apply_decode_options,
     check_output,
     command_parser,
-    load_model,
     ranged,
     take_terminal,
     terminal_width,
@@ -83,21 +82,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def load_translator(args: argparse.Namespace) -> tuple[Translator, str, str | None]:
-    """The translator of the checkpoint, with the options applied, the model's domain, and the
-    note to print if a translation comes out empty (`untrained_note`)."""
-    from seq2seq.decoding.translator import Translator
+    """The translator of the checkpoint (on the engine --engine picks), with the options
+    applied, the model's domain, and the note to print if a translation comes out empty
+    (`untrained_note`)."""
+    from seq2seq.commands.engine import load_translator as load_engine_translator
     from seq2seq.device import pick_device
 
     device = pick_device(args.device)
-    inference = load_model(args, device)
-    decode_cfg = inference.config.decode
-    apply_decode_options(args, decode_cfg)
-    beam = decode_cfg.beam_size
+    need_attention = args.show_attention or bool(args.save_attention)
+    translator, config, inference = load_engine_translator(args, device, need_attention)
+    beam = config.decode.beam_size
     if not 1 <= args.nbest <= beam:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
-    translator = Translator.from_inference(inference, device)
     translator.check_beam_size(beam)
-    return translator, domain_of(inference.config.data.corpus), untrained_note(args, inference)
+    note = untrained_note(args, inference) if inference is not None else None
+    return translator, domain_of(config.data.corpus), note
 
 
 def untrained_note(args: argparse.Namespace, inference: Inference) -> str | None:
