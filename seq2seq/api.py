@@ -6,6 +6,7 @@
     model.translate(["A dog runs in the snow."])         # ["Ein Hund rennt im Schnee."]
     model.translate(lines, beam=5, nbest=3)              # 3 Translations per line, best first
     model.attention("A dog runs in the snow.")           # its translation and every map
+    seq2seq.load("transformer-tiny.multi30k.en-de", engine="ctranslate2")  # faster, same output
 
 docs/api.md shows more. The same `Translator` as `seq2seq translate` does the work, and the
 same maps as the attention explorer come back (seq2seq.decoding.attention_maps), so the outputs
@@ -20,12 +21,22 @@ from pathlib import Path
 
 from torch import Tensor
 
+from seq2seq.config import Config
 from seq2seq.config_rules import DECODE_PRECISIONS, checked, line_problem
 from seq2seq.decoding.attention_maps import attention_text, source_attention, teacher_forced_maps
+from seq2seq.decoding.ctranslate2 import (
+    CTranslate2Translator,
+    check_folder,
+    is_ctranslate2_folder,
+    translator_from_inference,
+    use_ctranslate2,
+)
 from seq2seq.decoding.loading import Inference, load_model
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
+
+ENGINES = ("pytorch", "ctranslate2", "auto")
 
 
 @dataclass
@@ -54,21 +65,27 @@ class Attention:
 
 
 class Model:
-    """A trained model ready to translate (see `load`)."""
+    """A trained model ready to translate (see `load`).
 
-    def __init__(self, inference: Inference, translator: Translator) -> None:
+    inference: the PyTorch model and its tokenizers, None for a CTranslate2 folder;
+    translator: the engine's translator (`Translator` or `CTranslate2Translator`)."""
+
+    def __init__(
+        self, inference: Inference | None, translator: Translator, config: Config | None = None
+    ) -> None:
         self.inference = inference
         self.translator = translator
+        self.config = config if config is not None else inference.config
 
     @property
     def src(self) -> str:
         """The source language."""
-        return self.inference.config.data.src
+        return self.config.data.src
 
     @property
     def tgt(self) -> str:
         """The target language."""
-        return self.inference.config.data.tgt
+        return self.config.data.tgt
 
     def translate(
         self,
@@ -104,7 +121,9 @@ class Model:
 
     def attention(self, line: str, beam: int | None = None) -> Attention:
         """The best translation of `line` and every attention map the model computes when it
-        produces exactly that translation (teacher-forced, in fp32)."""
+        produces exactly that translation (teacher-forced, in fp32); PyTorch engine only."""
+        if isinstance(self.translator, CTranslate2Translator):
+            raise UserError("attention maps come from the PyTorch engine: engine='pytorch'")
         problem = line_problem(line)
         if problem:
             raise ValueError(f"line: {problem}")
@@ -126,18 +145,38 @@ class Model:
 
 
 def load(
-    name: str | Path, device: str = "auto", precision: str | None = None, plain: bool = False
+    name: str | Path,
+    device: str = "auto",
+    precision: str | None = None,
+    plain: bool = False,
+    engine: str = "pytorch",
 ) -> Model:
     """The model `name` names: a shipped model (e.g. "transformer-tiny.multi30k.en-de"), an
-    exported model folder, or a training checkpoint file; on `device` ("auto": CUDA when
+    exported model folder, a training checkpoint file, or (engine "ctranslate2" or "auto") a
+    folder from `seq2seq export --format ctranslate2`; on `device` ("auto": CUDA when
     present, else the CPU), decoding in `precision` (one of DECODE_PRECISIONS; default: the
     model's decode.precision). `plain`: run the textbook modules alone, not the fast twins of
-    seq2seq.fast (the same translations)."""
+    seq2seq.fast (the same translations). `engine`: "pytorch" (the textbook search),
+    "ctranslate2" (CTranslate2 on the same weights, Transformers only) or "auto"
+    (seq2seq.decoding.ctranslate2.use_ctranslate2: ctranslate2 where it gives what pytorch
+    would)."""
     if precision is not None and precision not in DECODE_PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(DECODE_PRECISIONS)}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}: one of {', '.join(ENGINES)}")
     torch_device = pick_device(device, "device")
+    if engine != "pytorch" and is_ctranslate2_folder(name):
+        config, src_tokenizer, tgt_tokenizer = check_folder(Path(name))
+        if precision is not None:
+            config.decode.precision = precision
+        translator = CTranslate2Translator.open(
+            Path(name), src_tokenizer, tgt_tokenizer, config.decode, torch_device.type
+        )
+        return Model(None, translator, config)
     inference = load_model(name, torch_device, plain)
     if precision is not None:
         decode = dataclasses.replace(inference.config.decode, precision=precision)
         inference.config = dataclasses.replace(inference.config, decode=decode)
+    if use_ctranslate2(engine, inference.config):
+        return Model(inference, translator_from_inference(inference, torch_device.type))
     return Model(inference, Translator.from_inference(inference, torch_device))
