@@ -25,9 +25,18 @@ CTranslate2's own sinusoidal table puts every sine before every cosine; ours int
   the raw log-probabilities and the GNMT length penalty is applied here, exactly as ours;
 - the maximum output length is per sentence (`max_output_lengths`); CTranslate2 takes one per
   call, so a sentence whose search reached its own limit is decoded again with it;
-- one difference remains: at its maximum length our search forces the EOS, CTranslate2 ends
-  each beam with its best token instead. Only sentences whose search runs to the maximum
-  length can differ (tests/test_ctranslate2.py lists them).
+- at the maximum length our search forces the EOS after each of the K beams; CTranslate2's
+  last step instead ends its K best candidates, with whatever token; those that are not the
+  EOS get the EOS appended and are scored again (`score_batch`), which gives our hypotheses
+  and scores.
+
+Two differences remain. When some of those K best candidates are the EOS, our search also
+forces the EOS after the next-best beams, which CTranslate2 never forms. And CTranslate2 keeps
+at most K finished hypotheses per sentence, ranked by log-probability / length, where ours
+ranks every finished one by the GNMT penalty: when more than K have ended (several end at the
+last step of a search that reaches the maximum length), ours's best can be one CTranslate2
+dropped. tests/test_ctranslate2.py counts them: on the test sets, only sentences whose search
+runs to the maximum length differ.
 
 An exported folder holds CTranslate2's files (model.bin, config.json, the vocabulary), our
 model.json and sentencepiece model(s), card.json when the model has one, and MANIFEST, the
@@ -229,8 +238,10 @@ def check_folder(folder: Path) -> tuple[Config, Tokenizer, Tokenizer]:
         config = config_from_dict(_read_json(folder / DESCRIPTION)["config"])
     except (KeyError, TypeError, UserError) as err:
         raise UserError(f"{folder / DESCRIPTION}: unreadable model description ({err})") from None
-    names = (JOINT_TOKENIZER,) * 2 if config.data.joint_vocab else SEPARATE_TOKENIZERS
-    src, tgt = (_tokenizer(folder / name) for name in names)
+    if config.data.joint_vocab:
+        src = tgt = _tokenizer(folder / JOINT_TOKENIZER)
+    else:
+        src, tgt = (_tokenizer(folder / name) for name in SEPARATE_TOKENIZERS)
     vocabularies = {"shared_vocabulary.json": _pieces(src)}
     if _pieces(src) != _pieces(tgt):
         vocabularies = {"source_vocabulary.json": _pieces(src)}
@@ -432,12 +443,13 @@ class CTranslate2Translator(Translator):
         self, sources: list[list[int]], beam_size: int, nbest: int
     ) -> list[list[Hypothesis]]:
         """Search a batch at its longest maximum length, then again at their own the sentences
-        whose search reached it (a hypothesis that long: it ran that many steps)."""
+        whose search reached the last step of theirs (a hypothesis of limit - 1 tokens or
+        more: the search ran that many steps)."""
         limits = self.max_lengths(sources)
         found = self._search(sources, beam_size, nbest, max(limits))
         again: dict[int, list[int]] = {}
         for i, (hypotheses, limit) in enumerate(zip(found, limits, strict=True)):
-            if limit < max(limits) and max(len(h.tokens) for h in hypotheses) >= limit:
+            if limit < max(limits) and max(len(h.tokens) for h in hypotheses) >= limit - 1:
                 again.setdefault(limit, []).append(i)
         for limit, rows in again.items():
             redone = self._search([sources[i] for i in rows], beam_size, nbest, limit)
@@ -448,14 +460,20 @@ class CTranslate2Translator(Translator):
     def _search(
         self, sources: list[list[int]], beam_size: int, nbest: int, max_len: int
     ) -> list[list[Hypothesis]]:
-        """One CTranslate2 call: every finished hypothesis of each source (the `nbest` best
-        with decode.stop_early), scored with our length penalty, outputs up to `max_len`.
+        """One CTranslate2 search of outputs up to `max_len` tokens: every finished hypothesis
+        of each source (the `nbest` best with decode.stop_early), scored with our length
+        penalty.
 
         Its length penalty 1 divides each log-probability by the hypothesis' length, which is
-        undone here; 0 would stop a sentence once its best candidate ends (stop_early)."""
+        undone here; 0 would stop a sentence once its best candidate ends (stop_early). Its
+        last step ends each beam with a token other than EOS; the log-probability of the EOS
+        after them is added by `_end`, as our search forces the EOS there."""
+        pieces = [[self.src_tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE] for ids in sources]
+        if max_len == 0:  # nothing but the EOS
+            return [[hypothesis] for hypothesis in self._end(pieces, [[]] * len(pieces))]
         stop_early = self.decode_cfg.stop_early and beam_size > 1
         results = self.engine.translate_batch(
-            [[self.src_tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE] for ids in sources],
+            pieces,
             beam_size=beam_size,
             num_hypotheses=nbest if stop_early else beam_size,
             length_penalty=0.0 if stop_early else 1.0,
@@ -464,19 +482,38 @@ class CTranslate2Translator(Translator):
             return_end_token=True,
             return_scores=True,
             max_input_length=0,
-            max_decoding_length=max_len + 1,
+            max_decoding_length=max_len,
             min_decoding_length=0,
         )
-        alpha = self.decode_cfg.length_penalty
-        found = []
-        for result in results:
+        found, unended = [], []
+        for row, result in enumerate(results):
             hypotheses = []
-            for pieces, score in zip(result.hypotheses, result.scores, strict=True):
-                ended = bool(pieces) and pieces[-1] == EOS_PIECE
-                tokens = [self.target_ids[piece] for piece in pieces[: len(pieces) - ended]]
-                log_prob = score if stop_early else score * len(pieces)
-                hypotheses.append(
-                    Hypothesis(tokens, float(log_prob / gnmt_penalty(len(tokens) + 1, alpha)))
-                )
+            for output, score in zip(result.hypotheses, result.scores, strict=True):
+                if output[-1] != EOS_PIECE:
+                    unended.append((row, output))
+                    continue
+                log_prob = score if stop_early else score * len(output)
+                tokens = [self.target_ids[piece] for piece in output[:-1]]
+                hypotheses.append(Hypothesis(tokens, self._penalised(log_prob, len(output))))
             found.append(hypotheses)
+        ended = self._end([pieces[row] for row, _ in unended], [out for _, out in unended])
+        for (row, _), hypothesis in zip(unended, ended, strict=True):
+            found[row].append(hypothesis)
         return found
+
+    def _end(self, sources: list[list[str]], outputs: list[list[str]]) -> list[Hypothesis]:
+        """The hypotheses `outputs` followed by the EOS, scored by CTranslate2 (no search)."""
+        if not outputs:
+            return []
+        results = self.engine.score_batch(sources, outputs, max_input_length=0)
+        return [
+            Hypothesis(
+                [self.target_ids[piece] for piece in output],
+                self._penalised(sum(result.log_probs), len(output) + 1),
+            )
+            for output, result in zip(outputs, results, strict=True)
+        ]
+
+    def _penalised(self, log_prob: float, length: int) -> float:
+        """Our score of a hypothesis of `length` tokens, EOS included (gnmt_penalty)."""
+        return float(log_prob / gnmt_penalty(length, self.decode_cfg.length_penalty))
