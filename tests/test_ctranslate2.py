@@ -1,0 +1,350 @@
+"""CTranslate2 (seq2seq.decoding.ctranslate2): the converter, the engine's search against the
+textbook one, exported folders and their checks, and the engine choice.
+
+Tolerance: CTranslate2's float32 kernels sum in another order than PyTorch's, so scores of the
+same output agree within SCORE_TOLERANCE (measured: at most 7e-4 on 200 Multi30k sentences),
+and a near tie may break the other way."""
+
+import gzip
+import hashlib
+import itertools
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import seq2seq
+from seq2seq.commands import export as export_command
+from seq2seq.config import config_from_dict
+from seq2seq.data.corpora import Tatoeba
+from seq2seq.decoding.ctranslate2 import (
+    MANIFEST,
+    CTranslate2Translator,
+    check_folder,
+    import_ctranslate2,
+    position_table,
+    translator_from_inference,
+    use_ctranslate2,
+)
+from seq2seq.decoding.export import export_ctranslate2
+from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_model
+from seq2seq.decoding.translator import SourceTooLong, Translator
+from seq2seq.errors import UserError
+from seq2seq.models import build_model
+
+SCORE_TOLERANCE = 2e-3
+EN_DE = "transformer-tiny.multi30k.en-de"
+TRANSFORMERS = sorted(p.name for p in SHIPPED_MODELS.glob("transformer-*"))
+LINES = [
+    "A man in an orange hat starring at something.",
+    "A Boston Terrier is running on lush green grass in front of a white fence.",
+    "A girl in karate uniform breaking a stick with a front kick.",
+    "People are fixing the roof of a house.",
+    "Two dogs play in the snow.",
+    "A little girl climbs into a wooden playhouse.",
+]
+
+
+def fp32(name: str) -> Inference:
+    inference = load_model(name)
+    inference.config.decode.precision = "fp32"
+    return inference
+
+
+@pytest.fixture(scope="module")
+def en_de() -> Inference:
+    return fp32(EN_DE)
+
+
+@pytest.fixture(scope="module")
+def engines(en_de: Inference) -> tuple[Translator, CTranslate2Translator]:
+    return Translator.from_inference(en_de, "cpu"), translator_from_inference(en_de)
+
+
+def assert_same(expected: list, got: list) -> None:
+    """The same n-best lists: texts equal, scores within SCORE_TOLERANCE."""
+    assert [[t.text for t in nbest] for nbest in got] == [[t.text for t in n] for n in expected]
+    for ours, theirs in zip(itertools.chain(*expected), itertools.chain(*got), strict=True):
+        assert theirs.score == pytest.approx(ours.score, abs=SCORE_TOLERANCE)
+        assert theirs.tokens == ours.tokens and theirs.tgt_pieces == ours.tgt_pieces
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"length_penalty": 0.0},
+        {"length_penalty": 2.0},
+        {"beam_size": 1},
+        {"no_repeat_ngram": 2},
+        {"stop_early": True, "length_penalty": 0.0},
+    ],
+    ids=["default", "alpha-0", "alpha-2", "greedy", "no-repeat-2", "stop-early"],
+)
+def test_the_engine_gives_the_textbook_nbest_lists(engines, changes) -> None:
+    pytorch, ct2 = (engine.with_decode(**changes) for engine in engines)
+    nbest = 1 if changes.get("beam_size") == 1 else 3
+    assert_same(pytorch.translate(LINES, nbest=nbest), ct2.translate(LINES, nbest=nbest))
+
+
+def test_each_sentence_keeps_its_own_maximum_length(engines) -> None:
+    """Batched with longer sentences, a sentence stops at its own limit, as alone; with limits
+    that every search reaches, the outputs are the textbook's but where the differences in
+    the module docstring of seq2seq.decoding.ctranslate2 show."""
+    pytorch, ct2 = (engine.with_decode(max_len_ratio=0.5, max_len_const=0) for engine in engines)
+    together = ct2.translate(LINES, nbest=2)
+    alone = [ct2.translate([line], nbest=2)[0] for line in LINES]
+    assert_same(alone, together)
+    limits = ct2.max_lengths(ct2.src_tokenizer.encode(LINES))
+    assert len(set(limits)) > 1
+    for nbest, limit in zip(together, limits, strict=True):
+        assert max(len(t.tokens) for t in nbest) == limit
+    # Every search ends K hypotheses at its last step, so CTranslate2 drops some (the module
+    # docstring): the first sentence's empty output, ours's best, is one of them.
+    ours = pytorch.translate(LINES, nbest=2)
+    assert ours[0][0].text == "" and together[0][0].text == "Ein Mann mit orangefarbenem"
+    assert_same(ours[1:], together[1:])
+
+
+def test_a_maximum_length_of_zero_gives_the_eos_alone(engines) -> None:
+    pytorch, ct2 = (engine.with_decode(max_len_ratio=0.0, max_len_const=0) for engine in engines)
+    assert_same(pytorch.translate(LINES[:2]), ct2.translate(LINES[:2]))
+    assert ct2.translate(LINES[:1])[0][0].tokens == []
+
+
+def test_lines_over_the_source_limit_fail_alike(engines) -> None:
+    pytorch, ct2 = (engine.with_decode(max_src_pieces=4) for engine in engines)
+    errors = []
+    for engine in (pytorch, ct2):
+        with pytest.raises(SourceTooLong) as caught:
+            engine.translate(["Hi.", LINES[1]])
+        errors.append((caught.value.index, str(caught.value)))
+    assert errors[0] == errors[1] and errors[0][0] == 1
+    truncated = [e.with_decode(max_src_pieces=4, truncate_src=True) for e in engines]
+    assert_same(*(engine.translate(LINES[:2]) for engine in truncated))
+    assert truncated[1].translate(LINES[:2])[1][0].truncated_from > 4
+
+
+def test_empty_lines_need_no_engine(engines) -> None:
+    assert engines[1].translate(["", "   "], nbest=2) == engines[0].translate(["", "   "], nbest=2)
+
+
+def test_options_ctranslate2_lacks_are_refused(engines) -> None:
+    with pytest.raises(UserError, match="max_piece_repeat"):
+        engines[1].with_decode(max_piece_repeat=2)
+    with pytest.raises(UserError, match="PyTorch engine"):
+        engines[1].translate(LINES[:1], need_attention=True)
+    with pytest.raises(UserError, match="beam size 9000"):
+        engines[1].translate(LINES[:1], beam_size=9000)
+
+
+def random_model(pre_norm: bool, tie: bool) -> Inference:
+    """A random tiny Transformer on the shipped en-de tokenizer: post-norm and untied weights
+    too, which no shipped model has."""
+    shipped = load_model(EN_DE)
+    config = shipped.config.to_dict()
+    config["model"].update(
+        embed_dim=32, ffn_size=48, num_heads=2, encoder_layers=2, decoder_layers=3
+    )
+    config["model"].update(pre_norm=pre_norm, share_embeddings=tie, tie_output=tie)
+    config["decode"]["precision"] = "fp32"
+    cfg = config_from_dict(config)
+    torch.manual_seed(0)
+    vocab = shipped.src_tokenizer.vocab_size
+    model = build_model(cfg.model, vocab, vocab, True, verbose=False).eval()
+    return Inference(model, cfg, shipped.src_tokenizer, shipped.tgt_tokenizer, step=1)
+
+
+@pytest.mark.parametrize(
+    ("pre_norm", "tie"), [(True, True), (False, False)], ids=["pre-norm", "post-norm-untied"]
+)
+def test_the_converter_keeps_the_architecture(pre_norm: bool, tie: bool) -> None:
+    inference = random_model(pre_norm, tie)
+    pytorch = Translator.from_inference(inference, "cpu").with_decode(max_len_const=4)
+    ct2 = translator_from_inference(inference).with_decode(max_len_const=4)
+    assert_same(pytorch.translate(LINES[:3], nbest=2), ct2.translate(LINES[:3], nbest=2))
+
+
+def test_the_position_table_interleaves_sines_and_cosines() -> None:
+    table = position_table(4, 3)
+    assert table.shape == (3, 4)
+    assert table[0].tolist() == [0.0, 1.0, 0.0, 1.0]
+    expected = [torch.sin(torch.tensor(2.0)), torch.cos(torch.tensor(2.0))]
+    assert table[2, :2].tolist() == pytest.approx([float(x) for x in expected], abs=1e-6)
+
+
+# --- Exported folders ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ct2") / "en-de"
+    export_command.main(["--model", EN_DE, "--format", "ctranslate2", "--out", str(out)])
+    return out
+
+
+def test_export_then_load_gives_the_same_translations(exported: Path, engines) -> None:
+    names = sorted(path.name for path in exported.iterdir())
+    assert names == [
+        "card.json",
+        "config.json",
+        MANIFEST,
+        "model.bin",
+        "model.json",
+        "sentencepiece.model",
+        "shared_vocabulary.json",
+    ]
+    assert (exported / "card.json").read_bytes() == (
+        SHIPPED_MODELS / EN_DE / "card.json"
+    ).read_bytes()
+    model = seq2seq.load(exported, engine="ctranslate2", precision="fp32")
+    assert isinstance(model.translator, CTranslate2Translator) and model.inference is None
+    assert (model.src, model.tgt) == ("en", "de")
+    assert_same(engines[1].translate(LINES, nbest=2), model.translate(LINES, nbest=2))
+    with pytest.raises(UserError, match="PyTorch engine"):
+        model.attention(LINES[0])
+
+
+def test_a_gru_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="CTranslate2 has no recurrent models"):
+        export_ctranslate2(load_model("gru-small.multi30k.en-de"), tmp_path / "gru")
+    assert not (tmp_path / "gru").exists()
+
+
+def damage(folder: Path, how: str) -> None:
+    """Spoil a copied CTranslate2 folder in one way."""
+    manifest = json.loads((folder / MANIFEST).read_text())
+    if how == "flipped byte":
+        data = bytearray((folder / "model.bin").read_bytes())
+        data[len(data) // 2] ^= 1
+        (folder / "model.bin").write_bytes(bytes(data))
+    elif how == "extra file":
+        (folder / "sitecustomize.py").write_text("raise SystemExit('ran')\n")
+    elif how == "link":
+        (folder / "model.bin").unlink()
+        (folder / "model.bin").symlink_to(SHIPPED_MODELS / EN_DE / "model.safetensors")
+    elif how == "path in manifest":
+        manifest["sha256"]["../model.bin"] = manifest["sha256"].pop("model.bin")
+    elif how in ("config", "vocabulary"):  # changed, the manifest made to match
+        name = "config.json" if how == "config" else "shared_vocabulary.json"
+        content = json.loads((folder / name).read_text())
+        if how == "config":
+            content["add_source_bos"] = True
+        else:
+            content[5], content[6] = content[6], content[5]
+        (folder / name).write_text(json.dumps(content))
+        manifest["sha256"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    elif how == "no manifest":
+        (folder / MANIFEST).unlink()
+    if how != "no manifest":
+        (folder / MANIFEST).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("flipped byte", "model.bin: damaged"),
+        ("extra file", r"unexpected \['sitecustomize.py'\]"),
+        ("link", "model.bin: not a plain file"),
+        ("path in manifest", "not a seq2seq-ctranslate2/1 manifest"),
+        ("config", "config.json: not a configuration"),
+        ("vocabulary", "not the vocabulary of the sentencepiece model"),
+        ("no manifest", "not an exported model folder"),
+    ],
+)
+def test_bad_folders_are_refused_before_ctranslate2_reads_them(
+    exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, message: str
+) -> None:
+    folder = tmp_path / "bad"
+    shutil.copytree(exported, folder)
+    damage(folder, how)
+    ctranslate2 = import_ctranslate2()
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ctranslate2 read a folder that was not checked")
+
+    monkeypatch.setattr(ctranslate2, "Translator", never)
+    with pytest.raises(UserError, match=message) as caught:
+        seq2seq.load(folder, engine="ctranslate2")
+    assert "\n" not in str(caught.value)
+
+
+def test_the_checked_folder_gives_its_configuration(exported: Path) -> None:
+    config, src, tgt = check_folder(exported)
+    assert config.model.name == "transformer-tiny" and config.data.joint_vocab
+    assert (
+        src is tgt
+        and src.model_bytes == (SHIPPED_MODELS / EN_DE / "sentencepiece.model").read_bytes()
+    )
+
+
+# --- The engine choice --------------------------------------------------------------------
+
+
+def test_auto_picks_ctranslate2_only_where_it_gives_the_same(en_de: Inference) -> None:
+    assert use_ctranslate2("auto", en_de.config)
+    assert not use_ctranslate2("auto", en_de.config, need_attention=True)
+    gru = load_model("gru-small.multi30k.en-de")
+    assert not use_ctranslate2("auto", gru.config)
+    assert use_ctranslate2("ctranslate2", gru.config) and not use_ctranslate2("pytorch", gru.config)
+
+
+def test_a_missing_ctranslate2_is_one_line(monkeypatch: pytest.MonkeyPatch, en_de) -> None:
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    with pytest.raises(UserError, match="ctranslate2 cannot be imported") as caught:
+        import_ctranslate2()
+    assert "\n" not in str(caught.value)
+    assert not use_ctranslate2("auto", en_de.config)
+
+
+# --- Every shipped Transformer on the test set (slow) ---------------------------------------
+
+
+def first_test_sources(shared_data: Path, name: str, count: int) -> list[str]:
+    """The first `count` test sources of a shipped model's corpus and direction."""
+    src = name.rsplit(".", 1)[1].split("-")[0]
+    if ".multi30k." in name:
+        path = shared_data / "multi30k" / f"test_2016_flickr.{src}.gz"
+        with gzip.open(path, "rt", encoding="utf-8") as file:
+            return [line.strip() for line in itertools.islice(file, count)]
+    tatoeba, lines = Tatoeba(), []
+    with gzip.open(shared_data / "tatoeba-eng-fra" / "fra.txt.gz", "rt", encoding="utf-8") as file:
+        for line in file:
+            en, fr = line.rstrip("\n").split("\t")[:2]
+            if tatoeba.split_of(en.strip()) == "test":
+                lines.append(en if src == "en" else fr)
+                if len(lines) == count:
+                    return lines
+    return lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_every_shipped_transformer_matches_on_the_test_set(name: str, shared_data: Path) -> None:
+    """On 200 test sentences the best outputs agree on at least 99%, every difference comes
+    from the maximum-length rule, and the n-best lists agree on at least 95%."""
+    inference = fp32(name)
+    pytorch = Translator.from_inference(inference, "cpu")
+    ct2 = translator_from_inference(inference)
+    lines = first_test_sources(shared_data, name, 200)
+    ours, theirs = pytorch.translate(lines, nbest=3), ct2.translate(lines, nbest=3)
+    limits = ct2.max_lengths(ct2.src_tokenizer.encode(lines))
+    differences = [
+        (line, a[0].text, b[0].text, limit)
+        for line, a, b, limit in zip(lines, ours, theirs, limits, strict=True)
+        if a[0].text != b[0].text
+    ]
+    print(f"{name}: {len(differences)} of {len(lines)} differ", *differences, sep="\n")
+    assert len(differences) <= len(lines) // 100
+    for a, b, limit in zip(ours, theirs, limits, strict=True):
+        if a[0].text != b[0].text:
+            assert limit in (len(a[0].tokens), len(b[0].tokens))
+        elif a[0].score != pytest.approx(b[0].score, abs=SCORE_TOLERANCE):
+            pytest.fail(f"scores {a[0].score} and {b[0].score} of {a[0].text!r}")
+    same_lists = sum(
+        [t.text for t in a] == [t.text for t in b] for a, b in zip(ours, theirs, strict=True)
+    )
+    assert same_lists >= 0.95 * len(lines)
