@@ -11,10 +11,12 @@ import itertools
 import json
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
 import seq2seq
 from seq2seq.commands import export as export_command
@@ -34,6 +36,9 @@ from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_model
 from seq2seq.decoding.translator import SourceTooLong, Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
+from seq2seq.serving.app import create_app
+from seq2seq.serving.limits import Limits
+from seq2seq.serving.registry import ServedModel, served_model
 
 SCORE_TOLERANCE = 2e-3
 EN_DE = "transformer-tiny.multi30k.en-de"
@@ -348,3 +353,39 @@ def test_every_shipped_transformer_matches_on_the_test_set(name: str, shared_dat
         [t.text for t in a] == [t.text for t in b] for a, b in zip(ours, theirs, strict=True)
     )
     assert same_lists >= 0.95 * len(lines)
+
+
+# --- Serving ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(en_de: Inference) -> dict[str, ServedModel]:
+    return {EN_DE: served_model(EN_DE, en_de, torch.device("cpu"), ctranslate2=True)}
+
+
+def test_the_server_answers_concurrent_requests_through_ctranslate2(served, engines) -> None:
+    """Concurrent single-line requests, batched by the server, get what a direct call
+    gives; the explorer's maps still come from PyTorch."""
+    assert isinstance(served[EN_DE].translator, CTranslate2Translator)
+    expected = engines[1].translate(LINES, nbest=2)
+    with TestClient(create_app(served, Limits())) as client:
+        assert client.get("/v1/models").json()[0]["precision"] == "fp32"
+        with ThreadPoolExecutor(len(LINES)) as pool:
+            answers = list(
+                pool.map(
+                    lambda line: client.post("/v1/translate", json={"lines": [line], "nbest": 2}),
+                    LINES,
+                )
+            )
+        explained = client.post("/v1/explain", json={"text": LINES[0], "nbest": 2})
+        too_long = client.post("/v1/translate", json={"lines": ["a " * 300]})
+    for answer, nbest in zip(answers, expected, strict=True):
+        assert answer.status_code == 200
+        got = answer.json()["translations"][0]
+        assert [h["text"] for h in got] == [t.text for t in nbest]
+        assert [h["score"] for h in got] == pytest.approx([t.score for t in nbest], abs=1e-4)
+    assert explained.status_code == 200, explained.text
+    hypotheses = explained.json()["hypotheses"]
+    assert [h["text"] for h in hypotheses] == [t.text for t in expected[0]]
+    assert "maps" in hypotheses[0]
+    assert too_long.status_code == 413 and "over the limit of 256 pieces" in too_long.text

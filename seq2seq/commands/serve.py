@@ -183,7 +183,10 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
     """The models of --model and --checkpoint, by name (the first is the default), each with
-    the decoding options applied; on a CPU they decode in int8 unless --precision says else."""
+    the decoding options applied, on the engine --engine picks; on a CPU the PyTorch engine
+    decodes in int8 unless --precision says else (CTranslate2 in fp32: its int8 is slower one
+    sentence at a time)."""
+    from seq2seq.decoding.ctranslate2 import use_ctranslate2
     from seq2seq.decoding.loading import load_model
     from seq2seq.device import pick_device
     from seq2seq.serving.registry import served_model, served_name
@@ -198,10 +201,11 @@ def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
         if name in models:
             raise UserError(f"{option} {inference.path}: a second model named {name!r}")
         decode_cfg = inference.config.decode
-        if args.precision is None and device.type == "cpu":
+        ctranslate2 = use_ctranslate2(args.engine, inference.config)
+        if args.precision is None and device.type == "cpu" and not ctranslate2:
             decode_cfg.precision = "int8"
         apply_decode_options(args, decode_cfg)
-        models[name] = served_model(name, inference, device)
+        models[name] = served_model(name, inference, device, ctranslate2)
     return models
 
 

@@ -369,6 +369,8 @@ class CTranslate2Translator(Translator):
         self.device = engine.device
         self.precision = precision
         self.target_ids = {piece: i for i, piece in enumerate(_pieces(tgt_tokenizer))}
+        # the PyTorch translator that answers calls asking for attention maps (None: refused)
+        self.attention_translator: Translator | None = None
 
     @classmethod
     def open(
@@ -388,9 +390,12 @@ class CTranslate2Translator(Translator):
 
     def with_decode(self, **changes: Any) -> "CTranslate2Translator":
         decode_cfg = dataclasses.replace(self.decode_cfg, **changes)
-        return CTranslate2Translator(
+        translator = CTranslate2Translator(
             self.engine, self.src_tokenizer, self.tgt_tokenizer, decode_cfg, self.precision
         )
+        if self.attention_translator is not None:
+            translator.attention_translator = self.attention_translator.with_decode(**changes)
+        return translator
 
     def source_limit(self, beam_size: int) -> int:
         """`Translator.source_limit`, and below the POSITIONS of the stored encodings."""
@@ -404,9 +409,14 @@ class CTranslate2Translator(Translator):
         need_attention: bool = False,
         on_batch: Callable[[int], None] | None = None,
     ) -> list[list[Translation]]:
-        """`Translator.translate`, but attention maps come from the PyTorch engine only."""
+        """`Translator.translate`; a call that asks for attention maps goes to
+        `attention_translator` (PyTorch), and is refused without one."""
         if need_attention:
-            raise UserError("attention maps come from the PyTorch engine: use --engine pytorch")
+            if self.attention_translator is None:
+                raise UserError("attention maps come from the PyTorch engine: use --engine pytorch")
+            return self.attention_translator.translate(
+                lines, beam_size, nbest, need_attention, on_batch
+            )
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
             raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")

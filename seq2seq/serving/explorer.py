@@ -149,7 +149,7 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
     )
     try:
         payload = await run_in_threadpool(
-            explain, served.translator, nbest, request.hypothesis, request.all_maps
+            explain, served.pytorch, nbest, request.hypothesis, request.all_maps
         )
     except UserError as err:
         raise ApiError(422, str(err)) from None

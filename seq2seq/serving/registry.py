@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from seq2seq.data.corpora import domain_of
+from seq2seq.decoding.ctranslate2 import translator_from_inference
 from seq2seq.decoding.loading import MAX_DESCRIPTION_BYTES, Inference
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
@@ -22,7 +23,8 @@ class ServedModel:
     """One loaded model, under the name that requests give in "model"."""
 
     name: str
-    translator: Translator
+    translator: Translator  # translates: PyTorch's or CTranslate2's (--engine)
+    pytorch: Translator  # the explorer's attention maps come from PyTorch whatever the engine
     source: str  # language codes, e.g. "en" and "de"
     target: str
     family: str  # the model preset, e.g. "transformer-tiny"
@@ -57,14 +59,22 @@ def served_name(inference: Inference) -> str:
     return path.name if inference.card is not None else f"{path.resolve().parent.name}/{path.stem}"
 
 
-def served_model(name: str, inference: Inference, device: torch.device) -> ServedModel:
+def served_model(
+    name: str, inference: Inference, device: torch.device, ctranslate2: bool = False
+) -> ServedModel:
     """A model to serve, from a loaded checkpoint or exported model (decode options applied to
-    inference.config.decode) and its card.json, if any."""
+    inference.config.decode) and its card.json, if any; with `ctranslate2`, translated by
+    CTranslate2, the attention maps still computed by PyTorch."""
     config = inference.config
     card = inference.card
+    translator = pytorch = Translator.from_inference(inference, device)
+    if ctranslate2:
+        translator = translator_from_inference(inference, device.type)
+        translator.attention_translator = pytorch
     return ServedModel(
         name=name,
-        translator=Translator.from_inference(inference, device),
+        translator=translator,
+        pytorch=pytorch,
         source=config.data.src,
         target=config.data.tgt,
         family=config.model.name,
