@@ -5,7 +5,6 @@ Tolerance: CTranslate2's float32 kernels sum in another order than PyTorch's, so
 same output agree within SCORE_TOLERANCE (measured: at most 7e-4 on 200 Multi30k sentences),
 and a near tie may break the other way."""
 
-import gzip
 import hashlib
 import itertools
 import json
@@ -16,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from ctranslate2_bench import shipped_test_pairs
 from fastapi.testclient import TestClient
 
 import seq2seq
 from seq2seq.commands import export as export_command
 from seq2seq.config import config_from_dict
-from seq2seq.data.corpora import Tatoeba
 from seq2seq.decoding.ctranslate2 import (
     MANIFEST,
     CTranslate2Translator,
@@ -308,24 +307,6 @@ def test_a_missing_ctranslate2_is_one_line(monkeypatch: pytest.MonkeyPatch, en_d
 # --- Every shipped Transformer on the test set (slow) ---------------------------------------
 
 
-def first_test_sources(shared_data: Path, name: str, count: int) -> list[str]:
-    """The first `count` test sources of a shipped model's corpus and direction."""
-    src = name.rsplit(".", 1)[1].split("-")[0]
-    if ".multi30k." in name:
-        path = shared_data / "multi30k" / f"test_2016_flickr.{src}.gz"
-        with gzip.open(path, "rt", encoding="utf-8") as file:
-            return [line.strip() for line in itertools.islice(file, count)]
-    tatoeba, lines = Tatoeba(), []
-    with gzip.open(shared_data / "tatoeba-eng-fra" / "fra.txt.gz", "rt", encoding="utf-8") as file:
-        for line in file:
-            en, fr = line.rstrip("\n").split("\t")[:2]
-            if tatoeba.split_of(en.strip()) == "test":
-                lines.append(en if src == "en" else fr)
-                if len(lines) == count:
-                    return lines
-    return lines
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TRANSFORMERS)
 def test_every_shipped_transformer_matches_on_the_test_set(name: str, shared_data: Path) -> None:
@@ -334,7 +315,7 @@ def test_every_shipped_transformer_matches_on_the_test_set(name: str, shared_dat
     inference = fp32(name)
     pytorch = Translator.from_inference(inference, "cpu")
     ct2 = translator_from_inference(inference)
-    lines = first_test_sources(shared_data, name, 200)
+    lines = shipped_test_pairs(name, shared_data, 200)[0]
     ours, theirs = pytorch.translate(lines, nbest=3), ct2.translate(lines, nbest=3)
     limits = ct2.max_lengths(ct2.src_tokenizer.encode(lines))
     differences = [
