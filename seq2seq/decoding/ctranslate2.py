@@ -59,7 +59,13 @@ import numpy as np
 from seq2seq.config import Config, DecodeConfig, config_from_dict
 from seq2seq.data.specials import BOS_PIECE, EOS_PIECE, PAD_PIECE, UNK_PIECE
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.loading import CARD, DESCRIPTION, JOINT_TOKENIZER, SEPARATE_TOKENIZERS
+from seq2seq.decoding.loading import (
+    CARD,
+    DESCRIPTION,
+    JOINT_TOKENIZER,
+    SEPARATE_TOKENIZERS,
+    Inference,
+)
 from seq2seq.decoding.search import Hypothesis, gnmt_penalty
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.errors import UserError
@@ -112,7 +118,7 @@ def position_table(dim: int, positions: int = POSITIONS) -> np.ndarray:
     return _array(PositionalEncoding(dim)(torch.arange(positions)))
 
 
-def transformer_spec(inference: Any) -> Any:
+def transformer_spec(inference: Inference) -> Any:
     """The CTranslate2 TransformerSpec of `inference`'s Transformer (see the module docstring)."""
     ctranslate2 = import_ctranslate2()
     model, cfg = inference.model, inference.config.model
@@ -170,7 +176,7 @@ def _pieces(tokenizer: Tokenizer) -> list[str]:
     return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
 
 
-def write_ctranslate2(inference: Any, folder: Path, card: Path | None = None) -> None:
+def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = None) -> None:
     """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
     files, our model.json and tokenizer(s), `card` (if given) and MANIFEST."""
     transformer_spec(inference).save(str(folder))
@@ -311,7 +317,7 @@ def open_engine(folder: Path, precision: str, device: str = "cpu") -> tuple[Any,
     return engine, precision
 
 
-def translator_from_inference(inference: Any, device: str = "cpu") -> "CTranslate2Translator":
+def translator_from_inference(inference: Inference, device: str = "cpu") -> "CTranslate2Translator":
     """The translator of a loaded PyTorch model (`Inference`), converted in a temporary folder
     that CTranslate2 reads into memory, with its config.decode options."""
     with tempfile.TemporaryDirectory(prefix="seq2seq-ct2-") as tmp:
