@@ -32,6 +32,7 @@ from seq2seq.decoding.ctranslate2 import (
 )
 from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_model
+from seq2seq.decoding.search import Stopped
 from seq2seq.decoding.translator import SourceTooLong, Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
@@ -134,6 +135,13 @@ def test_lines_over_the_source_limit_fail_alike(engines) -> None:
 
 def test_empty_lines_need_no_engine(engines) -> None:
     assert engines[1].translate(["", "   "], nbest=2) == engines[0].translate(["", "   "], nbest=2)
+
+
+def test_a_search_nobody_waits_for_stops(engines) -> None:
+    calls = []
+    with pytest.raises(Stopped):
+        engines[1].translate(LINES, should_stop=lambda: calls.append(1) or True)
+    assert calls == [1]
 
 
 def test_options_ctranslate2_lacks_are_refused(engines) -> None:

@@ -66,7 +66,7 @@ from seq2seq.decoding.loading import (
     SEPARATE_TOKENIZERS,
     Inference,
 )
-from seq2seq.decoding.search import Hypothesis, gnmt_penalty
+from seq2seq.decoding.search import Hypothesis, Stopped, gnmt_penalty
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.errors import UserError
 
@@ -349,6 +349,12 @@ def use_ctranslate2(engine: str, config: Config, need_attention: bool = False) -
     return True
 
 
+def check_stop(should_stop: Callable[[], bool] | None) -> None:
+    """Raise `Stopped` once `should_stop` (if given) returns True."""
+    if should_stop is not None and should_stop():
+        raise Stopped
+
+
 # --- Translating --------------------------------------------------------------------------
 
 
@@ -414,14 +420,17 @@ class CTranslate2Translator(Translator):
         nbest: int = 1,
         need_attention: bool = False,
         on_batch: Callable[[int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> list[list[Translation]]:
         """`Translator.translate`; a call that asks for attention maps goes to
-        `attention_translator` (PyTorch), and is refused without one."""
+        `attention_translator` (PyTorch), and is refused without one. `should_stop` is called
+        before each CTranslate2 call (a call runs to its end): once it returns True,
+        `seq2seq.decoding.search.Stopped` is raised."""
         if need_attention:
             if self.attention_translator is None:
                 raise UserError("attention maps come from the PyTorch engine: use --engine pytorch")
             return self.attention_translator.translate(
-                lines, beam_size, nbest, need_attention, on_batch
+                lines, beam_size, nbest, need_attention, on_batch, should_stop
             )
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
@@ -433,7 +442,7 @@ class CTranslate2Translator(Translator):
         order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
         for batch in self._batches(order, sources, beam_size):
             batch_sources = [sources[i] for i in batch]
-            hypotheses = self._search_all(batch_sources, beam_size, nbest)
+            hypotheses = self._search_all(batch_sources, beam_size, nbest, should_stop)
             for i, nbest_list in zip(
                 batch, self._translations(batch_sources, hypotheses), strict=True
             ):
@@ -456,18 +465,24 @@ class CTranslate2Translator(Translator):
         return lengths
 
     def _search_all(
-        self, sources: list[list[int]], beam_size: int, nbest: int
+        self,
+        sources: list[list[int]],
+        beam_size: int,
+        nbest: int,
+        should_stop: Callable[[], bool] | None = None,
     ) -> list[list[Hypothesis]]:
         """Search a batch at its longest maximum length, then again at their own the sentences
         whose search reached the last step of theirs (a hypothesis of limit - 1 tokens or
         more: the search ran that many steps)."""
         limits = self.max_lengths(sources)
+        check_stop(should_stop)
         found = self._search(sources, beam_size, nbest, max(limits))
         again: dict[int, list[int]] = {}
         for i, (hypotheses, limit) in enumerate(zip(found, limits, strict=True)):
             if limit < max(limits) and max(len(h.tokens) for h in hypotheses) >= limit - 1:
                 again.setdefault(limit, []).append(i)
         for limit, rows in again.items():
+            check_stop(should_stop)
             redone = self._search([sources[i] for i in rows], beam_size, nbest, limit)
             for i, hypotheses in zip(rows, redone, strict=True):
                 found[i] = hypotheses

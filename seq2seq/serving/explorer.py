@@ -88,7 +88,7 @@ def check_answer_size(
     """413 when the maps the request asks for could hold more than MAX_MAP_WEIGHTS weights,
     counted for the longest output the model may write (decode.max_len_ratio and
     max_len_const), before anything is decoded; `src_ids`: the text's ids."""
-    translator = served.translator
+    translator = served.pytorch  # the maps are PyTorch's, whatever the engine
     cfg = translator.decode_cfg
     src_pieces = len(src_ids) + 1
     src_pieces = min(src_pieces, translator.source_limit(beam) + 1)
