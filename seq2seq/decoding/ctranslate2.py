@@ -413,30 +413,30 @@ class CTranslate2Translator(Translator):
         """`Translator.source_limit`, and below the POSITIONS of the stored encodings."""
         return min(super().source_limit(beam_size), POSITIONS - 1)
 
-    def translate(
+    def translate_ids(
         self,
-        lines: list[str],
+        sources: list[list[int]],
         beam_size: int | None = None,
         nbest: int = 1,
         need_attention: bool = False,
         on_batch: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> list[list[Translation]]:
-        """`Translator.translate`; a call that asks for attention maps goes to
-        `attention_translator` (PyTorch), and is refused without one. `should_stop` is called
-        before each CTranslate2 call (a call runs to its end): once it returns True,
-        `seq2seq.decoding.search.Stopped` is raised."""
+        """`Translator.translate_ids` (which `translate` calls); a call that asks for attention
+        maps goes to `attention_translator` (PyTorch), and is refused without one.
+        `should_stop` is called before each CTranslate2 call (a call runs to its end): once it
+        returns True, `seq2seq.decoding.search.Stopped` is raised."""
         if need_attention:
             if self.attention_translator is None:
                 raise UserError("attention maps come from the PyTorch engine: use --engine pytorch")
-            return self.attention_translator.translate(
-                lines, beam_size, nbest, need_attention, on_batch, should_stop
+            return self.attention_translator.translate_ids(
+                sources, beam_size, nbest, need_attention, on_batch, should_stop
             )
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
             raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
         self.check_beam_size(beam_size)
-        sources = self.src_tokenizer.encode(lines)
+        sources = [list(ids) for ids in sources]  # cut to the limit below, not the caller's
         cut = self._bound_lengths(sources, beam_size)
         results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
         order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
