@@ -21,7 +21,7 @@ from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import FileArray, PreparedData
 from seq2seq.errors import UserError
-from tests.reversal import write_reversal_corpus
+from tests.reversal import DEFAULTS, write_reversal_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -172,7 +172,7 @@ def _one_error_line(process: subprocess.Popen[str]) -> str:
 def test_config_vocabulary_other_than_the_folders(reversal: Path, tmp_path: Path) -> None:
     overrides = [f'data.prepared="{reversal}"', "data.vocab_size=5000"]
     overrides.append(f'train.run_dir="{tmp_path / "run"}"')
-    line = _one_error_line(_script("train", overrides, tmp_path))
+    line = _one_error_line(_script("train", ["--config", str(DEFAULTS), *overrides], tmp_path))
     assert "data.vocab_size 5000" in line and "--vocab-size 32" in line
     assert os.listdir(tmp_path) == []
 
