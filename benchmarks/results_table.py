@@ -35,7 +35,9 @@ from seq2seq.errors import UserError
 
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
 BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown
-UNTABULATED_KINDS = ["serve_load"]  # records whose figures docs/serve.md shows
+# Records shown by a page of their own: docs/serve.md (serve_load) and the CTranslate2 section
+# of docs/benchmarks.md (ctranslate2).
+UNTABULATED_KINDS = ["serve_load", "ctranslate2"]
 PROFILE_KIND = "profile-decode"  # shown in a section of its own, "profile"
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
