@@ -3,6 +3,7 @@
 
     benchmarks/serve_load.py                               # 1, 8, 32, 128 clients, 20 s each
     benchmarks/serve_load.py --clients 1 32 --seconds 5    # a quick look
+    benchmarks/serve_load.py --engine ctranslate2 --precision fp32   # the CTranslate2 engine
 
 Starts a real server process on a free loopback port with the shipped en-de model (int8, beam 5
 by default), then for each number of clients runs that many concurrent clients for a fixed
@@ -36,6 +37,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from seq2seq.commands.cli import run_cli
+from seq2seq.decoding.ctranslate2 import translator_from_inference
 from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.translator import Translator
 
@@ -55,6 +57,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--precision", default="int8")
+    parser.add_argument(
+        "--engine", choices=["pytorch", "ctranslate2"], default="pytorch", help="the decoder"
+    )
     parser.add_argument("--threads", type=int, help="decoding threads (default: torch's)")
     parser.add_argument("--test-set", type=Path, default=TEST_SET, help="source sentences (.gz)")
     parser.add_argument("--sentences", type=int, help="use only the first N sentences")
@@ -72,6 +77,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     """seq2seq serve on a free loopback port, with a queue that holds every client."""
     command = [*SEQ2SEQ, "serve", "--model", args.model]
     command += ["--beam", str(args.beam), "--precision", args.precision, "--port", "0"]
+    command += ["--engine", args.engine]
     command += ["--max-queue-lines", str(max(256, 2 * max(args.clients)))]
     command += ["--log-level", "warning"]
     command += ["--threads", str(args.threads)] if args.threads else []
@@ -214,13 +220,17 @@ async def run_level(
 
 
 def batch_mode(args: argparse.Namespace, sentences: list[str]) -> dict[str, Any]:
-    """translate.py's batch mode on the same sentences: one `Translator.translate` call."""
+    """translate.py's batch mode on the same sentences, on the same engine: one `translate`
+    call."""
     if args.threads:
         torch.set_num_threads(args.threads)
     inference = load_model(args.model)
     inference.config.decode.beam_size = args.beam
     inference.config.decode.precision = args.precision
-    translator = Translator.from_inference(inference, "cpu")
+    if args.engine == "ctranslate2":
+        translator = translator_from_inference(inference, "cpu")
+    else:
+        translator = Translator.from_inference(inference, "cpu")
     start = time.perf_counter()
     translator.translate(sentences)
     seconds = time.perf_counter() - start
@@ -300,6 +310,7 @@ def main() -> None:
         "environment": environment(torch.device("cpu")),
         "model": args.model,
         "precision": args.precision,
+        "engine": args.engine,
         "beam": args.beam,
         "threads": args.threads or torch.get_num_threads(),
         "server_idle_rss_mib": idle,
