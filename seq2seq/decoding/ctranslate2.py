@@ -65,6 +65,7 @@ from seq2seq.decoding.loading import (
     JOINT_TOKENIZER,
     SEPARATE_TOKENIZERS,
     Inference,
+    write_description,
 )
 from seq2seq.decoding.search import Hypothesis, Stopped, gnmt_penalty
 from seq2seq.decoding.translator import Translation, Translator
@@ -180,20 +181,7 @@ def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = No
     """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
     files, our model.json and tokenizer(s), `card` (if given) and MANIFEST."""
     transformer_spec(inference).save(str(folder))
-    config = inference.config.to_dict()
-    config["train"]["run_dir"] = ""  # a path of the machine that trained it: not needed here
-    description = {
-        "config": config,
-        "step": inference.step,
-        "averaged_checkpoints": inference.averaged_checkpoints,
-    }
-    (folder / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
-    if inference.src_tokenizer is inference.tgt_tokenizer:
-        (folder / JOINT_TOKENIZER).write_bytes(inference.src_tokenizer.model_bytes)
-    else:
-        tokenizers = (inference.src_tokenizer, inference.tgt_tokenizer)
-        for name, tokenizer in zip(SEPARATE_TOKENIZERS, tokenizers, strict=True):
-            (folder / name).write_bytes(tokenizer.model_bytes)
+    write_description(inference, folder)
     if card is not None and card.is_file():
         shutil.copyfile(card, folder / CARD)
     digests = {path.name: _sha256(path) for path in sorted(folder.iterdir()) if path.name != CARD}

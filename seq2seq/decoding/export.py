@@ -4,7 +4,6 @@ tied output layer) are stored once (`safetensors.torch.save_model`). `export_ctr
 a Transformer for CTranslate2 instead (seq2seq.decoding.ctranslate2)."""
 
 import copy
-import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -15,13 +14,11 @@ import torch
 from seq2seq.decoding.ctranslate2 import is_ctranslate2_folder, write_ctranslate2
 from seq2seq.decoding.loading import (
     CARD,
-    DESCRIPTION,
-    JOINT_TOKENIZER,
-    SEPARATE_TOKENIZERS,
     SHIPPED_MODELS,
     WEIGHTS,
     Inference,
     is_exported_model,
+    write_description,
 )
 from seq2seq.errors import UserError
 from seq2seq.files import check_output_location, recover_folder, replace_folder, staging_folder
@@ -70,21 +67,7 @@ def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfl
     def fill(tmp: Path) -> None:
         weights = copy.deepcopy(inference.model).to(dtype)
         safetensors.torch.save_model(weights, str(tmp / WEIGHTS))
-        config = inference.config.to_dict()
-        config["train"]["run_dir"] = ""  # a path of the machine that trained it: not needed here
-        description = {
-            "config": config,
-            "step": inference.step,
-            "averaged_checkpoints": inference.averaged_checkpoints,
-        }
-        (tmp / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
-        if inference.src_tokenizer is inference.tgt_tokenizer:
-            (tmp / JOINT_TOKENIZER).write_bytes(inference.src_tokenizer.model_bytes)
-        else:
-            for name, tokenizer in zip(
-                SEPARATE_TOKENIZERS, (inference.src_tokenizer, inference.tgt_tokenizer), strict=True
-            ):
-                (tmp / name).write_bytes(tokenizer.model_bytes)
+        write_description(inference, tmp)
         if (out / CARD).is_file():
             shutil.copyfile(out / CARD, tmp / CARD)
 

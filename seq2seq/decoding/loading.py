@@ -197,3 +197,22 @@ def _tokenizer(path: Path) -> Tokenizer:
         raise UserError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
     except UserError as err:
         raise UserError(f"{path}: {err}") from None
+
+
+def write_description(inference: Inference, folder: Path) -> None:
+    """Write what an exported folder says of its model besides the weights: model.json (the
+    configuration, the step, the checkpoints averaged) and the sentencepiece model(s)."""
+    config = inference.config.to_dict()
+    config["train"]["run_dir"] = ""  # a path of the machine that trained it: not needed here
+    description = {
+        "config": config,
+        "step": inference.step,
+        "averaged_checkpoints": inference.averaged_checkpoints,
+    }
+    (folder / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    if inference.src_tokenizer is inference.tgt_tokenizer:
+        (folder / JOINT_TOKENIZER).write_bytes(inference.src_tokenizer.model_bytes)
+    else:
+        tokenizers = (inference.src_tokenizer, inference.tgt_tokenizer)
+        for name, tokenizer in zip(SEPARATE_TOKENIZERS, tokenizers, strict=True):
+            (folder / name).write_bytes(tokenizer.model_bytes)
