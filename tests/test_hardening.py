@@ -7,7 +7,6 @@ import os
 import pty
 import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-from commands import SEQ2SEQ
+from commands import start_server, stop_server
 from fastapi.testclient import TestClient
 
 from seq2seq.commands.serve import access_of, parse_args
@@ -47,30 +46,6 @@ def models() -> dict[str, ServedModel]:
 def client(models: dict[str, ServedModel]) -> Iterator[TestClient]:
     with TestClient(create_app(models)) as client:
         yield client
-
-
-def start_server(*args: str) -> tuple[subprocess.Popen, str]:
-    """seq2seq serve on a free loopback port; returns the process and its URL."""
-    process = subprocess.Popen(
-        [*SEQ2SEQ, "serve", "--port", "0", "--log-level", "warning", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    first = process.stdout.readline()
-    if not first.startswith("serving "):
-        process.kill()
-        pytest.fail(f"the server did not start: {first}{process.stderr.read()}")
-    return process, first.split(" on ")[-1].strip()
-
-
-def stop_server(process: subprocess.Popen) -> int:
-    process.terminate()
-    try:
-        return process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
 
 
 # --- Bounded work per request ------------------------------------------------------------------
@@ -119,7 +94,7 @@ def test_two_worst_allowed_explain_requests_stay_under_1_gb(
     models: dict[str, ServedModel],
 ) -> None:
     text = largest_allowed_text(models[MODEL])
-    process, url = start_server("--model", MODEL, "--timeout", "120")
+    process, url = start_server("--model", MODEL, "--log-level", "warning", "--timeout", "120")
     try:
         request = {"text": text, "beam": 16, "nbest": 16, "all_maps": True}
         statuses: list[int] = []
@@ -188,7 +163,7 @@ def test_a_timed_out_request_stops_decoding(models: dict[str, ServedModel]) -> N
 
 @pytest.mark.slow
 def test_a_request_whose_client_left_stops_decoding(models: dict[str, ServedModel]) -> None:
-    process, url = start_server("--model", MODEL, "--timeout", "60")
+    process, url = start_server("--model", MODEL, "--log-level", "warning", "--timeout", "60")
     try:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         body = json.dumps({"lines": [HEAVY_LINE], "beam": 16, "max_len_ratio": 10.0}).encode()
@@ -385,7 +360,7 @@ def status_and_body(answer: bytes) -> tuple[int, dict]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    process, url = start_server("--model", MODEL, "--header-timeout", "2")
+    process, url = start_server("--model", MODEL, "--log-level", "warning", "--header-timeout", "2")
     yield url
     assert stop_server(process) == 0
 

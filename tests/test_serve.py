@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-from commands import SEQ2SEQ
+from commands import SEQ2SEQ, start_server, stop_server
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from libretranslatepy import LibreTranslateAPI
@@ -250,31 +250,6 @@ def test_only_loopback_addresses_count_as_local() -> None:
 
 
 # --- A real server process ---------------------------------------------------------------------
-
-
-def start_server(*args: str) -> tuple[subprocess.Popen, str]:
-    """seq2seq serve on a free loopback port; returns the process and its URL."""
-    process = subprocess.Popen(
-        [*SEQ2SEQ, "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    first = process.stdout.readline()
-    if not first.startswith("serving "):
-        process.kill()
-        pytest.fail(f"the server did not start: {first}{process.stderr.read()}")
-    return process, first.split(" on ")[-1].strip()
-
-
-def stop_server(process: subprocess.Popen) -> int:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
 
 
 @pytest.fixture(scope="module")
