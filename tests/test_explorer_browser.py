@@ -320,7 +320,9 @@ def test_the_masked_softmax_chapter_shows_the_librarys_weights(browser: Browser,
     chapter.on("console", lambda message: message.type == "error" and errors.append(message.text))
     chapter.on("pageerror", lambda error: errors.append(str(error)))
     chapter.goto(server + "/")
-    chapter.click("text=masked softmax")
+    with chapter.expect_navigation():  # the checks below must read the chapter, not this page
+        chapter.click("text=masked softmax")
+    chapter.wait_for_selector("#chapter")
     for valid_len in (5, 2, 0, 8):  # 5: the page's first; then moved by the reader
         if valid_len != 5:
             chapter.fill("#valid-len", str(valid_len))
