@@ -21,17 +21,23 @@ one whose rows have the lowest mean entropy
 
 (the GRU's one Bahdanau map). Weights are rounded to `DECIMALS` decimals to keep the payload
 small.
+
+`beam_tree` gives the explorer's beam tree: the sentence decoded again by the translator's beam
+search with a `BeamTrace` (seq2seq.decoding.beam_trace), as JSON-ready steps of candidates.
 """
 
 import torch
 from torch import Tensor
 
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
+from seq2seq.decoding.beam_trace import BeamTrace, TraceStep
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.errors import UserError
 from seq2seq.models import TransformerSeq2Seq
 
 DECIMALS = 3
+SCORE_DECIMALS = 4  # log-probabilities and scores of the beam tree
 WORD_START = "▁"
 ALIGNED_WEIGHTS = {
     "transformer": "cross-attention averaged over every decoder layer and head",
@@ -85,9 +91,9 @@ def word_alignment(attention: Tensor, src_words: list[int], tgt_words: list[int]
     return [[u, v, round(w, DECIMALS)] for u, (v, w) in enumerate(pairs)]
 
 
-def rounded(weights: Tensor) -> list:
-    """Nested lists of `weights` rounded to DECIMALS (in float64, so 0.123 prints as 0.123)."""
-    return torch.round(weights.double(), decimals=DECIMALS).tolist()
+def rounded(weights: Tensor, decimals: int = DECIMALS) -> list:
+    """Nested lists of `weights` rounded to `decimals` (in float64, so 0.123 prints as 0.123)."""
+    return torch.round(weights.double(), decimals=decimals).tolist()
 
 
 def describe_hypothesis(
@@ -151,3 +157,70 @@ def explain(
         "first_view": shown_first,
         "alignment_rule": ALIGNMENT_RULE.format(weights=ALIGNED_WEIGHTS[arch]),
     }
+
+
+def beam_tree(translator: Translator, src_tokens: list[int], beam_size: int, nbest: int) -> dict:
+    """The beam search of the source `src_tokens` (ids, no EOS) by `translator`, step by step:
+    its live beams, each with its score, the (beam, candidate) of the previous step it continues,
+    its cross-attention row over the source pieces, and its candidates (token, piece,
+    log-probability, score, the next beam it became or -1, whether it finished), best first; and
+    every finished hypothesis with its raw and length-penalised scores, best first (the first
+    `nbest` are the search's n-best list); `attention` names the weights of the rows. Numbers
+    are rounded (SCORE_DECIMALS, DECIMALS)."""
+    trace = BeamTrace()
+    translator.translate_ids([src_tokens], beam_size, nbest, trace=trace)
+    tokenizer = translator.tgt_tokenizer
+    finished = trace.finished()
+    texts = tokenizer.decode([hypothesis.tokens for hypothesis in finished]) if finished else []
+    model = translator.model
+    attention = "the Bahdanau weights"
+    if isinstance(model, TransformerSeq2Seq):
+        layers = len(model.decoder_layers)
+        attention = f"decoder layer {model.attention_layer + 1} of {layers}, mean of heads"
+    return {
+        "beam": beam_size,
+        "length_penalty": translator.decode_cfg.length_penalty,
+        "attention": attention,
+        "steps": [
+            {"penalty": round(step.penalty, SCORE_DECIMALS), "beams": traced_beams(step, tokenizer)}
+            for step in trace.steps
+        ],
+        "finished": [
+            {
+                "step": hypothesis.step,
+                "beam": hypothesis.beam,
+                "candidate": hypothesis.candidate,
+                "text": text,
+                "raw_score": round(hypothesis.raw_score, SCORE_DECIMALS),
+                "penalty": round(hypothesis.penalty, SCORE_DECIMALS),
+                "score": round(hypothesis.score, SCORE_DECIMALS),
+            }
+            for hypothesis, text in zip(finished, texts, strict=True)
+        ],
+        "nbest": nbest,
+    }
+
+
+def traced_beams(step: TraceStep, tokenizer: Tokenizer) -> list[dict]:
+    """The live beams of one traced step (score > -inf), each with its candidates of
+    probability > 0 (see `beam_tree`)."""
+    beams = []
+    for beam in step.beam_scores.isfinite().nonzero().squeeze(1).tolist():
+        count = int(step.log_probs[beam].isfinite().sum())  # best first: the finite ones lead
+        tokens = step.tokens[beam, :count].tolist()
+        parent = step.parents[beam].tolist()
+        beams.append(
+            {
+                "beam": beam,
+                "score": round(float(step.beam_scores[beam]), SCORE_DECIMALS),
+                "parent": parent if parent[0] >= 0 else None,
+                "attention": rounded(step.attention[beam]),
+                "tokens": tokens,
+                "pieces": [tokenizer.id_to_piece(token) for token in tokens],
+                "log_probs": rounded(step.log_probs[beam, :count], SCORE_DECIMALS),
+                "scores": rounded(step.scores[beam, :count], SCORE_DECIMALS),
+                "next_beam": step.next_beam[beam, :count].tolist(),
+                "finished": step.finished[beam, :count].tolist(),
+            }
+        )
+    return beams

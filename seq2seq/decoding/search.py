@@ -20,6 +20,8 @@ same tokens gives.
 
 Both take an optional `should_stop`, called before each step: when it returns True the search
 raises `Stopped` (a server uses it to drop the work of a request nobody waits for any more).
+`beam_search` also takes an optional `trace` (seq2seq.decoding.beam_trace), which it fills with
+every step's candidates, kept and pruned, for the explorer's beam tree.
 """
 
 from collections.abc import Callable
@@ -29,6 +31,7 @@ import torch
 from torch import Tensor
 
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
+from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.models.base import Seq2SeqModel, select_rows
 
 
@@ -201,6 +204,7 @@ def beam_search(
     stop_early: bool = False,
     max_piece_repeat: int = 0,
     should_stop: Callable[[], bool] | None = None,
+    trace: BeamTrace | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences at once: B * K decoder rows advance together.
 
@@ -213,9 +217,12 @@ def beam_search(
     the batch when it is done (`_running`).
 
     Returns per sentence its `nbest` (<= K) best finished hypotheses, best first, all distinct.
+    With a `trace` (one sentence only), every step's candidates are added to it as well.
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest must be in [1, beam_size={beam_size}], got {nbest}")
+    if trace is not None and src.shape[0] != 1:
+        raise ValueError(f"a trace records one sentence, got {src.shape[0]}")
     batch_size, device, k = src.shape[0], src.device, beam_size
 
     # The cache has one row per beam: K rows per sentence. `state` keeps one row per sentence,
@@ -234,7 +241,7 @@ def beam_search(
     for step in range(int(max_lens.max()) + 1):
         _check_stop(should_stop)
         num_active = len(sentences)
-        out = model.decode_step(beam_state, prev, cache, need_attention)
+        out = model.decode_step(beam_state, prev, cache, need_attention or trace is not None)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)
         history = beam_tokens.reshape(num_active * k, step)
         log_probs = _banned_log_probs(
@@ -247,21 +254,27 @@ def beam_search(
             history_attention = torch.cat([beam_attention, step_attention], dim=2)
 
         # Set aside the hypotheses that end among the K best candidates.
-        top_k = (ends[:, :k], top_beams, top_scores, gnmt_penalty(step + 1, length_penalty))
+        penalty = gnmt_penalty(step + 1, length_penalty)
+        top_k = (ends[:, :k], top_beams, top_scores, penalty)
         if (ended := _ended(*top_k, sentences, beam_tokens, history_attention)) is not None:
             finished.append(ended)
             finished_count[sentences] += ends[:, :k].sum(dim=1)
 
         # The K best candidates that do not end become the next beams.
-        beam_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=1)  # (A, K)
+        next_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=1)  # (A, K)
         new_beams, new_tokens = top_beams.gather(1, keep), top_tokens.gather(1, keep)
+        if trace is not None:  # one sentence: ended_beams (E,) are the beams that ended
+            ended_beams = top_beams[:, :k][ends[:, :k]]
+            trace.add_step(
+                beam_scores, log_probs, out.attention, new_beams, new_tokens, ended_beams, penalty
+            )
 
         below_max = step < max_lens[sentences]
         running = _running(finished_count[sentences], ends[:, 0], below_max, k, nbest, stop_early)
         if len(running) == 0:
             break
         new_beams, new_tokens = new_beams[running], new_tokens[running]
-        beam_scores = beam_scores[running]
+        beam_scores = next_scores[running]
         sentence_rows = running.view(-1, 1)  # each running sentence's K beams, as (A', K) indices
         beam_tokens = torch.cat([beam_tokens[sentence_rows, new_beams], new_tokens[..., None]], 2)
         if need_attention:

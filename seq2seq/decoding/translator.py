@@ -19,6 +19,7 @@ from seq2seq.config import DecodeConfig
 from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.attention_maps import pieces
+from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.loading import Inference
 from seq2seq.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from seq2seq.device import decode_dtype, precision_name
@@ -178,9 +179,11 @@ class Translator:
         need_attention: bool = False,
         on_batch: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        trace: BeamTrace | None = None,
     ) -> list[list[Translation]]:
         """`translate` for lines the source tokenizer has encoded already (`sources`: each
-        line's ids, no EOS), e.g. by a server that checked their lengths first."""
+        line's ids, no EOS), e.g. by a server that checked their lengths first. `trace`: a
+        `BeamTrace` for the beam search to fill (one line only; beam search even at beam 1)."""
         beam_size = beam_size or self.decode_cfg.beam_size
         if not 1 <= nbest <= beam_size:
             raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
@@ -198,7 +201,7 @@ class Translator:
                 batch_sources = [sources[i] for i in batch]
                 with torch.autocast(self.device.type, dtype, enabled=dtype is not None):
                     hypotheses = self._search(
-                        model, batch_sources, beam_size, nbest, need_attention, should_stop
+                        model, batch_sources, beam_size, nbest, need_attention, should_stop, trace
                     )
                 translations = self._translations(batch_sources, hypotheses)
                 for i, nbest_list in zip(batch, translations, strict=True):
@@ -270,6 +273,7 @@ class Translator:
         nbest: int,
         need_attention: bool,
         should_stop: Callable[[], bool] | None = None,
+        trace: BeamTrace | None = None,
     ) -> list[list[Hypothesis]]:
         """Decode one batch of tokenized sources (EOS not yet appended) with `model`."""
         cfg = self.decode_cfg
@@ -279,7 +283,7 @@ class Translator:
             src[row, : len(ids) + 1] = torch.tensor([*ids, EOS_ID])
         src, src_lens = src.to(self.device), src_lens.to(self.device)
         max_lens = max_output_lengths(src_lens, cfg.max_len_ratio, cfg.max_len_const)
-        if beam_size == 1:
+        if beam_size == 1 and trace is None:
             hypotheses = greedy_search(
                 model,
                 src,
@@ -305,6 +309,7 @@ class Translator:
             stop_early=cfg.stop_early,
             max_piece_repeat=cfg.max_piece_repeat,
             should_stop=should_stop,
+            trace=trace,
         )
 
     def _translations(

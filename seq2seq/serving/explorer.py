@@ -6,7 +6,8 @@ nothing fetched from elsewhere). It asks `POST /v1/explain` for what
 `seq2seq.decoding.explain.explain`
 computes: the n-best translations, pieces, words, every attention map and the word alignment.
 The sentence is decoded by the server's decoding worker, like a /v1/translate request; the maps
-are computed in a thread of the pool, never in the event loop.
+are computed in a thread of the pool, never in the event loop. With `beam_tree`, the PyTorch
+beam search runs again in that thread with a trace (`seq2seq.decoding.explain.beam_tree`).
 """
 
 import json
@@ -18,7 +19,7 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from seq2seq.decoding.explain import check_text, explain
+from seq2seq.decoding.explain import beam_tree, check_text, explain
 from seq2seq.errors import UserError
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.models.attention import masked_softmax
@@ -32,11 +33,13 @@ MAX_TEXT_CHARS = 400  # the maps grow with its square: 400 characters give a few
 # the model may write: each is a Python float while the answer is built (32 bytes) and about 6
 # bytes of JSON, so an answer takes at most about 80 MB of memory and 12 MB on the wire.
 MAX_MAP_WEIGHTS = 2_000_000
+MAX_TREE_BEAM = 8  # the beam tree has 2K candidates per beam and step: K * 2K per step
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {
     "explorer.js": "text/javascript",
     "explorer.css": "text/css",
     "common.js": "text/javascript",
+    "beam_tree.js": "text/javascript",
     "masked_softmax.html": "text/html",
     "masked_softmax.js": "text/javascript",
 }
@@ -48,7 +51,8 @@ ERRORS: dict[int | str, dict] = {
     for status, why in {
         404: "no model of that name",
         413: f"a text over {MAX_TEXT_CHARS} characters, or maps over {MAX_MAP_WEIGHTS:,} weights",
-        422: "an empty text, a lone surrogate, or a field of the wrong type or value",
+        422: f"an empty text, a lone surrogate, a beam over {MAX_TREE_BEAM} with beam_tree, or "
+        "a field of the wrong type or value",
         503: "the queue is full, or the server is stopping (see Retry-After)",
         504: "no answer within the server's time limit",
     }.items()
@@ -68,6 +72,9 @@ class ExplainRequest(BaseModel):
     nbest: int = Field(1, ge=1, description="hypotheses listed, at most the beam size")
     hypothesis: int = Field(0, ge=0, description="the hypothesis whose maps are returned")
     all_maps: bool = Field(False, description="return the maps of every hypothesis")
+    beam_tree: bool = Field(
+        False, description=f"also return the beam search step by step (beam <= {MAX_TREE_BEAM})"
+    )
 
 
 def map_weights(model: Seq2SeqModel, src_pieces: int, tgt_pieces: int) -> int:
@@ -82,12 +89,20 @@ def map_weights(model: Seq2SeqModel, src_pieces: int, tgt_pieces: int) -> int:
     return encoder + decoder
 
 
+def tree_numbers(beam: int, src_pieces: int, tgt_pieces: int) -> int:
+    """The numbers in a beam tree (`seq2seq.decoding.explain.beam_tree`) of at most
+    `tgt_pieces` steps: per step and beam, S = `src_pieces` attention weights and 2K candidates
+    of 5 numbers each (token, piece, log-probability, score, next beam)."""
+    return tgt_pieces * beam * (src_pieces + 5 * 2 * beam)
+
+
 def check_answer_size(
     served: ServedModel, request: ExplainRequest, beam: int, src_ids: list[int]
 ) -> None:
-    """413 when the maps the request asks for could hold more than MAX_MAP_WEIGHTS weights,
-    counted for the longest output the model may write (decode.max_len_ratio and
-    max_len_const), before anything is decoded; `src_ids`: the text's ids."""
+    """413 when the maps the request asks for (and its beam tree) could hold more than
+    MAX_MAP_WEIGHTS numbers, counted for the longest output the model may write
+    (decode.max_len_ratio and max_len_const), before anything is decoded; `src_ids`: the
+    text's ids."""
     translator = served.pytorch  # the maps are PyTorch's, whatever the engine
     cfg = translator.decode_cfg
     src_pieces = len(src_ids) + 1
@@ -95,11 +110,16 @@ def check_answer_size(
     tgt_pieces = int(src_pieces * cfg.max_len_ratio) + cfg.max_len_const + 1
     shown = request.nbest if request.all_maps else 1
     weights = shown * map_weights(translator.model, src_pieces, tgt_pieces)
+    if request.beam_tree:
+        weights += tree_numbers(beam, src_pieces, tgt_pieces)
     if weights > MAX_MAP_WEIGHTS:
         maps = f"the maps of {shown} hypotheses" if shown > 1 else "its maps"
+        held = f"{weights:,} attention weights"
+        if request.beam_tree:
+            maps, held = f"{maps} and beam tree", f"{weights:,} numbers"
         raise ApiError(
             413,
-            f"text: {src_pieces} pieces; {maps} could hold {weights:,} attention weights, over "
+            f"text: {src_pieces} pieces; {maps} could hold {held}, over "
             f"the explorer's limit of {MAX_MAP_WEIGHTS:,}; send a shorter text"
             + (" or all_maps false" if shown > 1 else ""),
         )
@@ -129,7 +149,10 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
     they belong to; every attention map of the chosen hypothesis (weights rounded to 3
     decimals); a word alignment read off cross-attention (see `alignment_rule`); the map the
     page opens on (`first_view`: the last layer's sharpest head); and the positional encoding
-    of the positions shown (Transformer)."""
+    of the positions shown (Transformer). With `beam_tree`, also the beam search step by step
+    (`beam_tree`): every live beam's 2K best candidates, kept, pruned or finished, the
+    cross-attention row each beam read, and the finished hypotheses with their raw and
+    length-penalised scores."""
     served = state.model(request.model)
     if len(request.text) > MAX_TEXT_CHARS:
         message = f"text: {len(request.text)} characters, over the explorer's limit of "
@@ -142,6 +165,8 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
         message = f"hypothesis: {request.hypothesis} is not below nbest ({request.nbest})"
         raise ApiError(422, message)
     options = state.options(served, request.beam, request.nbest)
+    if request.beam_tree and options.beam > MAX_TREE_BEAM:
+        raise ApiError(422, f"beam: {options.beam}, over the beam tree's limit of {MAX_TREE_BEAM}")
     sources = state.tokenize(served, [request.text])
     check_answer_size(served, request, options.beam, sources[0])
     (nbest,) = await state.translate_ids(
@@ -151,6 +176,10 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
         payload = await run_in_threadpool(
             explain, served.pytorch, nbest, request.hypothesis, request.all_maps
         )
+        if request.beam_tree:
+            payload["beam_tree"] = await run_in_threadpool(
+                beam_tree, served.pytorch, sources[0], options.beam, request.nbest
+            )
     except UserError as err:
         raise ApiError(422, str(err)) from None
     return json_response({"model": served.name, **payload})

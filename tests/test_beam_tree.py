@@ -1,0 +1,197 @@
+"""The beam tree: a `BeamTrace` records what `beam_search` did, exactly, under the plain and the
+fast models; `POST /v1/explain` with `beam_tree` answers it as JSON, within bounds."""
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from explorer_models import EN_DE
+from fastapi.testclient import TestClient
+from tiny import tiny_model
+
+from seq2seq.data.specials import EOS_ID
+from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.search import beam_search, gnmt_penalty, max_output_lengths
+from seq2seq.models.base import Seq2SeqModel
+from seq2seq.serving.app import create_app
+from seq2seq.serving.explorer import MAX_TREE_BEAM
+from seq2seq.serving.registry import ServedModel, served_model
+
+ARCHS = ["transformer", "gru"]
+SENTENCE = "A man in a blue shirt is standing on a ladder ."
+
+
+def new_model(arch: str, fast: bool = True) -> Seq2SeqModel:
+    return tiny_model(arch, fast=fast, dropout=0.0, attention_dropout=0.0).eval()
+
+
+def source(seed: int = 0, length: int = 7) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One random source sentence (1, S) with EOS, its length (1,) and maximum output length."""
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.cat(
+        [torch.randint(4, 40, (1, length), generator=generator), torch.tensor([[2]])], 1
+    )
+    src_lens = torch.tensor([length + 1])
+    return src, src_lens, max_output_lengths(src_lens, 1.0, 2)
+
+
+def traced(model: Seq2SeqModel, k: int, alpha: float, seed: int = 0, **options):
+    src, src_lens, max_lens = source(seed)
+    trace = BeamTrace()
+    (nbest,) = beam_search(
+        model, src, src_lens, k, max_lens, length_penalty=alpha, nbest=k, trace=trace, **options
+    )
+    return nbest, trace
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_finished_hypotheses_are_the_nbest_list_exactly(arch: str, fast: bool, alpha: float):
+    for seed in range(3):
+        nbest, trace = traced(new_model(arch, fast), 4, alpha, seed)
+        finished = trace.finished()[: len(nbest)]
+        assert [f.tokens for f in finished] == [h.tokens for h in nbest]
+        assert [f.score for f in finished] == [h.score for h in nbest]  # float32, bit for bit
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kept_are_the_k_best_and_pruned_the_other_candidates(arch: str) -> None:
+    k = 3
+    _, trace = traced(new_model(arch), k, 0.6, no_repeat_ngram=2)
+    assert len(trace.steps) > 2
+    for step in trace.steps:
+        live = step.beam_scores.isfinite()
+        assert step.tokens.shape == (k, 2 * k)
+        scores = step.scores[live]  # (live beams, C)
+        assert torch.equal(scores, step.beam_scores[live, None] + step.log_probs[live])
+        ends = step.tokens[live] == EOS_ID
+        continuing = scores.masked_fill(ends, float("-inf"))
+        best = continuing.flatten().topk(k).values
+        kept = step.next_beam[live] >= 0
+        assert sorted(scores[kept].tolist()) == sorted(best[best.isfinite()].tolist())
+        assert sorted(step.next_beam[live][kept].tolist()) == list(range(int(kept.sum())))
+        # The hypotheses that end: EOS among the K best candidates of all.
+        k_best = scores.flatten().topk(min(k, scores.numel())).values[-1]
+        finished = step.finished[live]
+        assert torch.equal(finished, ends & (scores >= k_best) & scores.isfinite())
+        assert not (kept & finished).any()  # the rest of the candidates are the pruned ones
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_length_penalty_numbers_are_gnmt_penalty(alpha: float) -> None:
+    _, trace = traced(new_model("transformer"), 4, alpha)
+    for number, step in enumerate(trace.steps):
+        assert step.penalty == gnmt_penalty(number + 1, alpha)
+    for hypothesis in trace.finished():
+        assert hypothesis.penalty == gnmt_penalty(hypothesis.step + 1, alpha)
+        assert hypothesis.score == float(torch.tensor(hypothesis.raw_score) / hypothesis.penalty)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_plain_and_fast_models_trace_alike(arch: str) -> None:
+    (_, plain), (_, fast) = (traced(new_model(arch, fast), 4, 0.6) for fast in (False, True))
+    assert len(plain.steps) == len(fast.steps)
+    for plain_step, fast_step in zip(plain.steps, fast.steps, strict=True):
+        for name in ("parents", "tokens", "next_beam", "finished"):
+            assert torch.equal(getattr(plain_step, name), getattr(fast_step, name)), name
+        for name in ("beam_scores", "log_probs", "scores", "attention"):
+            torch.testing.assert_close(getattr(plain_step, name), getattr(fast_step, name))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_trace_changes_nothing_and_follows_the_attention_of_each_hypothesis(arch: str):
+    model = new_model(arch)
+    src, src_lens, max_lens = source(1)
+    plain = beam_search(model, src, src_lens, 4, max_lens, nbest=4, need_attention=True)[0]
+    nbest, trace = traced(model, 4, 1.0, seed=1)
+    assert [(h.tokens, h.score) for h in nbest] == [(h.tokens, h.score) for h in plain]
+    for hypothesis, finished in zip(plain, trace.finished(), strict=False):
+        # Walk back from where the hypothesis ended: each step's row is the beam's attention.
+        rows, step, beam = [], finished.step, finished.beam
+        while step >= 0:
+            rows.append(trace.steps[step].attention[beam])
+            beam = int(trace.steps[step].parents[beam, 0])
+            step -= 1
+        assert torch.equal(torch.stack(rows[::-1]), hypothesis.attention)
+
+
+def test_a_trace_records_one_sentence() -> None:
+    src = torch.tensor([[5, 6, 2], [7, 2, 0]])
+    with pytest.raises(ValueError, match="a trace records one sentence, got 2"):
+        beam_search(
+            new_model("gru"), src, torch.tensor([3, 2]), 2, torch.tensor([4, 4]), trace=BeamTrace()
+        )
+
+
+# --- POST /v1/explain with beam_tree --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served() -> ServedModel:
+    return served_model(EN_DE.name, load_model(EN_DE), torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def client(served: ServedModel) -> Iterator[TestClient]:
+    with TestClient(create_app({EN_DE.name: served})) as client:
+        yield client
+
+
+def test_the_api_tree_is_the_traced_search_of_the_served_translator(client, served) -> None:
+    body = {"text": SENTENCE, "beam": 4, "nbest": 3, "beam_tree": True}
+    answer = client.post("/v1/explain", json=body)
+    assert answer.status_code == 200
+    payload = answer.json()
+    tree = payload["beam_tree"]
+    assert tree["beam"] == 4 and tree["nbest"] == 3
+    assert tree["length_penalty"] == served.pytorch.decode_cfg.length_penalty
+    top = tree["finished"][:3]
+    assert [f["text"] for f in top] == [h["text"] for h in payload["hypotheses"]]
+    assert [f["score"] for f in top] == [h["score"] for h in payload["hypotheses"]]
+    trace = BeamTrace()
+    src_ids = served.pytorch.src_tokenizer.encode([SENTENCE])[0]
+    served.pytorch.translate_ids([src_ids], 4, 3, trace=trace)
+    source_pieces = len(payload["source"]["pieces"])
+    assert len(tree["steps"]) == len(trace.steps)
+    for shown, step in zip(tree["steps"], trace.steps, strict=True):
+        live = step.beam_scores.isfinite().nonzero().squeeze(1).tolist()
+        assert [beam["beam"] for beam in shown["beams"]] == live
+        assert shown["penalty"] == round(step.penalty, 4)
+        for beam in shown["beams"]:
+            b, count = beam["beam"], len(beam["tokens"])
+            assert beam["tokens"] == step.tokens[b, :count].tolist()
+            assert beam["log_probs"] == pytest.approx(step.log_probs[b, :count].tolist(), abs=5e-5)
+            assert beam["next_beam"] == step.next_beam[b, :count].tolist()
+            assert len(beam["attention"]) == source_pieces
+            assert all(len(piece) > 0 for piece in beam["pieces"])
+    for finished in tree["finished"]:
+        assert finished["score"] == pytest.approx(
+            finished["raw_score"] / finished["penalty"], abs=2e-4
+        )
+
+
+def test_the_tree_is_left_out_unless_asked_for(client) -> None:
+    answer = client.post("/v1/explain", json={"text": SENTENCE, "beam": 2})
+    assert answer.status_code == 200 and "beam_tree" not in answer.json()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (
+            {"beam": MAX_TREE_BEAM + 1},
+            422,
+            f"beam: 9, over the beam tree's limit of {MAX_TREE_BEAM}",
+        ),
+        ({"beam_tree": "yes"}, 422, "beam_tree"),
+        ({"text": "a " * 199}, 413, "its maps and beam tree could hold"),
+    ],
+)
+def test_bad_tree_requests_get_one_line(client, body: dict, status: int, message: str) -> None:
+    request = {"text": SENTENCE, "beam_tree": True, **body}
+    answer = client.post("/v1/explain", json=request)
+    assert answer.status_code == status
+    error = answer.json()["error"]
+    assert message in error and "\n" not in error
