@@ -6,6 +6,7 @@
     model.translate(["A dog runs in the snow."])         # ["Ein Hund rennt im Schnee."]
     model.translate(lines, beam=5, nbest=3)              # 3 Translations per line, best first
     model.attention("A dog runs in the snow.")           # its translation and every map
+    model.beam_tree("A dog runs in the snow.", beam=4)   # the beam search, step by step
     seq2seq.load("transformer-tiny.multi30k.en-de", engine="ctranslate2")  # faster, same output
 
 docs/api.md shows more. The same `Translator` as `seq2seq translate` does the work, and the
@@ -31,6 +32,7 @@ from seq2seq.decoding.ctranslate2 import (
     translator_from_inference,
     use_ctranslate2,
 )
+from seq2seq.decoding.explain import beam_tree
 from seq2seq.decoding.loading import Inference, load_model
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.device import pick_device
@@ -122,17 +124,35 @@ class Model:
     def attention(self, line: str, beam: int | None = None) -> Attention:
         """The best translation of `line` and every attention map the model computes when it
         produces exactly that translation (teacher-forced, in fp32); PyTorch engine only."""
-        if isinstance(self.translator, CTranslate2Translator):
-            raise UserError("attention maps come from the PyTorch engine: engine='pytorch'")
-        problem = line_problem(line)
-        if problem:
-            raise ValueError(f"line: {problem}")
+        self._check_pytorch_line(line, "attention maps")
         beam = self._beam(beam)
         (best,) = self.translator.translate([line], beam_size=beam)[0]
         if not best.src_tokens:
             raise UserError("nothing in the line is left to translate once normalised")
         model, device = self.translator.model, self.translator.device
         return Attention(best, teacher_forced_maps(model, best.src_tokens, best.tokens, device))
+
+    def beam_tree(self, line: str, beam: int | None = None, nbest: int = 1) -> dict:
+        """How the beam search reached the `nbest` best translations of `line`, as the
+        explorer draws it (docs/explore.md): every step's beams with their candidates (kept,
+        pruned or finished), the attention row behind each, and the finished hypotheses with
+        their raw and length-penalised scores (`seq2seq.decoding.explain.beam_tree`); PyTorch
+        engine only."""
+        self._check_pytorch_line(line, "the beam tree")
+        beam = self._beam(beam, nbest)
+        (src_ids,) = self.translator.src_tokenizer.encode([line])
+        if not src_ids:
+            raise UserError("nothing in the line is left to translate once normalised")
+        return beam_tree(self.translator, src_ids, beam, nbest)
+
+    def _check_pytorch_line(self, line: str, what: str) -> None:
+        """UserError under the CTranslate2 engine (`what` comes from PyTorch's); a ValueError
+        naming `line` for a line that is not one line of text."""
+        if isinstance(self.translator, CTranslate2Translator):
+            raise UserError(f"{what}: from the PyTorch engine only; use engine='pytorch'")
+        problem = line_problem(line)
+        if problem:
+            raise ValueError(f"line: {problem}")
 
     def _beam(self, beam: int | None, nbest: int | None = None) -> int:
         """The beam size to search with: `beam`, or the model's decode.beam_size; a ValueError

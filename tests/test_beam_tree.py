@@ -1,14 +1,20 @@
 """The beam tree: a `BeamTrace` records what `beam_search` did, exactly, under the plain and the
-fast models; `POST /v1/explain` with `beam_tree` answers it as JSON, within bounds."""
+fast models; `POST /v1/explain` with `beam_tree` answers it as JSON, within bounds; and the
+explorer draws that answer (Debian's chromium, driven by Playwright)."""
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
+from explore import CHROMIUM, CHROMIUM_ARGS, post, serve
 from explorer_models import EN_DE
 from fastapi.testclient import TestClient
+from playwright.sync_api import Page, sync_playwright
 from tiny import tiny_model
 
+import seq2seq
 from seq2seq.data.specials import EOS_ID
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.loading import load_model
@@ -195,3 +201,131 @@ def test_bad_tree_requests_get_one_line(client, body: dict, status: int, message
     assert answer.status_code == status
     error = answer.json()["error"]
     assert message in error and "\n" not in error
+
+
+def test_the_page_loads_beam_tree_js(client) -> None:
+    assert '<script src="/explorer/beam_tree.js">' in client.get("/").text
+    answer = client.get("/explorer/beam_tree.js")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/javascript")
+
+
+# --- The explorer's beam tree in a browser (as tests/test_explorer_browser.py) ------------------
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    """seq2seq serve with the shipped en-de Transformer on a free port of 127.0.0.1."""
+    with serve([str(EN_DE)]) as started:
+        yield started.url
+
+
+@pytest.fixture
+def page(server_url: str) -> Iterator[Page]:
+    """The explorer, loaded in Debian's chromium; the test fails on any console or page error."""
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing: as root, apt-get install chromium (or make install)")
+    errors: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(server_url + "/")
+        page.wait_for_selector("#model option", state="attached")
+        yield page
+        browser.close()
+    assert errors == []
+
+
+def drawn_nodes(page: Page) -> list[dict]:
+    """Every candidate node of the tree drawn: its numbers, as the page holds them."""
+    return page.eval_on_selector_all(
+        "#beam-tree g.tree-node:not(.root)",
+        "nodes => nodes.map(n => ({step: Number(n.dataset.step), beam: Number(n.dataset.beam),"
+        " candidate: Number(n.dataset.candidate), token: Number(n.dataset.token),"
+        " log_prob: Number(n.dataset.logProb), score: Number(n.dataset.score),"
+        " fate: n.dataset.fate, best: n.classList.contains('best')}))",
+    )
+
+
+def expected_nodes(tree: dict) -> list[dict]:
+    """The nodes of the API's tree, in the page's order, with their fate and n-best paths."""
+    on_path = set()
+    for finished in tree["finished"][: tree["nbest"]]:
+        step, beam, candidate = finished["step"], finished["beam"], finished["candidate"]
+        while True:
+            on_path.add((step, beam, candidate))
+            parent = next(b for b in tree["steps"][step]["beams"] if b["beam"] == beam)["parent"]
+            if parent is None:
+                break
+            (beam, candidate), step = parent, step - 1
+    nodes = []
+    for step, shown in enumerate(tree["steps"]):
+        for beam in shown["beams"]:
+            for c, token in enumerate(beam["tokens"]):
+                fate = "finished" if beam["finished"][c] else "pruned"
+                fate = "kept" if beam["next_beam"][c] >= 0 else fate
+                nodes.append(
+                    {
+                        "step": step,
+                        "beam": beam["beam"],
+                        "candidate": c,
+                        "token": token,
+                        "log_prob": beam["log_probs"][c],
+                        "score": beam["scores"][c],
+                        "fate": fate,
+                        "best": (step, beam["beam"], c) in on_path,
+                    }
+                )
+    return nodes
+
+
+@pytest.mark.slow  # serves in another process to a browser
+def test_the_tree_drawn_is_the_apis_and_a_click_shows_its_attention_row(page: Page, server_url):
+    page.fill("#text", SENTENCE)
+    page.wait_for_function(
+        "text => document.getElementById('result').dataset.text === text"
+        " && document.getElementById('status').textContent === ''",
+        arg=SENTENCE,
+    )
+    assert page.locator("#beam-tree g.tree-node").count() == 0  # asked for once opened only
+    page.click("#beam-tree-section summary")
+    page.wait_for_selector("#beam-tree g.tree-node.best")
+    body = {"model": EN_DE.name, "text": SENTENCE, "beam": 4, "nbest": 4, "beam_tree": True}
+    tree = json.loads(post(server_url + "/v1/explain", body))["beam_tree"]
+    nodes = drawn_nodes(page)
+    assert nodes == expected_nodes(tree)
+    assert {node["fate"] for node in nodes} == {"kept", "pruned", "finished"}
+    finished = page.locator("#tree-finished li").all_inner_texts()
+    assert len(finished) == len(tree["finished"])
+    for shown, hypothesis in zip(finished, tree["finished"], strict=True):
+        numbers = f"{hypothesis['raw_score']:.4f} / {hypothesis['penalty']:.4f}"
+        assert shown.startswith(hypothesis["text"]) and numbers in shown
+    assert page.locator("#tree-finished li.best").count() == 4
+
+    for fate in ("pruned", "finished"):
+        node = page.locator(f"#beam-tree g.tree-node[data-fate='{fate}']").last
+        node.click()
+        step, beam = int(node.get_attribute("data-step")), int(node.get_attribute("data-beam"))
+        row = next(b for b in tree["steps"][step]["beams"] if b["beam"] == beam)["attention"]
+        values = page.eval_on_selector_all(
+            "#tree-attention .piece", "chips => chips.map(c => Number(c.dataset.value))"
+        )
+        assert values == row  # the beam's row at that step, over every source piece
+        top = page.eval_on_selector("#tree-legend .legend", "box => Number(box.dataset.max)")
+        assert top == max(row)
+        assert page.inner_text("#tree-node").startswith(f"Step {step + 1}, beam {beam} ")
+
+
+def test_the_python_api_gives_the_tree_of_the_translation() -> None:
+    model = seq2seq.load("transformer-tiny.multi30k.en-de", device="cpu")
+    tree = model.beam_tree(SENTENCE, beam=3, nbest=2)
+    best = model.translate([SENTENCE], beam=3, nbest=2)[0]
+    assert [f["text"] for f in tree["finished"][:2]] == [t.text for t in best]
+    assert [f["score"] for f in tree["finished"][:2]] == [round(t.score, 4) for t in best]
+    assert (tree["beam"], tree["nbest"]) == (3, 2)
+    with pytest.raises(ValueError, match="nbest: 4 is more than the beam size"):
+        model.beam_tree(SENTENCE, beam=3, nbest=4)
+    with pytest.raises(ValueError, match="line: expected a str, got int"):
+        model.beam_tree(7)

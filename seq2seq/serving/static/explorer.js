@@ -69,6 +69,7 @@ async function explain(text, hypothesis) {
     beam: beam,
     nbest: Math.min(beam, MAX_NBEST),
     hypothesis: hypothesis,
+    beam_tree: treeWanted(), // beam_tree.js
   };
   $("status").textContent = "translating…";
   let answer, payload;
@@ -497,6 +498,7 @@ function render() {
   renderMap();
   drawAlignment();
   drawPositional();
+  drawBeamTree(state.payload); // beam_tree.js
 }
 
 function start() {
