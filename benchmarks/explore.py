@@ -3,19 +3,23 @@
 
     benchmarks/explore.py                              # the shipped en-de model, 20 requests
     benchmarks/explore.py --screenshot docs/explore.png
+    benchmarks/explore.py --tree-screenshot docs/explore-beam-tree.png  # and times it
 
 Starts seq2seq serve on a free port of 127.0.0.1 with the shipped models and sends one
 20-word sentence, one request at a time, to POST /v1/translate (the baseline: the translation
 alone), then to POST /v1/explain (the translation, every map of the best hypothesis and the
-word alignment), after `--warmup` untimed requests of each; prints the median and 90th
-percentile of the wall-clock time of each, the server process's CPU time per request (with
---threads 1, about the time the request takes on an idle core), the CPU and its load. The
-payload is what the page loads for the sentence: the page, its script and style sheet,
-GET /v1/models and the /v1/explain answer.
+word alignment), then to POST /v1/explain with the beam tree, as the page asks once its
+"Beam search" section is open ("beam_tree": true: the beam search again, step by step), after
+`--warmup` untimed requests of each; prints the median and 90th percentile of the wall-clock
+time of each, the server process's CPU time per request (with --threads 1, about the time the
+request takes on an idle core), the CPU and its load. The payload is what the page loads for
+the sentence: the page, its scripts and style sheet, GET /v1/models and the /v1/explain answer
+(and how much the beam tree adds to it).
 
 Writes results/bench/explore/explore-<cpu>-<time>.json. --screenshot takes the picture of
 docs/explore.md with Debian's chromium (driven by Playwright, as the browser tests do): the
-page with the sentence typed in.
+page with the sentence typed in; --tree-screenshot the beam tree's section, a piece clicked,
+after timing in the page how long drawing the tree and answering a click on a piece take.
 """
 
 import argparse
@@ -122,20 +126,25 @@ def measure(server: Server, model: str, beam: int, requests: int, warmup: int) -
     """The figures of one model and beam: latency of both endpoints, payload sizes."""
     translate = {"model": model, "lines": [SENTENCE], "beam": beam}
     explain = {"model": model, "text": SENTENCE, "beam": beam, "nbest": min(beam, 5)}
+    tree = {**explain, "beam_tree": True}  # what the page asks with its beam tree open
     timed(server, "/v1/translate", translate, warmup)
     timed(server, "/v1/explain", explain, warmup)
+    timed(server, "/v1/explain", tree, warmup)
     result = {
         "translate": figures(*timed(server, "/v1/translate", translate, requests)),
         "explain": figures(*timed(server, "/v1/explain", explain, requests)),
+        "explain_beam_tree": figures(*timed(server, "/v1/explain", tree, requests)),
     }
     files = (
         "/",
         "/explorer/common.js",
+        "/explorer/beam_tree.js",
         "/explorer/explorer.js",
         "/explorer/explorer.css",
         "/v1/models",
     )
     result["explain_answer_bytes"] = len(post(server.url + "/v1/explain", explain))
+    result["explain_beam_tree_answer_bytes"] = len(post(server.url + "/v1/explain", tree))
     result["page_bytes"] = sum(len(get(server.url + path)) for path in files)
     return result
 
@@ -146,19 +155,50 @@ def report(record: dict) -> None:
         f"model {record['model']}, beam {record['beam']}, {record['words']} words, "
         f"{record['requests']} requests each; load average {record['load_average_before']}"
     )
-    for endpoint in ("translate", "explain"):
+    for endpoint, name in [
+        ("translate", "/v1/translate"),
+        ("explain", "/v1/explain"),
+        ("explain_beam_tree", "/v1/explain with beam_tree"),
+    ]:
         f = record[endpoint]
         print(
-            f"POST /v1/{endpoint:9}  median {f['median_ms']:.0f} ms, p90 {f['p90_ms']:.0f} ms, "
+            f"POST {name:26}  median {f['median_ms']:.0f} ms, p90 {f['p90_ms']:.0f} ms, "
             f"server CPU {f['server_cpu_ms']:.0f} ms/request"
         )
     answer, page = record["explain_answer_bytes"] / 1000, record["page_bytes"] / 1000
+    tree = record["explain_beam_tree_answer_bytes"] / 1000 - answer
     print(
-        f"payload: /v1/explain answer {answer:.1f} kB + page {page:.1f} kB = {answer + page:.1f} kB"
+        f"payload: /v1/explain answer {answer:.1f} kB + page {page:.1f} kB = "
+        f"{answer + page:.1f} kB; the beam tree, once opened, {tree:.1f} kB more"
     )
+    if "tree_draw_ms" in record:
+        print(
+            f"in the browser: the beam tree drawn in {record['tree_draw_ms']:.1f} ms, a click on "
+            f"a piece answered in {record['tree_click_ms']:.1f} ms"
+        )
 
 
-def screenshot(url: str, path: Path) -> None:
+# In the page: milliseconds to draw the beam tree of the answer shown, and to answer a click on
+# a piece (the attention row shown), each the median of 11 times; the browser's own clock.
+TREE_TIMINGS = """() => {
+  const median = (times) => times.sort((a, b) => a - b)[5];
+  const draw = [], click = [];
+  for (let i = 0; i < 11; i++) {
+    let start = performance.now();
+    drawBeamTree(state.payload);
+    draw.push(performance.now() - start);
+    const nodes = document.querySelectorAll("#beam-tree g.tree-node:not(.root)");
+    start = performance.now();
+    nodes[(i * 37) % nodes.length].dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    click.push(performance.now() - start);
+  }
+  return { tree_draw_ms: median(draw), tree_click_ms: median(click) };
+}"""
+
+
+def screenshot(url: str, path: Path | None, tree_path: Path | None) -> dict:
+    """The whole page at `path`, the beam tree's section (a piece of step 4 clicked) at
+    `tree_path`, each where given; returns the page's TREE_TIMINGS with `tree_path`."""
     from PIL import Image
     from playwright.sync_api import sync_playwright
 
@@ -172,11 +212,22 @@ def screenshot(url: str, path: Path) -> None:
             "text => document.getElementById('result').dataset.text === text", arg=SENTENCE
         )
         page.select_option("#layer", "3")
-        page.screenshot(path=str(path), full_page=True)
+        if path:
+            page.screenshot(path=str(path), full_page=True)
+        timings = {}
+        if tree_path:
+            page.click("#beam-tree-section summary")  # the page asks for the tree once opened
+            page.wait_for_selector("#beam-tree g.tree-node.best")
+            timings = {k: round(v, 1) for k, v in page.evaluate(TREE_TIMINGS).items()}
+            page.locator("#beam-tree g.tree-node[data-step='3'][data-fate='kept']").first.click()
+            page.locator("#beam-tree-section").screenshot(path=str(tree_path))
         browser.close()
     # 256 colours are plenty for a page of text and heatmaps: a quarter of the bytes.
-    Image.open(path).convert("RGB").quantize(256).save(path, optimize=True)
-    print(f"screenshot: {path}")
+    for saved in (path, tree_path):
+        if saved:
+            Image.open(saved).convert("RGB").quantize(256).save(saved, optimize=True)
+            print(f"screenshot: {saved}")
+    return timings
 
 
 def main() -> None:
@@ -187,6 +238,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, help="seq2seq serve --threads (default: its own)")
     parser.add_argument("--screenshot", type=Path, help="save the page's picture here (PNG)")
+    parser.add_argument("--tree-screenshot", type=Path, help="and the beam tree's (PNG)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from common import default_out, record_header
@@ -207,8 +259,8 @@ def main() -> None:
     del record["threads"]  # the benchmark's own process does no work: the server's count
     with serve(models, *options) as server:
         record.update(measure(server, args.model, args.beam, args.requests, args.warmup))
-        if args.screenshot:
-            screenshot(server.url, args.screenshot)
+        if args.screenshot or args.tree_screenshot:
+            record.update(screenshot(server.url, args.screenshot, args.tree_screenshot))
     record["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     report(record)
     out = Path("results/bench/explore") / default_out("explore").name  # beside, as scale's
