@@ -17,8 +17,10 @@ from tiny import tiny_model
 import seq2seq
 from seq2seq.data.specials import EOS_ID
 from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.explain import beam_tree
 from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.search import beam_search, gnmt_penalty, max_output_lengths
+from seq2seq.decoding.translator import Translator
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TREE_BEAM
@@ -176,6 +178,17 @@ def test_the_api_tree_is_the_traced_search_of_the_served_translator(client, serv
         assert finished["score"] == pytest.approx(
             finished["raw_score"] / finished["penalty"], abs=2e-4
         )
+
+
+def test_the_gru_tree_rows_are_its_bahdanau_weights_and_beam_one_is_greedy(random_gru) -> None:
+    translator = Translator.from_inference(load_model(random_gru), "cpu")
+    src_ids = translator.src_tokenizer.encode([SENTENCE])[0]
+    tree = beam_tree(translator, src_ids, 1, 1)
+    assert tree["attention"] == "the Bahdanau weights"
+    assert all(len(step["beams"]) == 1 for step in tree["steps"])  # K = 1: one beam, 2 candidates
+    assert all(len(step["beams"][0]["tokens"]) <= 2 for step in tree["steps"])
+    (greedy,) = translator.translate_ids([src_ids], 1)[0]
+    assert tree["finished"][0]["text"] == greedy.text
 
 
 def test_the_tree_is_left_out_unless_asked_for(client) -> None:

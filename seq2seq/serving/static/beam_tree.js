@@ -177,6 +177,7 @@ function showCandidate(payload, node) {
   const beam = tree.steps[step].beams.find((b) => b.beam === Number(node.dataset.beam));
   const kind = fate(beam, c);
   let outcome = kind === "kept" ? `kept as beam ${beam.next_beam[c]} of step ${step + 2}` : kind;
+  if (kind === "kept" && step === tree.steps.length - 1) outcome += ", where the search stops";
   if (kind === "finished") {
     const [, hypothesis] = finishedEntry(tree, step, beam.beam, c);
     outcome += `: ${hypothesis.raw_score.toFixed(4)} / lp(${step + 1}) ` +
