@@ -135,6 +135,8 @@ class TrainConfig:
     patience: int = 0  # validations without BLEU improvement before stopping; 0: never stop
     keep_last: int = 0  # also keep the last K validation checkpoints (for averaging)
     attention_samples: int = 3  # valid sentences whose attention maps go to TensorBoard
+    attention_history: int = 4  # valid sentences whose every map each validation adds to
+    # <run>/attention_history.safetensors (seq2seq explore --run); 0: off
     max_bad_steps: int = 10  # consecutive NaN/inf losses before the run stops
     num_workers: int = 0
 

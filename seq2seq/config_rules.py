@@ -118,6 +118,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.patience": AT_LEAST_0,
     "train.keep_last": AT_LEAST_0,
     "train.attention_samples": AT_LEAST_0,
+    "train.attention_history": AT_LEAST_0,
     "train.max_bad_steps": AT_LEAST_1,
     "train.num_workers": AT_LEAST_0,
     "decode.beam_size": BEAM_SIZES,

@@ -74,6 +74,12 @@ def parse_args(
     parser.add_argument(
         "--checkpoint", action="append", default=[], help="a checkpoint written by training"
     )
+    parser.add_argument(
+        "--run",
+        metavar="RUN_FOLDER",
+        help="a run folder (or its attention_history.safetensors): the explorer's training "
+        "page shows its attention step by step",
+    )
     add_plain_option(parser)
     add_decode_options(
         parser,
@@ -255,9 +261,11 @@ def serve(args: argparse.Namespace) -> None:
     from seq2seq.serving.app import create_app
     from seq2seq.serving.http_errors import MAX_HEAD_BYTES
     from seq2seq.serving.protocol import GuardedH11Protocol
+    from seq2seq.training.attention_history import run_history_file
 
     if not args.model and not args.checkpoint:
         raise UserError("give at least one --model or --checkpoint (see seq2seq serve --help)")
+    history = run_history_file("--run", args.run) if args.run else None
     access = access_of(args, args.host)
     sock = bind(args.host, args.port)
     if not is_loopback(args.host) and not access.require_key:
@@ -268,7 +276,7 @@ def serve(args: argparse.Namespace) -> None:
         )
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    app = create_app(load_models(args), limits_of(args), access)
+    app = create_app(load_models(args), limits_of(args), access, history)
     host, port = sock.getsockname()[:2]
     print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)
     logging.getLogger("seq2seq").setLevel(args.log_level.upper())

@@ -8,6 +8,7 @@
                          from the swagger-ui-bundle package: nothing is fetched from elsewhere)
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
     GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
+    GET  /v1/run/attention            a run's attention by step (seq2seq.serving.run_history)
 
 Every answer carries the security headers of `seq2seq.serving.access`; with an `Access`,
 requests are checked for their Host, Origin, API key and rate limit before they are read.
@@ -28,7 +29,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from swagger_ui_bundle import swagger_ui_path
 
-from seq2seq.serving import explorer, libretranslate
+from seq2seq.serving import explorer, libretranslate, run_history
 from seq2seq.serving.access import Access, AccessGuard, SecurityHeaders
 from seq2seq.serving.http_errors import ApiError, CheckHead, ReadBody, add_error_handlers
 from seq2seq.serving.limits import Limits
@@ -140,11 +141,15 @@ async def run_worker(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(
-    models: dict[str, ServedModel], limits: Limits | None = None, access: Access | None = None
+    models: dict[str, ServedModel],
+    limits: Limits | None = None,
+    access: Access | None = None,
+    attention_history: Path | None = None,
 ) -> FastAPI:
     """The app serving `models` (by name; the first is the default) within `limits`, to the
     clients that `access` lets in (None: no Host, Origin, key or rate checks, e.g. behind a
-    proxy that makes them; `seq2seq serve` always passes one)."""
+    proxy that makes them; `seq2seq serve` always passes one), and the run's attention history
+    file `attention_history`, if any."""
     if not models:
         raise ValueError("create_app needs at least one model")
     limits = limits or Limits()
@@ -156,6 +161,7 @@ def create_app(
         docs_url=None,  # served by the route `docs`, from local files
         redoc_url=None,  # ReDoc would load its script from a CDN
     )
+    app.state.attention_history = attention_history
     app.state.server = ServerState(models, limits, DecodingWorker(models, limits, metrics), metrics)
     if access is not None:  # the innermost: it reads the body that ReadBody bounded
         app.add_middleware(AccessGuard, access=access)
@@ -168,4 +174,5 @@ def create_app(
     app.include_router(service)
     app.include_router(libretranslate.router)
     app.include_router(explorer.router)
+    app.include_router(run_history.router)
     return app

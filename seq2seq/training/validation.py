@@ -1,6 +1,7 @@
 """Validation during training: loss and perplexity, BLEU and chrF of real decoding, sample
-translations and their attention maps for TensorBoard; and the attention maps a run shows at
-its first step, long before its first validation."""
+translations and their attention maps for TensorBoard, every map of a few valid sentences for
+the run's attention history; and the attention maps a run shows at its first step, long before
+its first validation."""
 
 import math
 
@@ -19,7 +20,9 @@ from seq2seq.decoding.attention_maps import (
 from seq2seq.decoding.evaluation import evaluate
 from seq2seq.decoding.translator import Translator
 from seq2seq.models.base import Seq2SeqModel
+from seq2seq.training.attention_history import add_snapshot, choose_sentences, history_path
 from seq2seq.training.loss import token_losses
+from seq2seq.training.run import run_dir_of
 from seq2seq.training.run_log import RunLog
 
 
@@ -86,19 +89,43 @@ def log_first_attention(
 ) -> None:
     """The attention images of a run's first step, under the tags a validation writes: the
     first `train.attention_samples` valid sentences teacher-forced on their references (one
-    forward pass each, nothing decoded). Flushed, so TensorBoard shows them and the first
-    scalars at once."""
+    forward pass each, nothing decoded), and the first snapshot of the attention history.
+    Flushed, so TensorBoard shows them and the first scalars at once."""
     sources, references = valid_lines
     shown = min(cfg.train.attention_samples, len(sources))
+    model.eval()
     if shown:
-        model.eval()
         targets = data.tgt_tokenizer.encode(references[:shown])
         layer = cfg.model.attention_layer
         log_attention_maps(
             log, step, model, data, sources[:shown], targets, device, layer, "the reference"
         )
-        model.train()
+    record_attention_history(cfg, model, data, valid_lines, device, log, step)
+    model.train()
     log.flush()
+
+
+@torch.no_grad()
+def record_attention_history(
+    cfg: Config,
+    model: Seq2SeqModel,
+    data: PreparedData,
+    valid_lines: tuple[list[str], list[str]],
+    device: torch.device,
+    log: RunLog,
+    step: int,
+) -> None:
+    """Add step `step` to the run's attention history (`seq2seq.training.attention_history`):
+    every map of the first `train.attention_history` short valid sentences, teacher-forced on
+    their references."""
+    count = cfg.train.attention_history
+    if count:
+        tokenizers = data.src_tokenizer, data.tgt_tokenizer
+        sentences = choose_sentences(*tokenizers, valid_lines, count)
+        if sentences:
+            path = history_path(run_dir_of(cfg))
+            if note := add_snapshot(path, step, model, sentences, device):
+                log.line(note)
 
 
 @torch.no_grad()
@@ -138,6 +165,7 @@ def validate(
         layer = cfg.model.attention_layer
         hypothesis_ids = result.hypothesis_ids[:shown]
         log_attention_maps(log, step, model, data, sources[:shown], hypothesis_ids, device, layer)
+    record_attention_history(cfg, model, data, valid_lines, device, log, step)
     log.line(
         f"validation step {step}: nll {nll:.4f} ppl {ppl:.2f} BLEU {result.bleu:.2f} "
         f"chrF {result.chrf:.2f} ({result.sentences} sentences, {result.seconds:.1f}s)"
