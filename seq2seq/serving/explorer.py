@@ -42,6 +42,10 @@ STATIC_TYPES = {
     "beam_tree.js": "text/javascript",
     "masked_softmax.html": "text/html",
     "masked_softmax.js": "text/javascript",
+    "training.html": "text/html",
+    "training.js": "text/javascript",
+    "compare.html": "text/html",
+    "compare.js": "text/javascript",
 }
 MAX_CHAPTER_ROWS = 16  # a chapter widget's scores: at most this many rows of this many keys
 MAX_CHAPTER_KEYS = 64

@@ -43,3 +43,53 @@ function legend(colourOf, low, high) {
 function formatWeight(value) {
   return Number.isInteger(value) ? String(value) : value.toFixed(3);
 }
+
+// ---- attention maps: what every page that draws one shares -----------------------------
+
+// The rows and columns of a map of `view` and what they are: cross and Bahdanau maps go from
+// output pieces (rows) to source pieces; decoder self-attention is over the decoder's inputs
+// (<s> and the pieces before).
+function mapAxes(view, source, target) {
+  if (view === "encoder_self") return { rows: source, columns: source, names: ["source", "source"] };
+  if (view === "decoder_self") {
+    const inputs = ["<s>", ...target.slice(0, -1)];
+    return { rows: inputs, columns: inputs, names: ["decoder input", "decoder input"] };
+  }
+  return { rows: target, columns: source, names: ["target", "source"] };
+}
+
+function meanOfHeads(heads) {
+  return heads[0].map((row, i) =>
+    row.map((_, j) => heads.reduce((sum, head) => sum + head[i][j], 0) / heads.length),
+  );
+}
+
+// Fill `table` with the heatmap of `weights` (rows x columns) labelled by `axes` (mapAxes),
+// coloured from 0 to `top`; each cell keeps its weight in data-value.
+function drawMapTable(table, weights, axes, top) {
+  const { rows, columns, names } = axes;
+  table.replaceChildren();
+  const head = element("thead");
+  const header = element("tr");
+  header.append(element("th", { class: "corner" }, `${names[0]} ↓ / ${names[1]} →`));
+  columns.forEach((label, j) => header.append(element("th", { "data-col": j }, label)));
+  head.append(header);
+  const body = element("tbody");
+  weights.forEach((row, i) => {
+    const tr = element("tr");
+    tr.append(element("th", { "data-row": i }, rows[i]));
+    row.forEach((value, j) => {
+      const cell = element("td", {
+        class: "cell",
+        "data-row": i,
+        "data-col": j,
+        "data-value": value.toFixed(4),
+        title: `${rows[i]} → ${columns[j]}: ${value.toFixed(3)}`,
+      });
+      cell.style.background = colour(value, top);
+      tr.append(cell);
+    });
+    body.append(tr);
+  });
+  table.append(head, body);
+}

@@ -130,66 +130,16 @@ function stack(view) {
   return view === "bahdanau" ? [[weights]] : weights;
 }
 
-function meanOfHeads(heads) {
-  return heads[0].map((row, i) =>
-    row.map((_, j) => heads.reduce((sum, head) => sum + head[i][j], 0) / heads.length),
-  );
-}
-
 function matrix(view, layer, head) {
   const heads = stack(view)[layer];
   return head === "mean" ? meanOfHeads(heads) : heads[head];
 }
 
-// What the rows and the columns of a view's map are.
-function axisNames(view) {
-  if (view === "encoder_self") return ["source", "source"];
-  if (view === "decoder_self") return ["decoder input", "decoder input"];
-  return ["target", "source"];
-}
-
-// Row and column labels: cross and Bahdanau maps go from output pieces to source pieces;
-// decoder self-attention is over the decoder's inputs (<s> and the pieces before).
-function labels(view) {
-  const source = state.payload.source.pieces;
-  const target = hypothesis().pieces;
-  if (view === "encoder_self") return [source, source];
-  if (view === "decoder_self") {
-    const inputs = ["<s>", ...target.slice(0, -1)];
-    return [inputs, inputs];
-  }
-  return [target, source];
-}
-
 function drawHeatmap() {
   const weights = matrix(state.view, state.layer, state.head);
   const top = largest(weights) || 1;
-  const [rows, columns] = labels(state.view);
-  const table = $("heatmap");
-  table.replaceChildren();
-  const head = element("thead");
-  const header = element("tr");
-  header.append(element("th", { class: "corner" }, `${axisNames(state.view)[0]} ↓ / ${axisNames(state.view)[1]} →`));
-  columns.forEach((label, j) => header.append(element("th", { "data-col": j }, label)));
-  head.append(header);
-  const body = element("tbody");
-  weights.forEach((row, i) => {
-    const tr = element("tr");
-    tr.append(element("th", { "data-row": i }, rows[i]));
-    row.forEach((value, j) => {
-      const cell = element("td", {
-        class: "cell",
-        "data-row": i,
-        "data-col": j,
-        "data-value": value.toFixed(4),
-        title: `${rows[i]} → ${columns[j]}: ${value.toFixed(3)}`,
-      });
-      cell.style.background = colour(value, top);
-      tr.append(cell);
-    });
-    body.append(tr);
-  });
-  table.append(head, body);
+  const axes = mapAxes(state.view, state.payload.source.pieces, hypothesis().pieces);
+  drawMapTable($("heatmap"), weights, axes, top);
   $("heatmap-legend").replaceChildren(legend((v) => colour(v, top), 0, top));
   $("map-formula").textContent = VIEWS[state.view].formula;
 }
