@@ -177,7 +177,7 @@ def crash_cfg(reversal: Path, run_dir: Path):
     overrides = tiny_overrides("transformer", reversal, run_dir)
     overrides += ["train.max_tokens=512", "train.max_steps=10", "train.valid_every=5"]
     overrides += ["train.keep_last=1", "train.save_every_minutes=0", "train.attention_samples=0"]
-    overrides += ["train.valid_max_sentences=5"]
+    overrides += ["train.valid_max_sentences=5", "train.attention_history=0"]
     return load_config(None, overrides)
 
 

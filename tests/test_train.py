@@ -153,6 +153,8 @@ def test_kill_and_resume_matches_uninterrupted_run(
     assert f"resumed from {last} at step {killed_at}" in result.stdout
 
     a, b = assert_resumed_exactly(whole, interrupted, 60)
+    history = "attention_history.safetensors"  # steps 1, 30, 60: the steps redone, rewritten
+    assert (whole / history).read_bytes() == (interrupted / history).read_bytes()
     lr_a = [g["lr"] for g in a["training"]["optimizer"]["param_groups"]]
     lr_b = [g["lr"] for g in b["training"]["optimizer"]["param_groups"]]
     assert lr_a == lr_b
