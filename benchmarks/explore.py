@@ -16,10 +16,19 @@ request takes on an idle core), the CPU and its load. The payload is what the pa
 the sentence: the page, its scripts and style sheet, GET /v1/models and the /v1/explain answer
 (and how much the beam tree adds to it).
 
+The training and compare pages: `--run RUN_FOLDER` serves a run's attention history (by
+default one this script writes into a temporary folder: the shipped model's maps of four
+sentences at 20 steps, the weights disturbed less at each later step, 1.4 MB, the size of a real
+run's); it times GET /v1/run/attention/{step}/{sentence} (one move of the slider) and the two
+POST /v1/explain requests of the compare page (nbest 1, the shipped GRU and Transformer), and,
+in Debian's chromium, a move of the step slider and a change of model on the compare page, from
+the event to the map drawn.
+
 Writes results/bench/explore/explore-<cpu>-<time>.json. --screenshot takes the picture of
 docs/explore.md with Debian's chromium (driven by Playwright, as the browser tests do): the
 page with the sentence typed in; --tree-screenshot the beam tree's section, a piece clicked,
-after timing in the page how long drawing the tree and answering a click on a piece take.
+after timing in the page how long drawing the tree and answering a click on a piece take;
+--screenshot-training and --screenshot-compare the pictures of the two other pages.
 """
 
 import argparse
@@ -28,6 +37,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -55,6 +65,47 @@ SENTENCE = (
     "A man in a blue shirt is standing on a ladder and cleaning the windows of a tall "
     "building ."
 )  # 20 words
+
+
+HISTORY_SENTENCES = (
+    [
+        "A man in a blue shirt is standing on a ladder .",
+        "Two dogs are playing in the snow .",
+        "A woman is selling fruit at a market .",
+        "Children are playing football in a park .",
+    ],
+    [
+        "Ein Mann in einem blauen Hemd steht auf einer Leiter .",
+        "Zwei Hunde spielen im Schnee .",
+        "Eine Frau verkauft Obst auf einem Markt .",
+        "Kinder spielen Fußball in einem Park .",
+    ],
+)
+HISTORY_STEPS = [1, *range(500, 10_000, 500)]  # 20 snapshots
+# In the page: move the slider to `position`, or pick `model` on the compare page's left side,
+# and wait until the map is drawn; the milliseconds between the two.
+SLIDER_STEP_JS = """async ([position, step]) => {
+  const start = performance.now();
+  const slider = document.getElementById("step");
+  slider.value = String(position);
+  slider.dispatchEvent(new Event("input"));
+  while (document.getElementById("training").dataset.step !== step
+         || document.getElementById("status").textContent !== "") {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  return performance.now() - start;
+}"""
+COMPARE_MODEL_JS = """async (model) => {
+  const start = performance.now();
+  const select = document.getElementById("left-model");
+  select.value = model;
+  select.dispatchEvent(new Event("change"));
+  while (document.getElementById("left").dataset.model !== model
+         || document.getElementById("status").textContent !== "") {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  return performance.now() - start;
+}"""
 
 
 class Server(NamedTuple):
@@ -149,6 +200,92 @@ def measure(server: Server, model: str, beam: int, requests: int, warmup: int) -
     return result
 
 
+def write_history(folder: Path) -> Path:
+    """A run folder whose attention history holds the shipped en-de model's maps of
+    HISTORY_SENTENCES at HISTORY_STEPS, the weights disturbed less at each later step (the
+    sizes of a real run's history; the benchmark times reading and drawing them)."""
+    from seq2seq.decoding.loading import load_model
+    from seq2seq.training.attention_history import FILE_NAME, add_snapshot, choose_sentences
+
+    shipped = load_model("transformer-tiny.multi30k.en-de")
+    tokenizers = shipped.src_tokenizer, shipped.tgt_tokenizer
+    sentences = choose_sentences(*tokenizers, HISTORY_SENTENCES, len(HISTORY_SENTENCES[0]))
+    trained = {name: p.detach().clone() for name, p in shipped.model.named_parameters()}
+    for number, step in enumerate(HISTORY_STEPS):
+        torch.manual_seed(step)
+        noise = 0.2 * (1 - number / (len(HISTORY_STEPS) - 1))
+        with torch.no_grad():
+            for name, parameter in shipped.model.named_parameters():
+                parameter.copy_(trained[name] + noise * torch.randn_like(parameter))
+        add_snapshot(folder / FILE_NAME, step, shipped.model, sentences, torch.device("cpu"))
+    return folder
+
+
+def timed_gets(server: Server, paths: list[str]) -> tuple[list[float], float]:
+    """As `timed`, for a GET of each of `paths`."""
+    seconds = []
+    cpu_before = cpu_seconds(server.pid)
+    for path in paths:
+        start = time.perf_counter()
+        get(server.url + path)
+        seconds.append(time.perf_counter() - start)
+    return seconds, (cpu_seconds(server.pid) - cpu_before) / len(paths)
+
+
+def measure_pages(server: Server, models: tuple[str, str], requests: int, warmup: int) -> dict:
+    """The requests of the training page's slider and of the compare page (both models)."""
+    index = json.loads(get(server.url + "/v1/run/attention"))
+    steps = index["steps"]
+    paths = [f"/v1/run/attention/{steps[i % len(steps)]}/0" for i in range(requests + warmup)]
+    timed_gets(server, paths[:warmup])
+    slider = figures(*timed_gets(server, paths[warmup:]))
+    seconds, cpu = [], 0.0
+    for model in models:
+        body = {"model": model, "text": SENTENCE, "nbest": 1}
+        timed(server, "/v1/explain", body, warmup)
+        model_seconds, model_cpu = timed(server, "/v1/explain", body, requests)
+        seconds, cpu = seconds + model_seconds, cpu + model_cpu
+    pairs = [a + b for a, b in zip(seconds[:requests], seconds[requests:], strict=True)]
+    return {
+        "history_steps": len(steps),
+        "history_sentences": len(index["sentences"]),
+        "slider_request": slider,
+        "compare_requests": {**figures(pairs, cpu), "models": list(models)},
+    }
+
+
+def browser_timings(url: str, models: tuple[str, str], requests: int) -> dict:
+    """In chromium: a move of the step slider, and a change of the compare page's left model,
+    each from the event to its map drawn (after one untimed of each)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(url + "/explorer/training.html")
+        page.wait_for_function(
+            "() => document.getElementById('training').dataset.step !== undefined"
+        )
+        steps = json.loads(get(url + "/v1/run/attention"))["steps"]
+        slider = [
+            page.evaluate(SLIDER_STEP_JS, [i % len(steps), str(steps[i % len(steps)])])
+            for i in range(requests + 1)
+        ][1:]
+        page.goto(url + "/explorer/compare.html")
+        page.wait_for_function("() => document.getElementById('right').dataset.model !== undefined")
+        picks = [page.evaluate(COMPARE_MODEL_JS, models[i % 2]) for i in range(requests + 1)][1:]
+        browser.close()
+    timings = {"slider_step": slider, "compare_model_change": picks}
+    return {
+        name: {
+            k: v
+            for k, v in figures([ms / 1000 for ms in ms_list], 0.0).items()
+            if k != "server_cpu_ms"
+        }
+        for name, ms_list in timings.items()
+    }
+
+
 def report(record: dict) -> None:
     print(f"{record['device']}; server threads: {record['server_threads']}")
     print(
@@ -176,6 +313,16 @@ def report(record: dict) -> None:
             f"in the browser: the beam tree drawn in {record['tree_draw_ms']:.1f} ms, a click on "
             f"a piece answered in {record['tree_click_ms']:.1f} ms"
         )
+    if "pages" in record:
+        pages = record["pages"]
+        print(
+            f"training page: {pages['history_steps']} steps of {pages['history_sentences']} "
+            f"sentences, {pages['history_bytes'] / 1e6:.2f} MB"
+        )
+        for name, f in pages.items():
+            if isinstance(f, dict) and "median_ms" in f:
+                cpu = f" server CPU {f['server_cpu_ms']:.0f} ms" if "server_cpu_ms" in f else ""
+                print(f"{name:22} median {f['median_ms']:.0f} ms, p90 {f['p90_ms']:.0f} ms{cpu}")
 
 
 # In the page: milliseconds to draw the beam tree of the answer shown, and to answer a click on
@@ -230,6 +377,36 @@ def screenshot(url: str, path: Path | None, tree_path: Path | None) -> dict:
     return timings
 
 
+def page_screenshot(url: str, path: Path, ready: str) -> None:
+    """The picture of the page at `url` once the JavaScript `ready` is true."""
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(url)
+        page.wait_for_function(ready)
+        page.screenshot(path=str(path), full_page=True)
+        browser.close()
+    Image.open(path).convert("RGB").quantize(256).save(path, optimize=True)
+    print(f"screenshot: {path}")
+
+
+def take_screenshots(url: str, args: argparse.Namespace) -> dict:
+    """The pictures the options ask for; returns the beam tree's timings (see `screenshot`)."""
+    timings = {}
+    if args.screenshot or args.tree_screenshot:
+        timings = screenshot(url, args.screenshot, args.tree_screenshot)
+    if args.screenshot_training:
+        ready = "() => document.getElementById('training').dataset.step !== undefined"
+        page_screenshot(url + "/explorer/training.html", args.screenshot_training, ready)
+    if args.screenshot_compare:
+        ready = "() => ['left', 'right'].every(s => document.getElementById(s).dataset.model)"
+        page_screenshot(url + "/explorer/compare.html", args.screenshot_compare, ready)
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="transformer-tiny.multi30k.en-de")
@@ -239,6 +416,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="seq2seq serve --threads (default: its own)")
     parser.add_argument("--screenshot", type=Path, help="save the page's picture here (PNG)")
     parser.add_argument("--tree-screenshot", type=Path, help="and the beam tree's (PNG)")
+    parser.add_argument(
+        "--pages", action="store_true", help="also time the training and compare pages"
+    )
+    parser.add_argument("--run", type=Path, help="the run folder of the training page")
+    parser.add_argument("--screenshot-training", type=Path, help="the training page's picture")
+    parser.add_argument("--screenshot-compare", type=Path, help="the compare page's picture")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from common import default_out, record_header
@@ -257,10 +440,17 @@ def main() -> None:
         "requests": args.requests,
     }
     del record["threads"]  # the benchmark's own process does no work: the server's count
-    with serve(models, *options) as server:
-        record.update(measure(server, args.model, args.beam, args.requests, args.warmup))
-        if args.screenshot or args.tree_screenshot:
-            record.update(screenshot(server.url, args.screenshot, args.tree_screenshot))
+    with tempfile.TemporaryDirectory() as temporary:
+        run = args.run or write_history(Path(temporary) / "run")
+        with serve(models, *options, "--run", str(run)) as server:
+            record.update(measure(server, args.model, args.beam, args.requests, args.warmup))
+            if args.pages:
+                compared = ("gru-small.multi30k.en-de", args.model)
+                pages = measure_pages(server, compared, args.requests, args.warmup)
+                pages |= browser_timings(server.url, compared, args.requests)
+                pages["history_bytes"] = (run / "attention_history.safetensors").stat().st_size
+                record["pages"] = pages
+            record.update(take_screenshots(server.url, args))
     record["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     report(record)
     out = Path("results/bench/explore") / default_out("explore").name  # beside, as scale's
