@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from commands import SEQ2SEQ
+from explorer_models import EN_DE
+from fastapi.testclient import TestClient
 from reversal import ENV, tiny_overrides
 from safetensors.torch import save as save_tensors
 
@@ -22,6 +24,8 @@ from seq2seq.decoding.attention_maps import teacher_forced_maps
 from seq2seq.decoding.loading import load_model
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines
+from seq2seq.serving.app import create_app
+from seq2seq.serving.registry import served_model
 from seq2seq.training import loop as train_module
 from seq2seq.training.attention_history import (
     FILE_NAME,
@@ -209,3 +213,52 @@ def test_explore_on_a_bad_run_file_is_one_line_exit_2(tmp_path: Path) -> None:
         "7,306,634,592,548,843,374 bytes in a file of 15)\n"
     )
     assert result.stdout == ""
+
+
+def test_the_routes_answer_the_files_index_and_maps(data, tiny_model, tmp_path: Path) -> None:
+    model = tiny_model("transformer", vocab_size=data.src_tokenizer.vocab_size).eval()
+    lines = (["a b c", "d e"], ["c b a", "e d"])
+    sentences = choose_sentences(data.src_tokenizer, data.tgt_tokenizer, lines, 2)
+    path = tmp_path / "my-run" / FILE_NAME
+    for step in (1, 50):
+        add_snapshot(path, step, model, sentences, torch.device("cpu"))
+    shipped = load_model(EN_DE)
+    models = {"m": served_model("m", shipped, torch.device("cpu"))}
+    with TestClient(create_app(models, attention_history=path)) as client:
+        index = client.get("/v1/run/attention").json()
+        maps = client.get("/v1/run/attention/50/1").json()
+        missing_step = client.get("/v1/run/attention/49/0")
+        missing_sentence = client.get("/v1/run/attention/50/2")
+        path.write_bytes(b"damaged since the start")
+        damaged = client.get("/v1/run/attention")
+    assert index == {
+        "run": "my-run",
+        "arch": "transformer",
+        "maps": ["cross", "decoder_self", "encoder_self"],
+        "sentences": [
+            {
+                "source": s.source,
+                "reference": s.reference,
+                "src_pieces": s.src_pieces,
+                "tgt_pieces": s.tgt_pieces,
+            }
+            for s in sentences
+        ],
+        "steps": [1, 50],
+    }
+    expected = teacher_forced_maps(model, sentences[1].src_ids, sentences[1].tgt_ids, "cpu")
+    for name, weights in expected.items():
+        rounded = torch.round(weights.half().double(), decimals=3)
+        assert maps["maps"][name] == rounded.tolist()
+    assert (maps["step"], maps["sentence"]) == (50, 1)
+    assert missing_step.status_code == 404
+    assert missing_step.json() == {"error": "step 49: not in the run's history (steps: [1, 50])"}
+    assert missing_sentence.json() == {"error": "sentence 2: the history has 2"}
+    assert damaged.status_code == 500
+    assert damaged.json()["error"].startswith(f"{path}: not an attention history of seq2seq (")
+    with TestClient(create_app(models)) as client:
+        answer = client.get("/v1/run/attention")
+    assert (answer.status_code, answer.json()) == (
+        404,
+        {"error": "no run: start the server with --run RUN_FOLDER"},
+    )
