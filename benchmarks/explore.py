@@ -18,7 +18,7 @@ the sentence: the page, its scripts and style sheet, GET /v1/models and the /v1/
 
 The training and compare pages: `--run RUN_FOLDER` serves a run's attention history (by
 default one this script writes into a temporary folder: the shipped model's maps of four
-sentences at 20 steps, the weights disturbed less at each later step, 1.4 MB, the size of a real
+sentences at 20 steps, the weights disturbed less at each later step, about 1 MB, the size of a real
 run's); it times GET /v1/run/attention/{step}/{sentence} (one move of the slider) and the two
 POST /v1/explain requests of the compare page (nbest 1, the shipped GRU and Transformer), and,
 in Debian's chromium, a move of the step slider and a change of model on the compare page, from

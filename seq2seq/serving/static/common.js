@@ -40,6 +40,20 @@ function legend(colourOf, low, high) {
   return box;
 }
 
+// Show `message` in the page's error box, or hide the box when there is none.
+function showError(message) {
+  $("error").textContent = message || "";
+  $("error").hidden = !message;
+}
+
+// Fill `select` with an option per value, labelled by labelOf(value); `chosen` is selected, or
+// the first value when it is not among them.
+function fillSelect(select, values, labelOf, chosen) {
+  select.replaceChildren(...values.map((value) =>
+    element("option", { value: String(value) }, labelOf(value))));
+  select.value = String(values.map(String).includes(String(chosen)) ? chosen : values[0]);
+}
+
 function formatWeight(value) {
   return Number.isInteger(value) ? String(value) : value.toFixed(3);
 }

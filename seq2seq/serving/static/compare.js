@@ -12,17 +12,6 @@ const state = {
   timer: null,
 };
 
-function showError(message) {
-  $("error").textContent = message || "";
-  $("error").hidden = !message;
-}
-
-function fillSelect(select, values, labelOf, chosen) {
-  select.replaceChildren(...values.map((value) =>
-    element("option", { value: String(value) }, labelOf(value))));
-  select.value = String(values.includes(chosen) ? chosen : values[0]);
-}
-
 // The models served; the left side opens on the first GRU, the right on the first other model.
 async function loadModels() {
   let models;
@@ -84,9 +73,10 @@ function fillLayerHead(side, firstView) {
   const maps = state.answers[side].hypotheses[0].maps;
   const layers = "cross" in maps ? maps.cross : [[maps.bahdanau]];
   const heads = layers[0].map((_, h) => h);
-  fillSelect($(`${side}-layer`), layers.map((_, l) => l), String, firstView.layer);
+  fillSelect($(`${side}-layer`), [...layers.keys()], (l) => `${l + 1} of ${layers.length}`,
+    firstView.layer);
   fillSelect($(`${side}-head`), heads.length > 1 ? ["mean", ...heads] : [0],
-    (h) => (h === "mean" ? "mean of heads" : String(h)), firstView.head);
+    (h) => (h === "mean" ? "mean of heads" : `${h + 1} of ${heads.length}`), firstView.head);
   $(`${side}-layer`).disabled = layers.length === 1;
   $(`${side}-head`).disabled = heads.length === 1;
 }

@@ -38,12 +38,6 @@ const state = {
 
 // ---- talking to the server -------------------------------------------------------------
 
-function showError(message) {
-  const box = $("error");
-  box.textContent = message || "";
-  box.hidden = !message;
-}
-
 async function loadModels() {
   let models = [];
   try {
@@ -192,15 +186,6 @@ function drawGrid() {
       grid.append(figure);
     }
   });
-}
-
-function fillSelect(select, values, labelOf, chosen) {
-  select.replaceChildren();
-  for (const value of values) {
-    const option = element("option", { value: value }, labelOf(value));
-    if (String(value) === String(chosen)) option.selected = true;
-    select.append(option);
-  }
 }
 
 function renderMap() {

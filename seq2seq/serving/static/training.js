@@ -15,11 +15,6 @@ const state = {
   latest: 0, // number of the newest request; older answers are dropped
 };
 
-function showError(message) {
-  $("error").textContent = message || "";
-  $("error").hidden = !message;
-}
-
 // The JSON answer of `url`, or null after showing why there is none.
 async function getJson(url) {
   let answer, payload;
@@ -36,12 +31,6 @@ async function getJson(url) {
   }
   showError("");
   return payload;
-}
-
-function fillSelect(select, values, labelOf, chosen) {
-  select.replaceChildren(...values.map((value) =>
-    element("option", { value: String(value) }, labelOf(value))));
-  select.value = String(values.includes(chosen) ? chosen : values[0]);
 }
 
 async function loadIndex() {
@@ -86,9 +75,9 @@ function draw() {
   const given = $("layer").value; // the last layer first
   const layer = given === "" ? layers.length - 1 : Math.min(Number(given), layers.length - 1);
   const head = $("head").value === "mean" || $("head").value === "" ? "mean" : Number($("head").value);
-  fillSelect($("layer"), layers.map((_, l) => l), (l) => String(l), layer);
+  fillSelect($("layer"), [...layers.keys()], (l) => `${l + 1} of ${layers.length}`, layer);
   const headChoices = heads > 1 ? ["mean", ...layers[0].map((_, h) => h)] : [0];
-  fillSelect($("head"), headChoices, (h) => (h === "mean" ? "mean of heads" : String(h)), head);
+  fillSelect($("head"), headChoices, (h) => (h === "mean" ? "mean of heads" : `${h + 1} of ${heads}`), head);
   $("layer").disabled = layers.length === 1;
   $("head").disabled = heads === 1;
   const chosen = $("head").value;
