@@ -283,6 +283,7 @@ CHANGEABLE_ON_RESUME = frozenset(
         "train.log_every",
         "train.log_every_seconds",
         "train.attention_samples",
+        "train.attention_history",
     ]
     + [f"decode.{key.name}" for key in fields(DecodeConfig) if key.name != "valid_beam_size"]
 )
