@@ -33,6 +33,10 @@ class DataConfig:
     tgt: str = "de"
     vocab_size: int = 8000
     joint_vocab: bool = True
+    # How the folder is tokenized when it is prepared here (seq2seq prepare's --split-digits
+    # and --byte-fallback); a run resumes only on the tokens it started with.
+    split_digits: bool = True
+    byte_fallback: bool = True
 
 
 @dataclass

@@ -45,7 +45,9 @@ def prepare_reversal(folder: Path, sizes: dict[str, int] | None = None) -> Path:
     sizes = sizes or {"train": 3000, "valid": 100, "test": 200}
     raw = write_reversal_corpus(folder / "raw", sizes)
     files = UserFiles.from_options("src", "tgt", str(raw), {})
-    return prepare("files", "src", "tgt", folder / "prepared", vocab_size=32, files=files)
+    return prepare(
+        "files", "src", "tgt", folder / "prepared", vocab_size=32, byte_fallback=False, files=files
+    )
 
 
 def tiny_overrides(arch: str, prepared: Path, run_dir: Path) -> list[str]:

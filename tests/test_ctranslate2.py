@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 import seq2seq
 from seq2seq.commands import export as export_command
 from seq2seq.config import config_from_dict
+from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.ctranslate2 import (
     MANIFEST,
     CTranslate2Translator,
@@ -178,6 +179,24 @@ def test_the_converter_keeps_the_architecture(pre_norm: bool, tie: bool) -> None
     pytorch = Translator.from_inference(inference, "cpu").with_decode(max_len_const=4)
     ct2 = translator_from_inference(inference).with_decode(max_len_const=4)
     assert_same(pytorch.translate(LINES[:3], nbest=2), ct2.translate(LINES[:3], nbest=2))
+
+
+def test_byte_pieces_convert_and_decode_alike(tmp_path: Path) -> None:
+    """A vocabulary with byte fallback (256 pieces <0x00> ... <0xFF>) converts as it is, and
+    CTranslate2's output pieces decode through our sentencepiece model as PyTorch's do."""
+    shipped = random_model(True, True)
+    text = [line for line in LINES for _ in range(20)]
+    tokenizer = Tokenizer.train(text, tmp_path / "spm.model", vocab_size=300)
+    vocab = tokenizer.vocab_size
+    torch.manual_seed(0)
+    model = build_model(shipped.config.model, vocab, vocab, True, verbose=False).eval()
+    inference = Inference(model, shipped.config, tokenizer, tokenizer, step=1)
+    lines = ["Two dogs 🐕🐕 play in the snow in 東京.", "Привет!"]
+    pytorch = Translator.from_inference(inference, "cpu").with_decode(max_len_const=6)
+    ct2 = translator_from_inference(inference).with_decode(max_len_const=6)
+    expected = pytorch.translate(lines, nbest=2)
+    assert any(piece.startswith("<0x") for n in expected for t in n for piece in t.tgt_pieces)
+    assert_same(expected, ct2.translate(lines, nbest=2))
 
 
 def test_the_position_table_interleaves_sines_and_cosines() -> None:

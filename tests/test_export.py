@@ -37,7 +37,9 @@ def inference(tmp_path_factory) -> Inference:
     """A randomly initialised tiny Transformer with shared, tied embeddings and its tokenizer."""
     root = tmp_path_factory.mktemp("export")
     files = UserFiles.from_options("en", "de", str(write_word_corpus(root / "corpus")), {})
-    folder = prepare("files", "en", "de", root / "prepared", vocab_size=48, files=files)
+    folder = prepare(
+        "files", "en", "de", root / "prepared", vocab_size=48, byte_fallback=False, files=files
+    )
     data = PreparedData.load(folder)
     overrides = {"data.prepared": str(folder), "model.embed_dim": 32, "model.ffn_size": 64}
     cfg = load_config(None, [f"{key}={json.dumps(value)}" for key, value in overrides.items()])

@@ -13,7 +13,7 @@ from seq2seq.data.clean import normalize_lines
 from seq2seq.data.corpora import CORPORA, UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
-from seq2seq.data.specials import BOS_ID, EOS_ID
+from seq2seq.data.specials import BOS_ID, EOS_ID, UNK_ID
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, sha256_file
 
@@ -22,6 +22,8 @@ NO_FILES = {
     for split in ("train", "valid", "test")
     for kind in ["src", "tgt", "tsv"]
 }
+# How every folder was tokenized before digit splitting and byte fallback.
+NO_TOKENIZATION = {"split_digits": False, "byte_fallback": False}
 
 
 def _data_dir_files(folder: Path) -> UserFiles:
@@ -115,7 +117,13 @@ def test_user_corpus_in_three_layouts(small_corpus: Path, tmp_path: Path) -> Non
     manifests = {}
     for name, files in layouts.items():
         out = prepare(
-            "files", "en", "de", tmp_path / name / "files.en-de", vocab_size=47, files=files
+            "files",
+            "en",
+            "de",
+            tmp_path / name / "files.en-de",
+            vocab_size=47,
+            byte_fallback=False,
+            files=files,
         )
         manifests[name] = json.loads((out / "manifest.json").read_text())
     texts = [
@@ -148,6 +156,7 @@ def test_separate_vocabularies(small_corpus: Path, tmp_path: Path) -> None:
         "de",
         tmp_path / "sep",
         vocab_size=40,
+        byte_fallback=False,
         joint=False,
         model_type="bpe",
         files=_data_dir_files(small_corpus),
@@ -166,32 +175,48 @@ def test_rebuilds_when_settings_or_files_change(
     small_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = _data_dir_files(small_corpus)
-    out = prepare("files", "en", "de", tmp_path / "p", vocab_size=47, files=files)
-    prepare("files", "en", "de", out, vocab_size=40, files=files)
+    out = prepare(
+        "files", "en", "de", tmp_path / "p", vocab_size=47, byte_fallback=False, files=files
+    )
+    prepare("files", "en", "de", out, vocab_size=40, byte_fallback=False, files=files)
     assert "prepared with other settings" in capsys.readouterr().out
     assert PreparedData.load(out).manifest["settings"]["vocab_size"] == 40
 
     with open(out / "train.en", "a") as f:
         f.write("tampered\n")
-    prepare("files", "en", "de", out, vocab_size=40, files=files)
+    prepare("files", "en", "de", out, vocab_size=40, byte_fallback=False, files=files)
     assert "train.en is missing or changed" in capsys.readouterr().out
     assert len(read_lines(out / "train.en")) == 80
 
     (small_corpus / "test.en").write_text("changed input\n" * 10)
-    prepare("files", "en", "de", out, vocab_size=40, files=files)
+    prepare("files", "en", "de", out, vocab_size=40, byte_fallback=False, files=files)
     assert "prepared with other settings" in capsys.readouterr().out
     assert read_lines(out / "test.en")[0] == "changed input"
 
 
 def test_failed_rebuild_keeps_the_good_folder(small_corpus: Path, tmp_path: Path) -> None:
     out = prepare(
-        "files", "en", "de", tmp_path / "p", vocab_size=47, files=_data_dir_files(small_corpus)
+        "files",
+        "en",
+        "de",
+        tmp_path / "p",
+        vocab_size=47,
+        byte_fallback=False,
+        files=_data_dir_files(small_corpus),
     )
     before = _snapshot(out)
     manifest = (out / "manifest.json").read_text()
     (small_corpus / "valid.de").write_text("one line\n")
     with pytest.raises(UserError, match=r"valid: .*valid\.en has 10 lines but .*valid\.de has 1"):
-        prepare("files", "en", "de", out, vocab_size=47, files=_data_dir_files(small_corpus))
+        prepare(
+            "files",
+            "en",
+            "de",
+            out,
+            vocab_size=47,
+            byte_fallback=False,
+            files=_data_dir_files(small_corpus),
+        )
     assert _snapshot(out) == before and (out / "manifest.json").read_text() == manifest
     assert _leftovers(tmp_path) == []
 
@@ -208,7 +233,13 @@ def test_load_errors_name_the_folder(small_corpus: Path, tmp_path: Path) -> None
     with pytest.raises(UserError, match=r"nowhere: not a prepared corpus .*make data"):
         PreparedData.load(tmp_path / "nowhere")
     out = prepare(
-        "files", "en", "de", tmp_path / "p", vocab_size=47, files=_data_dir_files(small_corpus)
+        "files",
+        "en",
+        "de",
+        tmp_path / "p",
+        vocab_size=47,
+        byte_fallback=False,
+        files=_data_dir_files(small_corpus),
     )
     (out / "valid.de").unlink()
     with pytest.raises(UserError, match=r"p: missing valid\.de; .*make data"):
@@ -232,3 +263,36 @@ def test_tatoeba_split_is_deterministic(shared_data: Path, tmp_path: Path) -> No
     # Both French translations of "Hang on." are in the valid split, in file order.
     assert data.lines("valid")[0][:3] == ["Hang on.", "Hang on.", "It's me!"]
     assert data.lines("valid")[1][:3] == ["Tiens bon !", "Tenez bon !", "C'est bibi\u202f!"]
+
+
+def test_new_folders_split_digits_and_fall_back_to_bytes(
+    small_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By default a prepared folder's tokenizer splits digits and spells unseen characters as
+    bytes, and its manifest says so; a folder prepared before these options existed (no keys)
+    still loads, and is reused when prepared again without them."""
+    files = _data_dir_files(small_corpus)
+    out = prepare("files", "en", "de", tmp_path / "p", vocab_size=300, files=files)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for section in (manifest["settings"], manifest["tokenizer"]):
+        assert (section["split_digits"], section["byte_fallback"]) == (True, True)
+    tokenizer = PreparedData.load(out).src_tokenizer
+    unusual = ["Julia Schmidt zahlt 19,99 € für 48213 🐕 in Москва, 東京 und Ἀθῆναι."]
+    ids = tokenizer.encode(unusual)[0]
+    assert UNK_ID not in ids and tokenizer.decode([ids]) == normalize_lines(unusual)
+    digits = [text for text in tokenizer.decode([[i] for i in ids]) if any(map(str.isdigit, text))]
+    assert digits == list("1999" + "48213")
+
+    older = prepare(
+        "files", "en", "de", tmp_path / "older", vocab_size=47, files=files, **NO_TOKENIZATION
+    )
+    manifest = json.loads((older / "manifest.json").read_text())
+    for key in ("split_digits", "byte_fallback"):
+        del manifest["settings"][key], manifest["tokenizer"][key]
+    (older / "manifest.json").write_text(json.dumps(manifest))
+    assert UNK_ID in PreparedData.load(older).src_tokenizer.encode(unusual)[0]
+    capsys.readouterr()
+    prepare("files", "en", "de", older, vocab_size=47, files=files, **NO_TOKENIZATION)
+    assert "reusing it" in capsys.readouterr().out
+    prepare("files", "en", "de", older, vocab_size=300, files=files)
+    assert "prepared with other settings; rebuilding it" in capsys.readouterr().out

@@ -21,6 +21,8 @@ from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import FileArray, PreparedData
 from seq2seq.errors import UserError
+from seq2seq.training.checkpoint import tokenizer_entry
+from seq2seq.training.run import check_same_tokens
 from tests.reversal import DEFAULTS, write_reversal_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +36,15 @@ def _files(folder: Path) -> UserFiles:
 def reversal(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("arrays")
     raw = write_reversal_corpus(root / "raw", {"train": 2000, "valid": 50, "test": 60})
-    return prepare("files", "src", "tgt", root / "prepared", vocab_size=32, files=_files(raw))
+    return prepare(
+        "files",
+        "src",
+        "tgt",
+        root / "prepared",
+        vocab_size=32,
+        byte_fallback=False,
+        files=_files(raw),
+    )
 
 
 def _text_dataset(data: PreparedData, split: str) -> ParallelDataset:
@@ -115,23 +125,40 @@ def test_older_folders_are_refused_then_rebuilt(
     reversal: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
-    out = prepare("files", "src", "tgt", tmp_path / "p", vocab_size=24, files=_files(raw))
+    out = prepare(
+        "files", "src", "tgt", tmp_path / "p", vocab_size=24, byte_fallback=False, files=_files(raw)
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["format_version"] = 1
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(UserError, match=r"p: prepared by an older version .*rebuild it"):
         PreparedData.load(out)
     capsys.readouterr()
-    prepare("files", "src", "tgt", out, vocab_size=24, files=_files(raw))
+    prepare("files", "src", "tgt", out, vocab_size=24, byte_fallback=False, files=_files(raw))
     assert "prepared by an older version; rebuilding it" in capsys.readouterr().out
     assert len(PreparedData.load(out).dataset("valid")) == 5
 
 
 def test_sentencepiece_sample_is_a_setting(tmp_path: Path) -> None:
     raw = write_reversal_corpus(tmp_path / "raw", {"train": 1500, "valid": 5, "test": 5})
-    full = prepare("files", "src", "tgt", tmp_path / "full", vocab_size=24, files=_files(raw))
+    full = prepare(
+        "files",
+        "src",
+        "tgt",
+        tmp_path / "full",
+        vocab_size=24,
+        byte_fallback=False,
+        files=_files(raw),
+    )
     small = prepare(
-        "files", "src", "tgt", tmp_path / "small", vocab_size=24, files=_files(raw), spm_sample=1000
+        "files",
+        "src",
+        "tgt",
+        tmp_path / "small",
+        vocab_size=24,
+        byte_fallback=False,
+        files=_files(raw),
+        spm_sample=1000,
     )
     manifests = [json.loads((p / "manifest.json").read_text()) for p in (full, small)]
     assert [m["tokenizer"]["sample"] for m in manifests] == [1_000_000, 1000]
@@ -183,7 +210,7 @@ def _corpus_args(folder: Path) -> list[str]:
 
 def test_vocabulary_larger_than_the_corpus_gives_says_the_maximum(tmp_path: Path) -> None:
     raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
-    args = [*_corpus_args(raw), "--vocab-size", "5000", "--out", "data/out"]
+    args = [*_corpus_args(raw), "--vocab-size", "5000", "--no-byte-fallback", "--out", "data/out"]
     line = _one_error_line(_script("prepare", args, tmp_path))
     assert "--vocab-size 5000: the training text yields at most" in line
     maximum = int(line.split("at most ")[1].split()[0])
@@ -195,7 +222,7 @@ def test_empty_valid_split_is_refused_at_prepare(tmp_path: Path) -> None:
     raw = write_reversal_corpus(tmp_path / "raw", {"train": 200, "valid": 5, "test": 5})
     for side in ("src", "tgt"):
         (raw / f"valid.{side}").write_text("")
-    args = [*_corpus_args(raw), "--vocab-size", "24", "--out", "data/out"]
+    args = [*_corpus_args(raw), "--vocab-size", "24", "--no-byte-fallback", "--out", "data/out"]
     line = _one_error_line(_script("prepare", args, tmp_path))
     assert "the valid split is empty" in line
     assert sorted(os.listdir(tmp_path)) == ["raw"]
@@ -278,3 +305,22 @@ def test_sizes_are_checked_at_load_and_checksums_on_request(reversal: Path, tmp_
     text.write_text(text.read_text()[:-3])
     with pytest.raises(UserError, match=r"p/valid\.src: \d+ bytes, but \d+ when it was prepared"):
         PreparedData.load(folder)
+
+
+def test_a_run_resumes_only_on_the_tokens_it_started_with(reversal: Path, tmp_path: Path) -> None:
+    """A folder prepared again with other tokenization options gives other token ids: resuming
+    a run on it is refused in one line that names the folder's options."""
+    data = PreparedData.load(reversal)
+    checkpoint = {"tokenizers": tokenizer_entry(data.src_tokenizer, data.tgt_tokenizer)}
+    check_same_tokens(checkpoint, data, tmp_path / "last.pt")
+    raw = write_reversal_corpus(tmp_path / "raw", {"train": 3000, "valid": 100, "test": 200})
+    options = {"vocab_size": 32, "byte_fallback": False, "split_digits": False}
+    again = prepare("files", "src", "tgt", tmp_path / "again", files=_files(raw), **options)
+    with pytest.raises(UserError) as error:
+        check_same_tokens(checkpoint, PreparedData.load(again), tmp_path / "last.pt")
+    assert str(error.value) == (
+        f"{tmp_path / 'last.pt'}: this run was trained on other tokens than {again} now holds "
+        "(it was prepared again, now with --vocab-size 32 --no-split-digits --no-byte-fallback); "
+        "resume on the folder the run started with, or start a new run with another "
+        "train.run_name"
+    )

@@ -49,6 +49,10 @@ def _user_files(corpus: Path) -> list[str]:
         (["--corpus", "tatoeba", "--src", "de", "--tgt", "en"], ["--src de"]),
         (["--src", "de", "--tgt", "de"], ["--src and --tgt are both 'de'"]),
         (["--vocab-size", "0"], ["--vocab-size 0: must be between 16 and"]),
+        (
+            ["--vocab-size", "100"],
+            ["--vocab-size 100: byte fallback takes 256 pieces", "261 or more, or --no-byte-"],
+        ),
         (["--model-type", "word"], ["--model-type word"]),
         (["--spm-sample", "100"], ["--spm-sample 100: must be >= 1000"]),
         (["--train-tsv", "x.tsv"], ["need --corpus files"]),
@@ -82,7 +86,7 @@ def test_bad_tsv_line(tmp_path: Path) -> None:
 def test_vocabulary_too_small_leaves_the_existing_folder(
     small_corpus: Path, tmp_path: Path
 ) -> None:
-    args = [*_user_files(small_corpus), "--out", "data/out"]
+    args = [*_user_files(small_corpus), "--no-byte-fallback", "--out", "data/out"]
     assert _run([*args, "--vocab-size", "47"], cwd=tmp_path).returncode == 0
     before = _snapshot(tmp_path / "data" / "out")
     result = _run([*args, "--vocab-size", "20"], cwd=tmp_path)

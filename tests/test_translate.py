@@ -77,7 +77,9 @@ def run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("translate")
     corpus = write_word_corpus(root / "corpus")
     files = UserFiles.from_options("en", "de", str(corpus), {})
-    prepared = prepare("files", "en", "de", root / "prepared", vocab_size=48, files=files)
+    prepared = prepare(
+        "files", "en", "de", root / "prepared", vocab_size=48, byte_fallback=False, files=files
+    )
     overrides = {
         "data.prepared": str(prepared),
         "data.vocab_size": 48,

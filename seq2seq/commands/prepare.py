@@ -5,6 +5,8 @@ seq2seq prepare --corpus tatoeba --src en --tgt fr
 seq2seq prepare --corpus files --src en --tgt de --data-dir my_corpus/
 """
 
+import argparse
+
 from seq2seq.commands.cli import command_parser
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS
 from seq2seq.data.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
@@ -39,6 +41,19 @@ def main(argv: list[str]) -> None:
         "--separate-vocab", action="store_true", help="one sentencepiece model per language"
     )
     parser.add_argument("--model-type", default="unigram", help=" or ".join(MODEL_TYPES))
+    parser.add_argument(
+        "--split-digits",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="every digit a piece of its own, so numbers are copied digit by digit",
+    )
+    parser.add_argument(
+        "--byte-fallback",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="spell characters the vocabulary lacks as UTF-8 byte pieces instead of <unk> "
+        "(takes 256 pieces of the vocabulary)",
+    )
     parser.add_argument(
         "--max-words", type=int, default=MAX_WORDS, help="drop longer training pairs"
     )
@@ -86,4 +101,6 @@ def main(argv: list[str]) -> None:
         files=user_files,
         spm_sample=args.spm_sample,
         mirror_option="--mirror DIR_OR_URL",
+        split_digits=args.split_digits,
+        byte_fallback=args.byte_fallback,
     )

@@ -10,14 +10,28 @@
     manifest.json                         corpus, settings, licence, line counts, cleaning
                                           report, SHA256 of the source files, SHA256 and size
                                           of every file
+
+The settings record how sentencepiece split the text: `split_digits` and `byte_fallback`
+(`seq2seq.data.tokenizer`). A folder prepared before these options existed lacks both keys: its
+tokenizer has neither (`OLDER_TOKENIZATION`).
 """
 
 FORMAT_VERSION = 2  # 2: token ids as arrays
 MANIFEST = "manifest.json"
 ID_DTYPES = ("uint16", "int32")  # token ids: the first when the vocabulary fits
 OFFSETS_DTYPE = "int64"
+# The tokenization options of a folder whose settings do not name them: prepared without either.
+OLDER_TOKENIZATION = {"split_digits": False, "byte_fallback": False}
 
 
 def array_files(text_file: str) -> tuple[str, str]:
     """The names of the token-id array and the line-offset array of a text file (`train.en`)."""
     return f"{text_file}.ids", f"{text_file}.offsets"
+
+
+def tokenization_options(settings: dict) -> str:
+    """The `seq2seq prepare` options of a folder's tokenization, e.g.
+    "--vocab-size 8000 --split-digits --byte-fallback", from its manifest's settings."""
+    recorded = {**OLDER_TOKENIZATION, **settings}
+    flags = [("" if recorded[key] else "no-") + key.replace("_", "-") for key in OLDER_TOKENIZATION]
+    return " ".join([f"--vocab-size {recorded['vocab_size']}", *(f"--{flag}" for flag in flags)])

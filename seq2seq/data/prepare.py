@@ -37,8 +37,23 @@ from seq2seq.data.corpora import (
     get_corpus,
 )
 from seq2seq.data.download import fetch, removing_new_empty_dirs, resolve_mirror
-from seq2seq.data.manifest import FORMAT_VERSION, ID_DTYPES, MANIFEST, OFFSETS_DTYPE, array_files
-from seq2seq.data.tokenizer import MODEL_TYPES, SAMPLE, SEED, SETTINGS, Tokenizer
+from seq2seq.data.manifest import (
+    FORMAT_VERSION,
+    ID_DTYPES,
+    MANIFEST,
+    OFFSETS_DTYPE,
+    OLDER_TOKENIZATION,
+    array_files,
+)
+from seq2seq.data.tokenizer import (
+    BYTE_PIECES,
+    MIN_BYTE_FALLBACK_VOCAB,
+    MODEL_TYPES,
+    SAMPLE,
+    SEED,
+    SETTINGS,
+    Tokenizer,
+)
 from seq2seq.errors import UserError
 from seq2seq.files import (
     check_output_location,
@@ -75,6 +90,8 @@ def prepare(
     cache_dir: str | Path | None = None,
     spm_sample: int = SAMPLE,
     mirror_option: str | None = None,
+    split_digits: bool = True,
+    byte_fallback: bool = True,
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
 
@@ -83,10 +100,18 @@ def prepare(
     joint: one sentencepiece model for both languages (else one per language).
     cache_dir: downloads go here (default: `downloads/` beside the prepared folder).
     spm_sample: sentencepiece trains on a random sample of this many training sentences.
+    split_digits, byte_fallback: sentencepiece's options (`seq2seq.data.tokenizer`): every digit
+        a piece of its own; characters outside the vocabulary spelled as UTF-8 byte pieces.
     mirror_option: how the caller's user gives a mirror, for the error when a download fails
         (see `seq2seq.data.download.mirror_advice`).
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
+    if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
+        raise UserError(
+            f"--vocab-size {vocab_size}: byte fallback takes {BYTE_PIECES} pieces (one per byte) "
+            f"besides the special ones; give --vocab-size {MIN_BYTE_FALLBACK_VOCAB} or more, "
+            "or --no-byte-fallback"
+        )
     if spm_sample < MIN_SPM_SAMPLE:
         raise UserError(f"--spm-sample {spm_sample}: must be >= {MIN_SPM_SAMPLE}")
     out = Path(out) if out else default_out(corpus, src, tgt)
@@ -104,6 +129,8 @@ def prepare(
         "max_words": max_words,
         "max_ratio": float(max_ratio),
         "spm_sample": spm_sample,
+        "split_digits": split_digits,
+        "byte_fallback": byte_fallback,
     }
     if files is not None:
         settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
@@ -168,7 +195,8 @@ def _up_to_date(out: Path, settings: dict[str, Any]) -> bool:
     if manifest.get("format_version") != FORMAT_VERSION:
         print(f"{out}: prepared by an older version; rebuilding it")
         return False
-    if manifest.get("settings") != settings:
+    recorded = manifest.get("settings")
+    if not isinstance(recorded, dict) or {**OLDER_TOKENIZATION, **recorded} != settings:
         print(f"{out}: prepared with other settings; rebuilding it")
         return False
     for name, sha256 in manifest.get("files", {}).items():
@@ -256,6 +284,8 @@ def _build(
             "sentencepiece_version": sentencepiece.__version__,
             "seed": SEED,
             "sample": settings["spm_sample"],
+            "split_digits": settings["split_digits"],
+            "byte_fallback": settings["byte_fallback"],
             **SETTINGS,
         },
         "ids": {"dtype": dtype, "offsets_dtype": OFFSETS_DTYPE},
@@ -308,7 +338,9 @@ def _train_tokenizers(
     src, tgt = settings["src"], settings["tgt"]
     vocab_size, model_type = settings["vocab_size"], settings["model_type"]
     kind = "joint" if settings["joint_vocab"] else "separate"
-    print(f"training sentencepiece ({model_type}, {kind} vocabulary of {vocab_size})")
+    options = [name for name in OLDER_TOKENIZATION if settings[name]]
+    extras = "".join(f", {name.replace('_', ' ')}" for name in options)
+    print(f"training sentencepiece ({model_type}, {kind} vocabulary of {vocab_size}{extras})")
     texts = {lang: folder / f"train.{lang}" for lang in (src, tgt)}
     if settings["joint_vocab"]:
         tokenizer = _train_in_child([texts[src], texts[tgt]], folder / "spm.model", settings)
@@ -327,6 +359,8 @@ def _train_from_files(texts: list[Path], path: Path, settings: dict[str, Any]) -
         settings["vocab_size"],
         settings["model_type"],
         sample=settings["spm_sample"],
+        split_digits=settings["split_digits"],
+        byte_fallback=settings["byte_fallback"],
     ).vocab_size
 
 

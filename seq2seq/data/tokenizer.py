@@ -9,6 +9,12 @@ Training settings that matter for translation:
   `decode(encode([s])) == [s]` for every normalised line made of known characters;
 - `hard_vocab_limit=False`: a corpus too small for the requested size gets a smaller vocabulary
   instead of an error;
+- `split_digits` (on by default): every digit is a piece of its own, so "48213" is five pieces,
+  never a piece "48" the model could swap for "42";
+- `byte_fallback` (on by default): 256 pieces `<0x00>` ... `<0xFF>`, right after the special
+  ids, stand for the UTF-8 bytes of a character the vocabulary lacks (an emoji, a CJK or
+  Cyrillic letter never seen in training), so no input becomes `<unk>`; `decode` turns those
+  byte pieces back into the character (a byte sequence that is not UTF-8 becomes U+FFFD);
 - one training thread and a fixed sampling seed, so the same text gives the same model.
 """
 
@@ -42,6 +48,9 @@ SETTINGS = {
     "num_threads": 1,
 }
 SEED = 1
+BYTE_PIECES = 256  # byte fallback's pieces, one per byte value, right after the special ids
+# The smallest vocabulary with byte fallback: the special pieces, the byte pieces and one more.
+MIN_BYTE_FALLBACK_VOCAB = len((PAD_ID, UNK_ID, BOS_ID, EOS_ID)) + BYTE_PIECES + 1
 SAMPLE = 1_000_000  # sentences sentencepiece trains on (a random sample of larger corpora;
 # its memory grows with the sample: about 0.86 GB peak for 1M sentences, 1.6 GB for 2M)
 
@@ -80,9 +89,12 @@ class Tokenizer:
         vocab_size: int,
         model_type: str = "unigram",
         sample: int = SAMPLE,
+        split_digits: bool = True,
+        byte_fallback: bool = True,
     ) -> "Tokenizer":
         """Train on a random sample of `sample` sentences of `lines` (all of them when fewer;
-        memory grows with the sample, not with the corpus). Writes the model to `path` and its
+        memory grows with the sample, not with the corpus), with digit splitting and byte
+        fallback (see the module docstring) unless turned off. Writes the model to `path` and its
         pieces and scores, one a line, to `path` with the suffix `.vocab`. The model file depends
         on nothing but the text and the settings (no paths inside), so the same text gives the
         same bytes."""
@@ -104,14 +116,18 @@ class Tokenizer:
                 eos_piece=EOS_PIECE,
                 minloglevel=2,
                 input_sentence_size=sample,
+                split_digits=split_digits,
+                byte_fallback=byte_fallback,
                 **SETTINGS,
             )
         except RuntimeError as err:
             too_small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(err))
             if too_small:
+                bytes_too = f", plus {BYTE_PIECES} for byte fallback" if byte_fallback else ""
                 raise UserError(
                     f"--vocab-size {vocab_size} is too small: the training text needs at least "
-                    f"{too_small.group(2)} pieces (one per distinct character, plus 4 special)"
+                    f"{too_small.group(2)} pieces (one per distinct character, plus 4 special"
+                    f"{bytes_too})"
                 ) from None
             raise UserError(f"sentencepiece training failed: {err}") from None
         tokenizer = cls(model.getvalue())
@@ -136,7 +152,8 @@ class Tokenizer:
         return self._sp.encode(lines, out_type=int)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        """Text of each id sequence; pad/bos/eos ids are dropped."""
+        """Text of each id sequence; pad/bos/eos ids are dropped, byte pieces become the
+        characters they spell."""
         return self._sp.decode(ids)
 
     def pieces(self, line: str) -> list[str]:

@@ -11,6 +11,7 @@ import torch
 
 from seq2seq.config import Config, DecodeConfig, config_from_dict
 from seq2seq.data.batching import ParallelDataset
+from seq2seq.data.manifest import tokenization_options
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.translator import source_limit
@@ -23,6 +24,7 @@ from seq2seq.models.size import check_model_fits
 from seq2seq.training import distributed
 from seq2seq.training.checkpoint import (
     CHECKPOINT_FORMAT,
+    checkpoint_tokenizers,
     load_checkpoint,
     save_checkpoint,
     tokenizer_entry,
@@ -99,6 +101,8 @@ def load_data(
                 folder,
                 vocab_size=cfg.data.vocab_size,
                 joint=cfg.data.joint_vocab,
+                split_digits=cfg.data.split_digits,
+                byte_fallback=cfg.data.byte_fallback,
             )
         distributed.barrier(env)
     data = PreparedData.load(folder)
@@ -316,6 +320,19 @@ def check_resumable(saved: Config, cfg: Config, path: Path) -> list[str]:
     return list(changes.values())
 
 
+def check_same_tokens(checkpoint: dict[str, Any], data: PreparedData, path: Path) -> None:
+    """`UserError` unless the checkpoint's tokenizers are the prepared folder's: a folder
+    prepared again with other options (e.g. --no-byte-fallback) gives other token ids."""
+    saved = [tokenizer.sha256 for tokenizer in checkpoint_tokenizers(checkpoint)]
+    if saved != [data.src_tokenizer.sha256, data.tgt_tokenizer.sha256]:
+        raise UserError(
+            f"{path}: this run was trained on other tokens than {data.folder} now holds (it was "
+            f"prepared again, now with {tokenization_options(data.manifest['settings'])}); "
+            "resume on the folder the run started with, or start a new run with another "
+            "train.run_name"
+        )
+
+
 def resume(run: Run) -> Progress | None:
     """Restore the run from last.pt when there is one: weights, optimizer, schedule, progress
     and this rank's random generators, and note in `run.changes_on_resume` the keys changed
@@ -325,6 +342,7 @@ def resume(run: Run) -> Progress | None:
     checkpoint = load_checkpoint(run.last_path, map_location=run.device)
     saved = config_from_dict(checkpoint["config"])
     run.changes_on_resume = check_resumable(saved, run.cfg, run.last_path)
+    check_same_tokens(checkpoint, run.data, run.last_path)
     state = checkpoint["training"]
     saved_world_size = len(state["rng"])
     if saved_world_size != run.env.world_size:
