@@ -11,11 +11,19 @@ from typing import NamedTuple
 
 import pexpect
 import pytest
+import torch
 from commands import SEQ2SEQ, default_sigint
+from fastapi.testclient import TestClient
 
+from seq2seq.commands.translate import load_translator, parse_args
 from seq2seq.data.corpora import domain_of
-from seq2seq.decoding.loading import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS
-from seq2seq.decoding.model_result import ModelResult
+from seq2seq.decoding.loading import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS, load_model
+from seq2seq.decoding.model_result import ModelResult, domain_and_limits
+from seq2seq.decoding.translator import Translator
+from seq2seq.errors import UserError
+from seq2seq.serving.app import create_app
+from seq2seq.serving.limits import Limits
+from seq2seq.serving.registry import served_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,7 +132,8 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
 @shipped_models
 def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
     """The card names the model's domain; the README's table of the models in the box gives that
-    domain and the folder's true size, and its results table the card's scores."""
+    domain, the card's first limit and the folder's true size, and its results table the card's
+    scores."""
     folder = SHIPPED_MODELS / model.name
     card = ModelResult.load(folder / CARD)
     assert card.domain == domain_of(card.corpus)
@@ -134,6 +143,8 @@ def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
     (row,) = [line for line in readme if line.startswith(f"| `{model.name}` |")]
     size = sum(path.stat().st_size for path in folder.iterdir())
     assert f"| {kind} (" in row and row.endswith(f"| {size / 1e6:.1f} MB |")
+    example = card.limits[0]
+    assert f'| "{example["source"]}" → "{example["output"]}" |' in row
     (result,) = [line for line in readme if f": `{model.name}` |" in line]
     scores = f"| {card.bleu:.1f} | {card.bleu_lc:.1f} | {card.chrf:.1f} |"
     assert scores in result and f"| {card.train_hours:.1f} h |" in result
@@ -180,3 +191,79 @@ def test_the_attention_map_shown_in_the_docs_is_what_the_command_prints() -> Non
         end = lines.index("", start)
         assert [line.removeprefix("    ") for line in lines[start:end]] == printed, doc
     assert lines[start - 1].endswith(command)  # docs/translate.md: the command just above
+
+
+@shipped_models
+def test_the_card_states_the_limits_with_real_outputs(model: Shipped) -> None:
+    """Every card names what its model gets wrong, numbers and names among them, each with an
+    example whose output is what the model gives at the card's beam and precision."""
+    card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
+    assert len(card.limits) >= 2
+    assert any("numbers" in limit["problem"] for limit in card.limits)
+    inference = load_model(model.name)
+    inference.config.decode.precision = card.decode_precision
+    inference.config.decode.beam_size = card.beam_size
+    translator = Translator.from_inference(inference, "cpu")
+    sources = [limit["source"] for limit in card.limits]
+    outputs = [nbest[0].text for nbest in translator.translate(sources)]
+    assert outputs == [limit["output"] for limit in card.limits]
+    assert all(output != source for output, source in zip(outputs, sources, strict=True))
+
+
+def test_v1_models_gives_each_models_domain_and_limits() -> None:
+    served = {
+        model.name: served_model(model.name, load_model(model.name), torch.device("cpu"))
+        for model in MODELS
+    }
+    with TestClient(create_app(served, Limits())) as client:
+        infos = client.get("/v1/models").json()
+    assert [info["name"] for info in infos] == [model.name for model in MODELS]
+    for info in infos:
+        card = json.loads((SHIPPED_MODELS / info["name"] / CARD).read_text(encoding="utf-8"))
+        assert (info["domain"], info["limits"]) == (card["domain"], card["limits"])
+
+
+@shipped_models
+def test_the_prompt_starts_with_the_domain_and_limits(model: Shipped) -> None:
+    card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
+    _, scope, _ = load_translator(parse_args(["--model", model.name, "--beam", "1"]))
+    assert scope == [
+        f"{model.name} is trained on {card.domain}; other kinds of text may come out wrong.",
+        "What it gets wrong, for example:",
+        *(f"  {limit['problem']}: {limit['source']} -> {limit['output']}" for limit in card.limits),
+    ]
+
+
+@pytest.mark.slow  # starts a Python that imports torch
+def test_the_prompt_prints_the_limits_on_a_terminal(tmp_path: Path) -> None:
+    model = MODELS[-1]
+    card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
+    env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(
+        SEQ2SEQ[0],
+        [*SEQ2SEQ[1:], "translate", "--model", model.name, "--beam", "1"],
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        preexec_fn=default_sigint,
+    )
+    child.expect_exact(f"{model.name} is trained on {card.domain}")
+    for limit in card.limits:
+        child.expect_exact(f"  {limit['problem']}: {limit['source']} -> {limit['output']}")
+    child.expect_exact("> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert (child.exitstatus, child.signalstatus) == (0, None)
+
+
+def test_a_model_without_recorded_limits(tmp_path: Path) -> None:
+    """A checkpoint has no card: its corpus's domain and no limits; a card's limits must be a
+    list of problem, source and output, else one line names the card."""
+    assert domain_and_limits(None, "multi30k") == (domain_of("multi30k"), [])
+    card = tmp_path / CARD
+    card.write_text(json.dumps({"domain": "recipes"}))
+    assert domain_and_limits(card, "files") == ("recipes", [])
+    card.write_text(json.dumps({"limits": [{"problem": "numbers", "source": "1"}]}))
+    with pytest.raises(UserError, match=r"card\.json: domain should be a line and limits a list"):
+        domain_and_limits(card, "files")

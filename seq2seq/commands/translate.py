@@ -34,8 +34,7 @@ from seq2seq.commands.cli import (
     terminal_width,
 )
 from seq2seq.config_rules import ARGUMENTS, line_problem
-from seq2seq.data.corpora import domain_of
-from seq2seq.decoding.model_result import shipped_model_names
+from seq2seq.decoding.model_result import domain_and_limits, shipped_model_names
 from seq2seq.errors import UserError
 from seq2seq.files import text_lines
 
@@ -81,11 +80,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def load_translator(args: argparse.Namespace) -> tuple[Translator, str, str | None]:
+def load_translator(args: argparse.Namespace) -> tuple[Translator, list[str], str | None]:
     """The translator of the checkpoint (on the engine --engine picks), with the options
-    applied, the model's domain, and the note to print if a translation comes out empty
-    (`untrained_note`)."""
+    applied, the lines the prompt starts with (`scope_lines`), and the note to print if a
+    translation comes out empty (`untrained_note`)."""
+    from seq2seq.commands.engine import ctranslate2_folder
     from seq2seq.commands.engine import load_translator as load_engine_translator
+    from seq2seq.decoding.loading import CARD
     from seq2seq.device import pick_device
 
     device = pick_device(args.device)
@@ -96,7 +97,20 @@ def load_translator(args: argparse.Namespace) -> tuple[Translator, str, str | No
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
     translator.check_beam_size(beam)
     note = untrained_note(args, inference) if inference is not None else None
-    return translator, domain_of(config.data.corpus), note
+    card = inference.card if inference is not None else ctranslate2_folder(args.model) / CARD
+    domain, limits = domain_and_limits(card, config.data.corpus)
+    return translator, scope_lines(args.model or args.checkpoint, domain, limits), note
+
+
+def scope_lines(model: str, domain: str, limits: list[dict[str, str]]) -> list[str]:
+    """What the prompt says first: the text the model knows, and what it gets wrong, with the
+    examples of its card (`seq2seq.decoding.model_result.domain_and_limits`)."""
+    lines = [f"{model} is trained on {domain}; other kinds of text may come out wrong."]
+    if limits:
+        lines.append("What it gets wrong, for example:")
+        for limit in limits:
+            lines.append(f"  {limit['problem']}: {limit['source']} -> {limit['output']}")
+    return lines
 
 
 def untrained_note(args: argparse.Namespace, inference: Inference) -> str | None:
@@ -172,14 +186,13 @@ def start_history() -> None:
 
 
 def interactive(
-    translator: Translator, args: argparse.Namespace, domain: str, untrained: str | None
+    translator: Translator, args: argparse.Namespace, scope: list[str], untrained: str | None
 ) -> None:
     from seq2seq.decoding.translator import SourceTooLong
 
     take_terminal()
     start_history()
-    model = args.model or args.checkpoint
-    print(f"{model} is trained on {domain}; other kinds of text may come out wrong.")
+    print("\n".join(scope))
     print("Type a sentence and press Enter. Ctrl-C cancels the line, Ctrl-D quits.")
     need_attention = args.show_attention or bool(args.save_attention)
     limit = translator.source_limit(translator.decode_cfg.beam_size)
@@ -289,9 +302,9 @@ def open_input(args: argparse.Namespace) -> AbstractContextManager[BinaryIO]:
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     with open_input(args) as stream:
-        translator, domain, untrained = load_translator(args)
+        translator, scope, untrained = load_translator(args)
         if args.input is None and sys.stdin.isatty():
-            interactive(translator, args, domain, untrained)
+            interactive(translator, args, scope, untrained)
             return
         name = "standard input" if args.input is None else f"--input {args.input}"
         batch_mode(translator, args, text_lines(stream, name), name, untrained)

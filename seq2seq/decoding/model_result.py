@@ -12,7 +12,9 @@ A model result, e.g. results/models/transformer-tiny.en-de.json:
       "train_steps": 30000, "train_hours": 1.5, "device": "1x NVIDIA H100",
       "commands": ["make data", "make train MODEL=transformer", "..."],
       "git_revision": "0123abc...", "decode_precision": "fp32",
-      "domain": "Flickr image captions (Multi30k: 29,000 training pairs describing photos)"
+      "domain": "Flickr image captions (Multi30k: 29,000 training pairs describing photos)",
+      "limits": [{"problem": "changes numbers and names",
+                  "source": "Julia Schmidt paid 19.99 euros.", "output": "Juma-9-9-9 ..."}]
     }
 
 `seq2seq evaluate --record FILE` writes one: the scores, signatures, beam, model, corpus,
@@ -21,18 +23,25 @@ evaluation and the checkpoint, the domain from the corpus (`seq2seq.data.corpora
 name, training time, device and commands are given as options. The commands are ones that run
 today from the repository root: make targets, the scripts of scripts/ and `seq2seq` commands,
 with the configurations they name (tests/test_results_table.py checks every record and card).
+
+The limits, what the model gets wrong with a real example of each (its output at the card's beam
+and precision), are written into a shipped model's card by hand; the prompt and GET /v1/models
+show them with the domain (`domain_and_limits`).
 """
 
 import json
 import subprocess
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import get_origin
+from typing import Any, get_origin
 
+from seq2seq.data.corpora import domain_of
 from seq2seq.errors import UserError
-from seq2seq.files import write_atomically
+from seq2seq.files import read_small_file, write_atomically
 
 NOT_RECORDED = "not recorded"  # a field that older records lack
+MAX_CARD_BYTES = 1 << 20  # a larger card is refused before it is read
+LIMIT_KEYS = ("problem", "source", "output")  # one limit: what goes wrong, and an example
 # The models shipped with the package: one folder each, its card (a ModelResult) in card.json.
 SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "shipped_models"
 
@@ -65,6 +74,8 @@ class ModelResult:
     git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
     decode_precision: str = NOT_RECORDED  # what decoding computed in: fp32, bf16, fp16 or int8
     domain: str = NOT_RECORDED  # the text it knows and its training data, in one line
+    # What it gets wrong: {"problem": ..., "source": ..., "output": ...}, each with a real output
+    limits: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> "ModelResult":
@@ -73,7 +84,9 @@ class ModelResult:
         except (OSError, ValueError) as err:
             raise UserError(f"{path}: not readable JSON ({err})") from None
         known = {f.name: f for f in fields(cls)}
-        needed = {f.name for f in fields(cls) if f.default is MISSING}
+        needed = {
+            f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+        }
         got = values.keys() if isinstance(values, dict) else set()
         if not needed <= got <= known.keys():
             wrong = sorted(needed - got) + sorted(set(got) - set(known))
@@ -92,6 +105,37 @@ class ModelResult:
             write_atomically(path, lambda tmp: tmp.write(text.encode("utf-8")))
         except OSError as err:
             raise UserError(f"{path}: cannot write ({err.strerror})") from None
+
+
+def read_card(path: Path) -> dict[str, Any]:
+    """The fields of a model card (card.json) as JSON gives them; a card that is not a JSON
+    object is a UserError naming it."""
+    try:
+        card = json.loads(read_small_file(path, MAX_CARD_BYTES))
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: unreadable model card ({err})") from None
+    if not isinstance(card, dict):
+        raise UserError(f"{path}: unreadable model card (not a JSON object)")
+    return card
+
+
+def domain_and_limits(card: Path | None, corpus: str) -> tuple[str, list[dict[str, str]]]:
+    """What a model translates well and what it gets wrong, as the prompt and GET /v1/models
+    say: its card's domain and limits; without a card (a checkpoint), or one that lacks them,
+    the domain of its corpus (`seq2seq.data.corpora.domain_of`) and no limits."""
+    values = read_card(card) if card is not None and card.is_file() else {}
+    domain, limits = values.get("domain", NOT_RECORDED), values.get("limits", [])
+    valid = isinstance(limits, list) and all(
+        isinstance(limit, dict)
+        and sorted(limit) == sorted(LIMIT_KEYS)
+        and all(isinstance(text, str) for text in limit.values())
+        for limit in limits
+    )
+    if not (isinstance(domain, str) and valid):
+        raise UserError(
+            f"{card}: domain should be a line and limits a list of {{{', '.join(LIMIT_KEYS)}}}"
+        )
+    return (domain_of(corpus) if domain == NOT_RECORDED else domain), limits
 
 
 def git_state() -> tuple[str | None, bool | None]:

@@ -1,18 +1,15 @@
 """The models a server holds: each one's translator and what GET /v1/models says about it."""
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from seq2seq.data.corpora import domain_of
 from seq2seq.decoding.ctranslate2 import translator_from_inference
-from seq2seq.decoding.loading import MAX_DESCRIPTION_BYTES, Inference
+from seq2seq.decoding.loading import Inference
+from seq2seq.decoding.model_result import domain_and_limits, read_card
 from seq2seq.decoding.translator import Translator
-from seq2seq.errors import UserError
-from seq2seq.files import read_small_file
 
 # What GET /v1/models shows of a model card (card.json, written by seq2seq evaluate --record).
 CARD_SCORES = ("corpus", "split", "bleu", "bleu_lc", "chrf", "signatures", "beam_size")
@@ -28,7 +25,8 @@ class ServedModel:
     source: str  # language codes, e.g. "en" and "de"
     target: str
     family: str  # the model preset, e.g. "transformer-tiny"
-    domain: str  # the text it was trained on, so what it translates well (corpora.domain_of)
+    domain: str  # the text it was trained on, so what it translates well
+    limits: list[dict[str, str]]  # what it gets wrong, each with an example (its card's)
     parameters: int
     scores: dict[str, Any] | None  # the model card's test scores, when it has one
 
@@ -41,6 +39,7 @@ class ServedModel:
             "target": self.target,
             "family": self.family,
             "domain": self.domain,
+            "limits": self.limits,
             "parameters": self.parameters,
             "precision": self.translator.precision,
             "beam": cfg.beam_size,
@@ -67,6 +66,7 @@ def served_model(
     CTranslate2, the attention maps still computed by PyTorch."""
     config = inference.config
     card = inference.card
+    domain, limits = domain_and_limits(card, config.data.corpus)
     translator = pytorch = Translator.from_inference(inference, device)
     if ctranslate2:
         translator = translator_from_inference(inference, device.type)
@@ -78,7 +78,8 @@ def served_model(
         source=config.data.src,
         target=config.data.tgt,
         family=config.model.name,
-        domain=domain_of(config.data.corpus),
+        domain=domain,
+        limits=limits,
         parameters=sum(p.numel() for p in inference.model.parameters()),
         scores=read_card_scores(card) if card is not None and card.is_file() else None,
     )
@@ -86,10 +87,5 @@ def served_model(
 
 def read_card_scores(path: Path) -> dict[str, Any]:
     """The test scores of a model card; a card that is not JSON is a UserError naming it."""
-    try:
-        card = json.loads(read_small_file(path, MAX_DESCRIPTION_BYTES))
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: unreadable model card ({err})") from None
-    if not isinstance(card, dict):
-        raise UserError(f"{path}: unreadable model card (not a JSON object)")
+    card = read_card(path)
     return {key: card[key] for key in CARD_SCORES if key in card}

@@ -50,12 +50,21 @@ class TranslateResponse(BaseModel):
     )
 
 
+class Limit(BaseModel):
+    problem: str = Field(description="what the model gets wrong, e.g. numbers and names")
+    source: str = Field(description="an input that shows it")
+    output: str = Field(description="the model's real output for it")
+
+
 class ModelInfo(BaseModel):
     name: str
     source: str
     target: str
     family: str
     domain: str = Field(description="the text the model was trained on, so what it translates well")
+    limits: list[Limit] = Field(
+        description="what the model gets wrong, each with an example (empty: none recorded)"
+    )
     parameters: int
     precision: str
     beam: int
