@@ -62,6 +62,7 @@ def test_multi30k_en_de(multi30k_en_de: Path, shared_data: Path) -> None:
     assert tokenizer["joint"] and tokenizer["src_vocab_size"] == tokenizer["tgt_vocab_size"] == 8000
     assert tokenizer["normalization_rule_name"] == "identity"
     assert tokenizer["character_coverage"] == 1.0
+    assert tokenizer["split_digits"] and tokenizer["byte_fallback"]
 
     data = PreparedData.load(folder)
     assert data.joint and data.src_tokenizer is data.tgt_tokenizer
