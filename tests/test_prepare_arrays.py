@@ -16,14 +16,16 @@ import pytest
 import torch
 from commands import SEQ2SEQ, default_sigint
 
+from seq2seq.config import load_config
 from seq2seq.data.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import FileArray, PreparedData
 from seq2seq.errors import UserError
+from seq2seq.training import loop as train_module
 from seq2seq.training.checkpoint import tokenizer_entry
 from seq2seq.training.run import check_same_tokens
-from tests.reversal import DEFAULTS, write_reversal_corpus
+from tests.reversal import DEFAULTS, tiny_overrides, write_reversal_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -324,3 +326,15 @@ def test_a_run_resumes_only_on_the_tokens_it_started_with(reversal: Path, tmp_pa
         "resume on the folder the run started with, or start a new run with another "
         "train.run_name"
     )
+
+
+@pytest.mark.slow  # trains for seconds
+def test_resuming_after_the_folder_was_prepared_again_is_refused(tmp_path: Path) -> None:
+    raw = write_reversal_corpus(tmp_path / "raw", {"train": 300, "valid": 5, "test": 5})
+    options = {"vocab_size": 32, "byte_fallback": False, "files": _files(raw)}
+    folder = prepare("files", "src", "tgt", tmp_path / "prepared", **options)
+    overrides = [*tiny_overrides("gru", folder, tmp_path / "run"), "train.attention_samples=0"]
+    train_module.train(load_config(None, [*overrides, "train.max_steps=2"]))
+    prepare("files", "src", "tgt", folder, split_digits=False, **options)
+    with pytest.raises(UserError, match=r"last\.pt: this run was trained on other tokens than "):
+        train_module.train(load_config(None, [*overrides, "train.max_steps=4"]))
