@@ -267,3 +267,10 @@ def test_a_model_without_recorded_limits(tmp_path: Path) -> None:
     card.write_text(json.dumps({"limits": [{"problem": "numbers", "source": "1"}]}))
     with pytest.raises(UserError, match=r"card\.json: domain should be a line and limits a list"):
         domain_and_limits(card, "files")
+
+
+def test_the_prompt_shown_in_the_docs_is_what_it_prints() -> None:
+    name = "transformer-small.tatoeba.fr-en"
+    _, scope, _ = load_translator(parse_args(["--model", name, "--beam", "1"]))
+    doc = (ROOT / "docs" / "translate.md").read_text(encoding="utf-8")
+    assert "\n".join(f"    {line}" for line in scope) + "\n" in doc
