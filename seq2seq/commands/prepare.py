@@ -3,11 +3,13 @@
 seq2seq prepare --corpus multi30k --src en --tgt de --mirror ../shared/data
 seq2seq prepare --corpus tatoeba --src en --tgt fr
 seq2seq prepare --corpus files --src en --tgt de --data-dir my_corpus/
+seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 0.5 --seed 1
 """
 
 import argparse
 
-from seq2seq.commands.cli import command_parser
+from seq2seq.commands.cli import command_parser, ranged
+from seq2seq.config_rules import RULES
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS
 from seq2seq.data.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.data.download import MIRROR_ENV
@@ -64,6 +66,18 @@ def main(argv: list[str]) -> None:
         help="drop training pairs whose "
         "longer side has more than this many times the words of the shorter",
     )
+    parser.add_argument(
+        "--augment-entities",
+        metavar="RATE",
+        default=0.0,
+        **ranged(
+            float,
+            RULES["data.augment_entities"],
+            "share of the training pairs sharing a name or number that get a copy-teaching pair",
+            "0, off",
+        ),
+    )
+    parser.add_argument("--seed", type=int, default=1, help="seed of copy-teaching's draws")
     files = parser.add_argument_group(
         f"--corpus {USER_CORPUS}: your own corpus, plain text or .gz, one sentence a line"
     )
@@ -103,4 +117,6 @@ def main(argv: list[str]) -> None:
         mirror_option="--mirror DIR_OR_URL",
         split_digits=args.split_digits,
         byte_fallback=args.byte_fallback,
+        augment_entities=args.augment_entities,
+        augment_seed=args.seed,
     )

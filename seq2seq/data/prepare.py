@@ -28,6 +28,7 @@ import numpy as np
 import sentencepiece
 from tqdm import tqdm
 
+from seq2seq.data.augment import EntityAugmenter
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
 from seq2seq.data.corpora import (
     SPLITS,
@@ -92,6 +93,8 @@ def prepare(
     mirror_option: str | None = None,
     split_digits: bool = True,
     byte_fallback: bool = True,
+    augment_entities: float = 0.0,
+    augment_seed: int = 1,
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
 
@@ -104,6 +107,8 @@ def prepare(
         a piece of its own; characters outside the vocabulary spelled as UTF-8 byte pieces.
     mirror_option: how the caller's user gives a mirror, for the error when a download fails
         (see `seq2seq.data.download.mirror_advice`).
+    augment_entities, augment_seed: the share of the training pairs sharing a name or number
+        that get a copy-teaching pair, and the seed of its draws (see `seq2seq.data.augment`).
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
     if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
@@ -132,6 +137,8 @@ def prepare(
         "split_digits": split_digits,
         "byte_fallback": byte_fallback,
     }
+    if augment_entities:  # recorded when on, so that folders prepared without it stay valid
+        settings |= {"augment_entities": float(augment_entities), "augment_seed": augment_seed}
     if files is not None:
         settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
     if _up_to_date(out, settings):
@@ -252,7 +259,9 @@ def _build(
     """Write every file of a prepared folder into `folder`; returns the manifest."""
     src, tgt = settings["src"], settings["tgt"]
     pairs, sources, licence = _read_corpus(settings, files, mirror, cache_dir, mirror_option)
-    lines, report = _write_text(folder, pairs, settings)
+    rate = settings.get("augment_entities", 0.0)
+    augmenter = EntityAugmenter(rate, settings["augment_seed"]) if rate else None
+    lines, report = _write_text(folder, pairs, settings, augmenter)
     src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings)
     dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]
     jobs = [
@@ -273,6 +282,7 @@ def _build(
         "sources": [{"path": str(path), "sha256": sha256_file(path)} for path in sources],
         "lines": lines,
         "cleaning": report.to_dict(),
+        **({"augmentation": vars(augmenter.report)} if augmenter else {}),
         "tokenizer": {
             "joint": settings["joint_vocab"],
             "model_type": model_type,
@@ -297,10 +307,14 @@ def _build(
 
 
 def _write_text(
-    folder: Path, pairs: Iterator[Pair], settings: dict[str, Any]
+    folder: Path,
+    pairs: Iterator[Pair],
+    settings: dict[str, Any],
+    augmenter: EntityAugmenter | None = None,
 ) -> tuple[dict[str, int], CleanReport]:
     """Normalise every pair, clean the training pairs, and write the `<split>.<lang>` text files,
-    one pair at a time. Returns the pairs written per split and the cleaning report."""
+    one pair at a time, each training pair followed by its copy-teaching pair when `augmenter`
+    gives one. Returns the pairs written per split and the cleaning report."""
     counts = dict.fromkeys(SPLITS, 0)
     report = CleanReport(settings["max_words"], settings["max_ratio"])
     with ExitStack() as stack:
@@ -317,9 +331,11 @@ def _write_text(
             src_line, tgt_line = normalize(raw_src), normalize(raw_tgt)
             if split == "train" and not report.keep(src_line, tgt_line):
                 continue
-            outputs[split, settings["src"]].write(src_line + "\n")
-            outputs[split, settings["tgt"]].write(tgt_line + "\n")
-            counts[split] += 1
+            extra = augmenter(src_line, tgt_line) if augmenter and split == "train" else None
+            for src_text, tgt_text in [(src_line, tgt_line), *([extra] if extra else [])]:
+                outputs[split, settings["src"]].write(src_text + "\n")
+                outputs[split, settings["tgt"]].write(tgt_text + "\n")
+                counts[split] += 1
     print(f"cleaning: {report}")
     if not counts["train"]:
         raise UserError("no training pairs are left after cleaning")

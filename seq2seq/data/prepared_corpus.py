@@ -158,6 +158,17 @@ class PreparedData:
                 f"{kind} vocabulary; set data.joint_vocab={str(not joint).lower()}"
             )
 
+    def check_augmentation(self, rate: float) -> None:
+        """`UserError` unless the folder was prepared with this copy-teaching rate (a
+        configuration's `data.augment_entities`; see `seq2seq.data.augment`)."""
+        prepared = self.manifest["settings"].get("augment_entities", 0.0)
+        if prepared != rate:
+            raise UserError(
+                f"data.augment_entities {rate}: {self.folder} was prepared with "
+                f"--augment-entities {prepared}; set data.augment_entities={prepared} or give "
+                "data.prepared another folder, which --prepare writes"
+            )
+
     @property
     def src(self) -> str:
         return self.manifest["src"]

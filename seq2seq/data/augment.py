@@ -1,0 +1,92 @@
+"""Copy-teaching: extra training pairs whose names and numbers are swapped for others.
+
+A corpus of everyday sentences names few people ("Tom", "Mary") and holds few numbers, so a
+model learns to translate them as words: 'Pierre et Sophie' -> 'Preaty and sunphy', '2015' ->
+'205'. Copy-teaching shows it many more. A training pair whose source and target share a name or
+a number in the same form,
+
+    Tom was born in 1990.   Tom est né en 1990.
+
+gets, at the configured rate, one extra pair with each shared entity replaced by a random one of
+the same kind, the same on both sides:
+
+    Ayodele was born in 1953.   Ayodele est né en 1953.
+
+The replacements are training entities (`seq2seq.data.entities`): the entity test never sees
+them. The random draws come from one seeded generator, so the same corpus, rate and seed give
+the same pairs. Only the training split is augmented (see `seq2seq.data.prepare`).
+"""
+
+import random
+import re
+from dataclasses import dataclass
+
+from seq2seq.data.entities import MAX_DRAWS, NUMBER, Names, draw_number, is_name, load_names
+
+# What may be an entity: a number, or a word (of which the capitalised ones are names).
+TOKEN = re.compile(rf"{NUMBER.pattern}|[^\W\d_]+")
+
+
+def entities(line: str) -> list[str]:
+    """The names and numbers of `line`, in order ("Tom, 19.99 €" -> ["Tom", "19.99"])."""
+    return [token for token in TOKEN.findall(line) if token[0].isdigit() or is_name(token)]
+
+
+def shared_entities(src: str, tgt: str) -> list[str]:
+    """The names and numbers that appear in the same form on both sides, in source order."""
+    in_target = set(entities(tgt))
+    return list(dict.fromkeys(e for e in entities(src) if e in in_target))
+
+
+def replace(line: str, replacements: dict[str, str]) -> str:
+    """`line` with every whole entity that is a key of `replacements` replaced."""
+    return TOKEN.sub(lambda token: replacements.get(token[0], token[0]), line)
+
+
+@dataclass
+class AugmentReport:
+    """What augmentation did to the training split (recorded in the manifest)."""
+
+    pairs_with_entities: int = 0  # training pairs sharing a name or a number
+    pairs_added: int = 0
+
+
+class EntityAugmenter:
+    """Adds a copy-teaching pair to a `rate` share of the pairs that share an entity."""
+
+    def __init__(self, rate: float, seed: int, names: Names | None = None) -> None:
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.names = names or load_names(held=False)
+        self.report = AugmentReport()
+
+    def _draw(self, entity: str, taken: set[str]) -> str:
+        """A training entity of the same kind as `entity`, not in `taken` (`entity` itself when
+        none is left)."""
+        for _ in range(MAX_DRAWS):
+            if entity[0].isdigit():
+                new = draw_number(self.rng, entity, held=False)
+            else:
+                is_surname = entity in self.names.surnames
+                new = self.rng.choice(self.names.surnames if is_surname else self.names.given)
+            if new not in taken:
+                return new
+        return entity
+
+    def substitute(self, src: str, tgt: str, shared: list[str]) -> tuple[str, str]:
+        """The pair with each of its `shared` entities replaced by a different random one."""
+        replacements: dict[str, str] = {}
+        for entity in shared:
+            replacements[entity] = self._draw(entity, set(shared) | set(replacements.values()))
+        return replace(src, replacements), replace(tgt, replacements)
+
+    def __call__(self, src: str, tgt: str) -> tuple[str, str] | None:
+        """The extra pair for the training pair (`src`, `tgt`), or None."""
+        shared = shared_entities(src, tgt)
+        if not shared:
+            return None
+        self.report.pairs_with_entities += 1
+        if self.rng.random() >= self.rate:
+            return None
+        self.report.pairs_added += 1
+        return self.substitute(src, tgt, shared)

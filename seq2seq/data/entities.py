@@ -1,0 +1,97 @@
+"""Names and numbers that a translation copies unchanged, split between training and testing.
+
+A name or a number in the source usually appears in the same form in the translation: "Julia
+Schmidt paid 48213" keeps "Julia", "Schmidt" and "48213". Two parts of the project use these
+entities, and must never share one:
+
+    seq2seq.data.augment        copy-teaching: training pairs whose names and numbers are
+                                swapped for others (the *training* entities)
+    seq2seq.data.entity_test    the entity test: sentences built over the *held-out* ones
+
+The split is a stable hash of the entity's key (a name casefolded, a number's digits alone): one
+key in `HELD_OUT_BUCKETS` is held out. It is the same on every machine and Python version, and a
+number is held out in all its forms ("19.99", "19,99" and "1999" share the key "1999").
+
+Names come from seq2seq/data/names.tsv (given names and surnames of many languages, see its
+header); numbers are drawn by shape: a year, a time, or digits with the separators kept.
+"""
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+NAMES_FILE = Path(__file__).with_name("names.tsv")
+HELD_OUT_BUCKETS = 10  # one key in ten is held out for the entity test
+
+# A number: digit runs joined by one separator each ("2015", "19.99", "3,5", "14:30",
+# "555-0142"). A name: a capitalised word ("Julia"; not "I", "OK" or "McDonald").
+NUMBER = re.compile(r"\d+(?:[.,:-]\d+)*")
+NAME = re.compile(r"[^\W\d_][^\W\d_A-Z]+")
+TIME = re.compile(r"(\d{1,2}):(\d\d)")
+YEARS = range(1900, 2030)
+MAX_DRAWS = 1000  # a shape with no held-out (or no training) value left gives up after this
+
+
+def is_number(entity: str) -> bool:
+    return NUMBER.fullmatch(entity) is not None
+
+
+def is_name(entity: str) -> bool:
+    return NAME.fullmatch(entity) is not None and entity[0].isupper()
+
+
+def held_out(entity: str) -> bool:
+    """Whether `entity` (a name or a number) belongs to the entity test, not to training."""
+    key = re.sub(r"\D", "", entity) if is_number(entity) else entity.casefold()
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % HELD_OUT_BUCKETS == 0
+
+
+@dataclass(frozen=True)
+class Names:
+    """The given names and surnames on one side of the split, each sorted."""
+
+    given: tuple[str, ...]
+    surnames: tuple[str, ...]
+
+
+def load_names(held: bool) -> Names:
+    """The names of names.tsv that are held out (`held`) or that training may use."""
+    given, surnames = [], []
+    for line in NAMES_FILE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            continue
+        name, kind = line.split("\t")
+        if held_out(name) == held:
+            (given if kind == "given" else surnames).append(name)
+    return Names(tuple(sorted(given)), tuple(sorted(surnames)))
+
+
+def _digits(rng: random.Random, like: str) -> str:
+    """Random digits as many as `like` has; the first is not 0 unless `like`'s is."""
+    first = rng.choice("0123456789" if like[0] == "0" or len(like) == 1 else "123456789")
+    return first + "".join(rng.choice("0123456789") for _ in like[1:])
+
+
+def _number_like(rng: random.Random, number: str) -> str:
+    """A random number of the same shape as `number`: a year for a year (1900-2029), a valid
+    time for a time ("9:05" -> "7:41", "14:30" -> "21:07"), else the same digit runs and
+    separators with other digits ("19.99" -> "47.20", "555-0142" -> "318-0957")."""
+    if (time := TIME.fullmatch(number)) is not None:
+        hours = range(10, 24) if len(time[1]) == 2 and time[1][0] != "0" else range(10)
+        hour = rng.choice(hours)
+        return f"{hour:0{len(time[1])}d}:{rng.randrange(60):02d}"
+    if number.isdigit() and len(number) == 4 and int(number) in YEARS:
+        return str(rng.choice(YEARS))
+    return re.sub(r"\d+", lambda run: _digits(rng, run[0]), number)
+
+
+def draw_number(rng: random.Random, like: str, held: bool) -> str:
+    """A random number shaped like `like` (see `_number_like`) on the `held` side of the split."""
+    for _ in range(MAX_DRAWS):
+        number = _number_like(rng, like)
+        if held_out(number) == held:
+            return number
+    raise ValueError(f"no number shaped like {like!r} on that side of the split")
