@@ -3,6 +3,7 @@
     seq2seq evaluate --checkpoint checkpoints/run/best.pt                 # the test split
     seq2seq evaluate --model transformer-tiny.multi30k.en-de              # a shipped model
     seq2seq evaluate --checkpoint best.pt --split valid --beam 1
+    seq2seq evaluate --model transformer-small.tatoeba.en-fr --split entities
     seq2seq evaluate --checkpoint best.pt --split valid --length-penalty 1.5
     seq2seq evaluate --model transformer-tiny.multi30k.en-de --engine ctranslate2
     seq2seq evaluate --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
@@ -12,14 +13,18 @@
 
 The split is read from the prepared folder named in the checkpoint's configuration
 (data.prepared). The output is detokenized and scored against the plain reference text, the
-same code path that training validation uses.
+same code path that training validation uses. `--split entities` is the project's entity test
+of the model's direction (seq2seq.data.entity_test): its sentences are full of names and
+numbers, and the copy accuracy of each is printed beside BLEU and chrF.
 
 --record writes the model's entry for the README's results table (see
 seq2seq.decoding.model_result): the
 scores and signatures, and from the checkpoint the model, corpus, direction, parameter count,
 step and number of averaged checkpoints. What the checkpoint cannot know is given as options:
 the row's name, the training device and hours, and the commands that made the checkpoint; this
-evaluation's own command and the git revision are added.
+evaluation's own command and the git revision are added. With --split entities, --record adds
+the entity test's scores to the existing record FILE (its field entity_test) and changes
+nothing else in it.
 """
 
 from __future__ import annotations
@@ -40,23 +45,30 @@ from seq2seq.commands.cli import (
 )
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.data.corpora import domain_of
+from seq2seq.data.entity_test import entity_test_file, load_entity_test
 from seq2seq.decoding.model_result import ModelResult, git_state
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, write_atomically
 
 if TYPE_CHECKING:  # main imports what decodes (torch), so that --help answers at once
+    from seq2seq.config import Config
+    from seq2seq.data.entity_test import EntityPair
     from seq2seq.data.prepared_corpus import PreparedData
     from seq2seq.decoding.evaluation import EvalResult
     from seq2seq.decoding.loading import Inference
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+ENTITIES = "entities"  # the --split of the entity test
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = command_parser("evaluate", __doc__)
     add_model_options(parser)
     parser.add_argument(
-        "--split", choices=["test", "valid"], help="split of the prepared corpus (default: test)"
+        "--split",
+        choices=["test", "valid", ENTITIES],
+        help="split of the prepared corpus, or the entity test of the model's direction "
+        "(default: test)",
     )
     parser.add_argument("--src", metavar="FILE", help="source sentences, one a line")
     parser.add_argument("--ref", metavar="FILE", help="reference translations, one a line")
@@ -77,7 +89,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="a command that made the checkpoint, in order (repeat the option)",
     )
     args = parser.parse_args(argv)
-    if args.record:
+    if args.record and args.split != ENTITIES:
         needed = {
             "--name": args.name,
             "--trained-on": args.trained_on,
@@ -96,6 +108,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     inputs = (args.checkpoint, args.src, args.ref)
     if args.output:
         check_output("--output", args.output, inputs)
+    if args.record and args.split == ENTITIES and not Path(args.record).is_file():
+        parser.error(f"--record {args.record}: --split entities adds to an existing record")
     if args.record:  # results/models/ is created when missing
         check_output("--record", args.record, inputs, create_folder=True)
     return args
@@ -103,12 +117,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def report(result: EvalResult) -> str:
     signatures = result.signatures
+    copy = result.copy_accuracy
+    copied = (
+        [
+            f"copied  numbers {copy['number_copy_accuracy']:6.2f}% "
+            f"({copy['numbers_copied']}/{copy['numbers']}), "
+            f"names {copy['name_copy_accuracy']:6.2f}% ({copy['names_copied']}/{copy['names']})"
+        ]
+        if copy
+        else []
+    )
     return "\n".join(
         [
             f"BLEU    {result.bleu:6.2f}  {result.bleu_details}",
             f"                {signatures['bleu']}",
             f"BLEU-lc {result.bleu_lc:6.2f}  {signatures['bleu_lc']}",
             f"chrF    {result.chrf:6.2f}  {signatures['chrf']}",
+            *copied,
             f"{result.sentences} sentences in {result.seconds:.1f} s "
             f"({result.sentences_per_second:.1f} sentences/s) on {result.device}, "
             f"{result.precision}, beam {result.beam_size}",
@@ -116,11 +141,8 @@ def report(result: EvalResult) -> str:
     )
 
 
-def model_result(
-    args: argparse.Namespace, inference: Inference, prepared: PreparedData, result: EvalResult
-) -> ModelResult:
-    """The results-table entry of this evaluation (see --record)."""
-    revision, dirty = git_state()
+def evaluation_command(args: argparse.Namespace, result: EvalResult) -> str:
+    """The command that reproduces this evaluation, as a record keeps it."""
     source = ["--checkpoint", args.checkpoint] if args.checkpoint else ["--model", args.model]
     evaluation = ["seq2seq", "evaluate", *source, "--split", args.split]
     evaluation += ["--beam", str(result.beam_size), "--precision", result.precision]
@@ -128,6 +150,14 @@ def model_result(
         evaluation += ["--length-penalty", str(args.length_penalty)]
     if args.stop_early:
         evaluation.append("--stop-early")
+    return shlex.join(evaluation)
+
+
+def model_result(
+    args: argparse.Namespace, inference: Inference, prepared: PreparedData, result: EvalResult
+) -> ModelResult:
+    """The results-table entry of this evaluation (see --record)."""
+    revision, dirty = git_state()
     return ModelResult(
         name=args.name,
         model=inference.config.model.name,
@@ -144,43 +174,81 @@ def model_result(
         train_steps=inference.step,
         train_hours=args.train_hours,
         device=args.trained_on,
-        commands=[*args.command, shlex.join(evaluation)],
+        commands=[*args.command, evaluation_command(args, result)],
         git_revision=(revision or "unknown") + ("-dirty" if dirty else ""),
         decode_precision=result.precision,
         domain=domain_of(prepared.manifest["corpus"]),
     )
 
 
+def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult) -> None:
+    """Add the entity test's scores to the record at `path`, leaving the rest as it was."""
+    record = ModelResult.load(path)
+    revision, dirty = git_state()
+    record.entity_test = {
+        "sentences": result.sentences,
+        "bleu": result.bleu,
+        "bleu_lc": result.bleu_lc,
+        "chrf": result.chrf,
+        "signatures": result.signatures,
+        **(result.copy_accuracy or {}),
+        "beam_size": result.beam_size,
+        "decode_precision": result.precision,
+        "command": evaluation_command(args, result),
+        "git_revision": (revision or "unknown") + ("-dirty" if dirty else ""),
+    }
+    record.save(path)
+
+
+def read_split(
+    args: argparse.Namespace, config: Config
+) -> tuple[list[str], list[str], list[EntityPair] | None, PreparedData | None, str]:
+    """The source and reference lines of --split, the entity test (with --split entities) or
+    the prepared folder (with a split of it), and the file of the source lines (for errors)."""
+    from seq2seq.data.prepared_corpus import PreparedData
+
+    args.split = args.split or "test"
+    if args.split == ENTITIES:
+        direction = f"{config.data.src}-{config.data.tgt}"
+        test = load_entity_test(direction)
+        sources, references = [p.source for p in test], [p.reference for p in test]
+        return sources, references, test, None, str(entity_test_file(direction))
+    prepared = PreparedData.load(config.data.prepared)
+    sources, references = prepared.lines(args.split)
+    return (
+        sources,
+        references,
+        None,
+        prepared,
+        str(prepared.folder / f"{args.split}.{prepared.src}"),
+    )
+
+
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     from seq2seq.commands.engine import load_translator  # imports torch: not for --help
-    from seq2seq.data.prepared_corpus import PreparedData
-    from seq2seq.decoding.evaluation import check_aligned, evaluate
+    from seq2seq.decoding.evaluation import check_aligned, evaluate, evaluate_entities
     from seq2seq.decoding.translator import SourceTooLong
     from seq2seq.device import pick_device
 
-    if args.src:
+    if args.src:  # the files are checked before the model is loaded
         sources = read_lines(Path(args.src), f"--src {args.src}")
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
         check_aligned(sources, references, f"--src {args.src}", f"--ref {args.ref}")
+        test, prepared, where = None, None, f"--src {args.src}"
     device = pick_device(args.device)
     translator, config, inference = load_translator(args, device)
-    if args.record and inference is None:
+    if args.record and args.split != ENTITIES and inference is None:
         raise UserError("--record: needs the PyTorch model; give the model it was exported from")
-    prepared = None
     if not args.src:
-        args.split = args.split or "test"
-        prepared = PreparedData.load(config.data.prepared)
-        sources, references = prepared.lines(args.split)
+        sources, references, test, prepared, where = read_split(args, config)
     translator.check_beam_size(translator.decode_cfg.beam_size)
     try:
-        result = evaluate(translator, sources, references)
+        if test is not None:
+            result = evaluate_entities(translator, test)
+        else:
+            result = evaluate(translator, sources, references)
     except SourceTooLong as err:
-        where = (
-            f"--src {args.src}"
-            if prepared is None
-            else prepared.folder / f"{args.split}.{prepared.src}"
-        )
         raise UserError(f"{where}:{err.index + 1}: {err.problem}") from None
     if args.output:
         text = "".join(f"{line}\n" for line in result.hypotheses).encode()
@@ -189,6 +257,9 @@ def main(argv: list[str]) -> None:
         except OSError as err:
             raise UserError(f"--output {args.output}: cannot write: {err}") from None
     print(json.dumps(result.summary()) if args.json else report(result))
-    if args.record and prepared and inference:
+    if args.record and test is not None:
+        record_entity_test(Path(args.record), args, result)
+        print(f"recorded the entity test in {args.record}", file=sys.stderr)
+    elif args.record and prepared and inference:
         model_result(args, inference, prepared, result).save(Path(args.record))
         print(f"recorded {args.record}", file=sys.stderr)

@@ -1,13 +1,15 @@
 """Corpus evaluation: translate a test set and score the output with sacreBLEU.
 
 Training validation and `seq2seq evaluate` both call `evaluate`, so a BLEU printed during
-training is computed exactly like the one printed at test time.
+training is computed exactly like the one printed at test time. `evaluate_entities` adds the
+copy accuracy of the entity test (seq2seq.data.entity_test).
 """
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from seq2seq.data.entity_test import EntityPair, copy_accuracy
 from seq2seq.decoding.scores import corpus_scores
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
@@ -32,6 +34,8 @@ class EvalResult:
     beam_size: int
     hypotheses: list[str]
     hypothesis_ids: list[list[int]]
+    # the entity test's (seq2seq.data.entity_test): its CopyAccuracy as a dict; None elsewhere
+    copy_accuracy: dict[str, float] | None = None
 
     def summary(self) -> dict[str, object]:
         """Everything but the output, as plain values (for JSON and logs)."""
@@ -85,3 +89,16 @@ def evaluate(
         hypotheses=hypotheses,
         hypothesis_ids=[translation.tokens for translation in best],
     )
+
+
+def evaluate_entities(
+    translator: Translator,
+    test: list[EntityPair],
+    beam_size: int | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> EvalResult:
+    """`evaluate` on the entity test, with the copy accuracy of its names and numbers."""
+    sources = [pair.source for pair in test]
+    result = evaluate(translator, sources, [pair.reference for pair in test], beam_size, on_batch)
+    result.copy_accuracy = copy_accuracy(test, result.hypotheses).to_dict()
+    return result

@@ -76,6 +76,9 @@ class ModelResult:
     domain: str = NOT_RECORDED  # the text it knows and its training data, in one line
     # What it gets wrong: {"problem": ..., "source": ..., "output": ...}, each with a real output
     limits: list[dict[str, str]] = field(default_factory=list)
+    # the entity test's scores and copy accuracy (seq2seq evaluate --split entities --record);
+    # {}: not run
+    entity_test: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "ModelResult":
