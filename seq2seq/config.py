@@ -37,8 +37,8 @@ class DataConfig:
     # and --byte-fallback); a run resumes only on the tokens it started with.
     split_digits: bool = True
     byte_fallback: bool = True
-    # copy-teaching when the folder is prepared (seq2seq.data.augment): the share of the training
-    # pairs sharing a name or number that get an extra pair with them swapped; 0: off
+    # copy-teaching when the folder is prepared (seq2seq.data.augment): extra pairs, on average,
+    # per training pair sharing a name or number, with them swapped for others; 0: off
     augment_entities: float = 0.0
 
 

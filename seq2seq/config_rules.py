@@ -81,7 +81,7 @@ LENGTH_PENALTIES = Range(0, 5)
 # numeric field of the dataclasses of seq2seq/config.py has its entry here.
 RULES: dict[str, Range | tuple[str, ...]] = {
     "data.vocab_size": Range(16),
-    "data.augment_entities": Range(0, 1),
+    "data.augment_entities": Range(0, 10),
     "model.arch": ("transformer", "gru"),
     "model.embed_dim": AT_LEAST_1,
     "model.hidden_size": AT_LEAST_1,

@@ -183,9 +183,10 @@ def model_result(
 
 def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult) -> None:
     """Add the entity test's scores to the record at `path`, leaving the rest as it was."""
-    record = ModelResult.load(path)
+    ModelResult.load(path)  # a record: refused with a line naming what is wrong
+    values = json.loads(path.read_text(encoding="utf-8"))
     revision, dirty = git_state()
-    record.entity_test = {
+    values["entity_test"] = {
         "sentences": result.sentences,
         "bleu": result.bleu,
         "bleu_lc": result.bleu_lc,
@@ -197,7 +198,11 @@ def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult)
         "command": evaluation_command(args, result),
         "git_revision": (revision or "unknown") + ("-dirty" if dirty else ""),
     }
-    record.save(path)
+    text = json.dumps(values, indent=2, ensure_ascii=False) + "\n"
+    try:
+        write_atomically(path, lambda file: file.write(text.encode("utf-8")))
+    except OSError as err:
+        raise UserError(f"--record {path}: cannot write ({err.strerror})") from None
 
 
 def read_split(

@@ -3,7 +3,7 @@
 seq2seq prepare --corpus multi30k --src en --tgt de --mirror ../shared/data
 seq2seq prepare --corpus tatoeba --src en --tgt fr
 seq2seq prepare --corpus files --src en --tgt de --data-dir my_corpus/
-seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 0.5 --seed 1
+seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 --seed 1
 """
 
 import argparse
@@ -73,7 +73,7 @@ def main(argv: list[str]) -> None:
         **ranged(
             float,
             RULES["data.augment_entities"],
-            "share of the training pairs sharing a name or number that get a copy-teaching pair",
+            "copy-teaching pairs added on average per training pair sharing a name or number",
             "0, off",
         ),
     )

@@ -7,7 +7,7 @@ a number in the same form,
 
     Tom was born in 1990.   Tom est né en 1990.
 
-gets, at the configured rate, one extra pair with each shared entity replaced by a random one of
+gets extra pairs, `rate` of them on average, with each shared entity replaced by a random one of
 the same kind, the same on both sides:
 
     Ayodele was born in 1953.   Ayodele est né en 1953.
@@ -52,7 +52,8 @@ class AugmentReport:
 
 
 class EntityAugmenter:
-    """Adds a copy-teaching pair to a `rate` share of the pairs that share an entity."""
+    """Adds `rate` copy-teaching pairs on average to each pair that shares an entity: int(rate)
+    pairs, and one more with the probability of its fractional part (2.5: two or three)."""
 
     def __init__(self, rate: float, seed: int, names: Names | None = None) -> None:
         self.rate = rate
@@ -80,13 +81,12 @@ class EntityAugmenter:
             replacements[entity] = self._draw(entity, set(shared) | set(replacements.values()))
         return replace(src, replacements), replace(tgt, replacements)
 
-    def __call__(self, src: str, tgt: str) -> tuple[str, str] | None:
-        """The extra pair for the training pair (`src`, `tgt`), or None."""
+    def __call__(self, src: str, tgt: str) -> list[tuple[str, str]]:
+        """The extra pairs for the training pair (`src`, `tgt`), often none."""
         shared = shared_entities(src, tgt)
         if not shared:
-            return None
+            return []
         self.report.pairs_with_entities += 1
-        if self.rng.random() >= self.rate:
-            return None
-        self.report.pairs_added += 1
-        return self.substitute(src, tgt, shared)
+        copies = int(self.rate) + int(self.rng.random() < self.rate - int(self.rate))
+        self.report.pairs_added += copies
+        return [self.substitute(src, tgt, shared) for _ in range(copies)]

@@ -107,8 +107,8 @@ def prepare(
         a piece of its own; characters outside the vocabulary spelled as UTF-8 byte pieces.
     mirror_option: how the caller's user gives a mirror, for the error when a download fails
         (see `seq2seq.data.download.mirror_advice`).
-    augment_entities, augment_seed: the share of the training pairs sharing a name or number
-        that get a copy-teaching pair, and the seed of its draws (see `seq2seq.data.augment`).
+    augment_entities, augment_seed: the copy-teaching pairs added on average per training pair
+        sharing a name or number, and the seed of their draws (see `seq2seq.data.augment`).
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
     if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
@@ -313,8 +313,8 @@ def _write_text(
     augmenter: EntityAugmenter | None = None,
 ) -> tuple[dict[str, int], CleanReport]:
     """Normalise every pair, clean the training pairs, and write the `<split>.<lang>` text files,
-    one pair at a time, each training pair followed by its copy-teaching pair when `augmenter`
-    gives one. Returns the pairs written per split and the cleaning report."""
+    one pair at a time, each training pair followed by the copy-teaching pairs that `augmenter`
+    gives. Returns the pairs written per split and the cleaning report."""
     counts = dict.fromkeys(SPLITS, 0)
     report = CleanReport(settings["max_words"], settings["max_ratio"])
     with ExitStack() as stack:
@@ -331,8 +331,8 @@ def _write_text(
             src_line, tgt_line = normalize(raw_src), normalize(raw_tgt)
             if split == "train" and not report.keep(src_line, tgt_line):
                 continue
-            extra = augmenter(src_line, tgt_line) if augmenter and split == "train" else None
-            for src_text, tgt_text in [(src_line, tgt_line), *([extra] if extra else [])]:
+            extra = augmenter(src_line, tgt_line) if augmenter and split == "train" else []
+            for src_text, tgt_text in [(src_line, tgt_line), *extra]:
                 outputs[split, settings["src"]].write(src_text + "\n")
                 outputs[split, settings["tgt"]].write(tgt_text + "\n")
                 counts[split] += 1

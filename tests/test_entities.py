@@ -1,0 +1,343 @@
+"""Names and numbers: the split between copy-teaching and the entity test, copy-teaching's extra
+pairs, the shipped entity test and its copy accuracy, and the figures recorded for the shipped
+Tatoeba models."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from commands import SEQ2SEQ
+
+from seq2seq.commands.evaluate import parse_args, record_entity_test
+from seq2seq.config import load_config
+from seq2seq.data.augment import EntityAugmenter, entities, shared_entities
+from seq2seq.data.corpora import UserFiles
+from seq2seq.data.entities import Names, draw_number, held_out, is_name, load_names
+from seq2seq.data.entity_test import (
+    DIRECTIONS,
+    PAIRS,
+    EntityPair,
+    copied,
+    copy_accuracy,
+    entity_test_file,
+    generate,
+    load_entity_test,
+    tsv_text,
+)
+from seq2seq.data.prepare import prepare
+from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.evaluation import EvalResult
+from seq2seq.decoding.model_result import ModelResult
+from seq2seq.errors import UserError
+from seq2seq.files import read_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = Names(given=("Ana", "Ben", "Cleo"), surnames=("Berg", "Okafor"))
+
+
+# --- The split ---------------------------------------------------------------------------------
+
+
+def test_names_are_split_in_two_disjoint_parts() -> None:
+    training, held = load_names(held=False), load_names(held=True)
+    assert not set(training.given + training.surnames) & set(held.given + held.surnames)
+    assert all(held_out(name) for name in held.given + held.surnames)
+    assert not any(held_out(name) for name in training.given + training.surnames)
+    share = len(held.given) / (len(held.given) + len(training.given))
+    assert 0.08 < share < 0.12  # one key in ten
+    assert "Julia" in training.given + held.given and "Schmidt" in training.surnames + held.surnames
+
+
+def test_a_number_is_held_out_in_all_its_forms() -> None:
+    for number in ["19.99", "2015", "14:30", "555-0142"]:
+        digits = re.sub(r"\D", "", number)
+        assert held_out(number) == held_out(digits) == held_out(number.replace(".", ","))
+    assert held_out("Julia") == held_out("JULIA") == held_out("julia")
+
+
+@pytest.mark.parametrize(
+    ("like", "shape"),
+    [
+        ("1990", r"(19\d\d|20[0-2]\d)"),
+        ("14:30", r"(1\d|2[0-3]):[0-5]\d"),
+        ("9:05", r"\d:[0-5]\d"),
+        ("19.99", r"[1-9]\d\.\d\d"),
+        ("3,5", r"\d,\d"),
+        ("555-0142", r"[1-9]\d\d-\d{4}"),
+        ("48213", r"[1-9]\d{4}"),
+    ],
+)
+def test_numbers_are_drawn_in_the_same_shape_on_their_side(like: str, shape: str) -> None:
+    import random
+
+    rng = random.Random(0)
+    for held in (False, True):
+        for _ in range(50):
+            number = draw_number(rng, like, held=held)
+            assert re.fullmatch(shape, number) and held_out(number) == held
+
+
+def test_the_entity_test_uses_only_held_out_entities() -> None:
+    for direction in DIRECTIONS:
+        for pair in load_entity_test(direction):
+            assert all(held_out(entity) for entity in pair.numbers + pair.names)
+
+
+# --- Copy-teaching -----------------------------------------------------------------------------
+
+
+def test_entities_are_numbers_and_capitalised_words() -> None:
+    line = "Tom, I paid 19.99 € at 14:30 for OK McDonald's 3rd 555-0142."
+    assert entities(line) == ["Tom", "19.99", "14:30", "3", "555-0142"]
+    assert is_name("Zoé") and not is_name("zoé") and not is_name("I")
+    assert shared_entities("It costs 3.5 euros, Tom.", "Tom, ça coûte 3,5 euros.") == ["Tom"]
+
+
+def test_exact_substitutions_with_a_given_seed() -> None:
+    augment = EntityAugmenter(1.0, seed=7, names=NAMES)
+    pairs = [
+        ("Tom met Mary Berg in 1990.", "Tom a rencontré Mary Berg en 1990."),
+        ("It is 9:05, Tom.", "Il est 9:05, Tom."),
+        ("Call 555-0142 and pay 19.99.", "Appelle le 555-0142 et paie 19.99."),
+    ]
+    assert [augment(src, tgt) for src, tgt in pairs] == [
+        [("Ana met Ben Okafor in 1914.", "Ana a rencontré Ben Okafor en 1914.")],
+        [("It is 3:02, Ana.", "Il est 3:02, Ana.")],
+        [("Call 231-8609 and pay 23.19.", "Appelle le 231-8609 et paie 23.19.")],
+    ]
+    assert vars(augment.report) == {"pairs_with_entities": 3, "pairs_added": 3}
+
+
+def test_the_same_seed_gives_the_same_pairs_and_another_seed_others() -> None:
+    pairs = [(f"Tom has {n} cats.", f"Tom a {n} chats.") for n in range(10, 60)]
+    runs = [[EntityAugmenter(0.5, seed)(*pair) for pair in pairs] for seed in (1, 1, 2)]
+    assert runs[0] == runs[1] != runs[2]
+
+
+@pytest.mark.parametrize(("rate", "fewest", "most"), [(0.3, 2850, 3150), (2.5, 24850, 25150)])
+def test_the_rate_is_respected_on_a_large_sample(rate: float, fewest: int, most: int) -> None:
+    """10,000 pairs, each with int(rate) extra pairs and one more with probability 0.3 or 0.5:
+    within 3.3 standard deviations (46 and 50 pairs) of the mean."""
+    augment = EntityAugmenter(rate, seed=1, names=NAMES)
+    added = [augment(f"Tom has {n} cats.", f"Tom a {n} chats.") for n in range(10_000)]
+    assert augment.report.pairs_with_entities == 10_000
+    assert {len(pairs) for pairs in added} == {int(rate), int(rate) + 1}
+    assert augment.report.pairs_added == sum(map(len, added))
+    assert fewest < augment.report.pairs_added < most
+    for pair in [pair for pairs in added for pair in pairs]:  # one new name and number, twice
+        (name, number), (name2, number2) = (entities(side) for side in pair)
+        assert (name, number) == (name2, number2) and name in NAMES.given
+
+
+def test_pairs_without_a_shared_entity_are_untouched() -> None:
+    augment = EntityAugmenter(1.0, seed=1, names=NAMES)
+    for src, tgt in [
+        ("I am here.", "Je suis là."),
+        ("It costs 3.5 euros.", "Ça coûte 3,5 euros."),  # a number in two forms
+        ("Peter is here.", "Pierre est là."),  # a name in two forms
+    ]:
+        assert augment(src, tgt) == []
+    assert vars(augment.report) == {"pairs_with_entities": 0, "pairs_added": 0}
+
+
+def _write_corpus(folder: Path) -> None:
+    folder.mkdir()
+    sides = {"en": [], "fr": []}
+    for n in range(60):
+        sides["en"].append(f"Tom has {n + 2} cats and a dog.")
+        sides["fr"].append(f"Tom a {n + 2} chats et un chien.")
+    sides["en"] += ["I am here."] * 20
+    sides["fr"] += ["Je suis là."] * 20
+    for split, (lo, hi) in {"train": (0, 80), "valid": (0, 10), "test": (10, 20)}.items():
+        for lang, lines in sides.items():
+            (folder / f"{split}.{lang}").write_text("\n".join(lines[lo:hi]) + "\n")
+
+
+def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
+    _write_corpus(tmp_path / "corpus")
+    files = UserFiles.from_options(
+        "en",
+        "fr",
+        str(tmp_path / "corpus"),
+        {f"{s}_{k}": None for s in ("train", "valid", "test") for k in ("src", "tgt", "tsv")},
+    )
+    out = prepare(
+        "files",
+        "en",
+        "fr",
+        tmp_path / "p",
+        vocab_size=80,
+        files=files,
+        augment_entities=1.5,
+        augment_seed=3,
+    )
+    data = PreparedData.load(out)
+    manifest = data.manifest
+    assert manifest["settings"]["augment_entities"] == 1.5
+    assert manifest["settings"]["augment_seed"] == 3
+    added = manifest["augmentation"]["pairs_added"]
+    assert manifest["augmentation"]["pairs_with_entities"] == 60 and 60 + 15 < added < 60 + 45
+    train = read_lines(out / "train.en")
+    assert len(train) == manifest["lines"]["train"] == 80 + added
+    assert train.count("I am here.") == 20 and train[0] == "Tom has 2 cats and a dog."
+    for split in ("valid", "test"):
+        for lang in ("en", "fr"):
+            assert read_lines(out / f"{split}.{lang}") == read_lines(
+                tmp_path / "corpus" / f"{split}.{lang}"
+            )
+    data.check_augmentation(1.5)
+    with pytest.raises(UserError, match=r"data.augment_entities 0.0: .* --augment-entities 1.5"):
+        data.check_augmentation(0.0)
+
+
+def test_the_tatoeba_configurations_turn_copy_teaching_on() -> None:
+    for direction in DIRECTIONS:
+        config = load_config(ROOT / "configs" / f"transformer.tatoeba.{direction}.toml")
+        assert config.data.augment_entities == 2.0
+    assert (
+        load_config(ROOT / "configs" / "transformer.multi30k.en-de.toml").data.augment_entities == 0
+    )
+    with pytest.raises(UserError, match=r"data\.augment_entities"):
+        load_config(None, ["data.augment_entities=-1"])
+
+
+# --- The entity test ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_the_shipped_entity_test_is_regenerated_byte_for_byte(direction: str) -> None:
+    test = generate(direction)
+    assert len(test) == PAIRS and len({pair.source for pair in test}) > PAIRS * 0.95
+    assert tsv_text(test).encode() == entity_test_file(direction).read_bytes()
+    assert load_entity_test(direction) == test
+
+
+def test_decimals_are_written_as_the_target_writes_them() -> None:
+    en_fr = {p.source: p for p in load_entity_test("en-fr")}
+    fr_en = {p.reference: p for p in load_entity_test("fr-en")}
+    price = next(p for s, p in en_fr.items() if s.startswith("This book costs"))
+    number = price.source.split()[3]
+    assert re.fullmatch(r"\d+\.\d\d", number) and price.numbers == (number.replace(".", ","),)
+    back = next(p for r, p in fr_en.items() if r.startswith("This book costs"))
+    assert re.fullmatch(r"\d+\.\d\d", back.numbers[0]) and "," in back.source
+
+
+def test_there_is_no_entity_test_for_other_directions() -> None:
+    with pytest.raises(UserError, match="no entity test for en-de"):
+        load_entity_test("en-de")
+
+
+@pytest.mark.parametrize(
+    ("entity", "translation", "found"),
+    [
+        ("2015", "Il est né en 2015.", True),
+        ("205", "Il est né en 2050.", False),
+        ("2015", "Il est né en 205.", False),
+        ("19,99", "Ça coûte 19,99 euros.", True),
+        ("19,99", "Ça coûte 19.99 euros.", False),
+        ("19", "Ça coûte 19,99 euros.", False),
+        ("14:30", "à 14:30.", True),
+        ("14:30", "à 14:305", False),
+        ("Jo", "John est là.", False),
+        ("Jo", "C'est Jo.", True),
+        ("Anna", "L'Anna d'Anna's", True),
+        ("Anna", "anna", False),
+    ],
+)
+def test_copied_is_an_exact_whole_token(entity: str, translation: str, found: bool) -> None:
+    assert copied(entity, translation) == found
+
+
+def test_copy_accuracy_counts_each_entity() -> None:
+    test = [
+        EntityPair("s", "r", ("2015",), ("Pierre", "Sophie")),
+        EntityPair("s", "r", ("19,99", "48213"), ()),
+    ]
+    accuracy = copy_accuracy(test, ["Preaty and Sophie in 205", "19,99 euros, 48213"])
+    assert accuracy.to_dict() == {
+        "number_copy_accuracy": pytest.approx(200 / 3),
+        "name_copy_accuracy": 50.0,
+        "numbers": 3,
+        "numbers_copied": 2,
+        "names": 2,
+        "names_copied": 1,
+    }
+
+
+# --- The shipped Tatoeba models ----------------------------------------------------------------
+
+SHIPPED = [f"transformer-small.tatoeba.{direction}" for direction in DIRECTIONS]
+
+
+@pytest.mark.slow  # starts a Python that imports torch and translates 300 sentences
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_recorded_entity_test_is_reproduced_on_the_shipped_model(name: str) -> None:
+    record = ModelResult.load(ROOT / "results" / "models" / f"{name}.shipped.json")
+    card = ModelResult.load(ROOT / "seq2seq" / "shipped_models" / name / "card.json")
+    recorded = record.entity_test
+    assert card.entity_test == recorded and recorded["sentences"] == PAIRS
+    options = ["--split", "entities", "--json", "--device", "cpu"]
+    options += ["--beam", str(recorded["beam_size"]), "--precision", recorded["decode_precision"]]
+    result = subprocess.run(
+        [*SEQ2SEQ, "evaluate", "--model", name, *options],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout)
+    assert scores["copy_accuracy"] == {key: recorded[key] for key in scores["copy_accuracy"]}
+    assert scores["signatures"] == recorded["signatures"]
+    assert scores["bleu"] == pytest.approx(recorded["bleu"], abs=0.1)
+    assert scores["chrf"] == pytest.approx(recorded["chrf"], abs=0.1)
+
+
+def test_recording_the_entity_test_changes_nothing_else(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    original = (ROOT / "results" / "models" / f"{SHIPPED[0]}.shipped.json").read_text()
+    before = json.loads(original)
+    del before["entity_test"]
+    path.write_text(json.dumps(before, indent=1))
+    args = parse_args(["--model", SHIPPED[0], "--split", "entities", "--record", str(path)])
+    scores = {"bleu": 1.0, "bleu_lc": 2.0, "chrf": 3.0, "signatures": {"bleu": "b"}}
+    result = EvalResult(
+        **scores,
+        bleu_details="",
+        sentences=300,
+        seconds=1.0,
+        sentences_per_second=300.0,
+        device="cpu",
+        precision="fp32",
+        beam_size=5,
+        hypotheses=[],
+        hypothesis_ids=[],
+        copy_accuracy={"number_copy_accuracy": 50.0, "numbers": 2, "numbers_copied": 1},
+    )
+    record_entity_test(path, args, result)
+    after = json.loads(path.read_text())
+    recorded = after.pop("entity_test")
+    assert after == before
+    assert {key: recorded[key] for key in [*scores, "numbers_copied", "beam_size"]} == {
+        **scores,
+        "numbers_copied": 1,
+        "beam_size": 5,
+    }
+    assert recorded["command"] == (
+        f"seq2seq evaluate --model {SHIPPED[0]} --split entities --beam 5 --precision fp32"
+    )
+    assert ModelResult.load(path).entity_test == recorded
+
+
+def test_the_entity_test_is_recorded_in_an_existing_record_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--model", SHIPPED[0], "--split", "entities", "--record", str(missing)])
+    assert exit_info.value.code == 2
+    assert (
+        f"--record {missing}: --split entities adds to an existing record"
+        in capsys.readouterr().err
+    )
