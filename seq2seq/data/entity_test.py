@@ -104,10 +104,12 @@ def _number(rng: random.Random, slot: str) -> str:
     return draw_number(rng, rng.choice(SHAPES[slot]), held=True)
 
 
-def _pair(rng: random.Random, names: Names, english: str, french: str) -> tuple[dict, dict]:
-    """The slot values of one pair: (English, French) mappings of slot name to text."""
+def _slot_values(
+    rng: random.Random, names: Names, english: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The values of the slots of a template, as English and as French writes them."""
     slots = list(dict.fromkeys(re.findall(r"\{(\w+)\}", english)))  # in order: seeded draws
-    given = rng.sample(names.given, 2)
+    given = rng.sample(names.given, 2)  # names drawn for every template, used or not
     values = {"name": given[0], "name2": given[1], "surname": rng.choice(names.surnames)}
     values |= {slot: _number(rng, slot) for slot in slots if slot in SHAPES}
     values = {slot: value for slot, value in values.items() if slot in slots}
@@ -126,7 +128,7 @@ def generate(direction: str, pairs: int = PAIRS) -> list[EntityPair]:
     test = []
     for index in range(pairs):
         english, french = TEMPLATES[index % len(TEMPLATES)]
-        en_values, fr_values = _pair(rng, names, english, french)
+        en_values, fr_values = _slot_values(rng, names, english)
         sides = {"en": (english, en_values), "fr": (french, fr_values)}
         target_values = sides[tgt][1]
         test.append(
@@ -141,6 +143,7 @@ def generate(direction: str, pairs: int = PAIRS) -> list[EntityPair]:
 
 
 def tsv_text(test: list[EntityPair]) -> str:
+    """The entity test as its TSV file holds it."""
     return "".join(
         "\t".join(
             [pair.source, pair.reference, SEPARATOR.join(pair.numbers), SEPARATOR.join(pair.names)]
@@ -159,13 +162,18 @@ def load_entity_test(direction: str) -> list[EntityPair]:
     test = []
     for line in entity_test_file(direction).read_text(encoding="utf-8").splitlines():
         source, reference, numbers, names = line.split("\t")
-        split = lambda field: tuple(field.split(SEPARATOR)) if field else ()  # noqa: E731
-        test.append(EntityPair(source, reference, split(numbers), split(names)))
+        test.append(EntityPair(source, reference, _entities(numbers), _entities(names)))
     return test
 
 
+def _entities(field: str) -> tuple[str, ...]:
+    """The entities of a TSV field: "Anna | Berg" -> ("Anna", "Berg"), "" -> ()."""
+    return tuple(field.split(SEPARATOR)) if field else ()
+
+
 def copied(entity: str, translation: str) -> bool:
-    """Whether `entity` appears in `translation` as a whole token (see the module docstring)."""
+    """Whether `entity` appears in `translation` as a whole token: after no letter, digit or
+    separator (.,:-), and before no letter, digit or separator followed by a digit."""
     return re.search(rf"(?<![\w.,:-]){re.escape(entity)}(?![\w]|[.,:-]\d)", translation) is not None
 
 
