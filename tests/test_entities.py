@@ -169,6 +169,7 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
         "fr",
         tmp_path / "p",
         vocab_size=80,
+        byte_fallback=False,
         files=files,
         augment_entities=1.5,
         augment_seed=3,
