@@ -3,6 +3,7 @@ pairs, the shipped entity test and its copy accuracy, and the figures recorded f
 Tatoeba models."""
 
 import json
+import random
 import re
 import subprocess
 from pathlib import Path
@@ -70,8 +71,6 @@ def test_a_number_is_held_out_in_all_its_forms() -> None:
     ],
 )
 def test_numbers_are_drawn_in_the_same_shape_on_their_side(like: str, shape: str) -> None:
-    import random
-
     rng = random.Random(0)
     for held in (False, True):
         for _ in range(50):
