@@ -11,7 +11,9 @@ training targets) by how close it is to each key:
     f(x) = sum_i softmax_i(-((x - x_i) w)^2 / 2) y_i
 
 This is attention with a Gaussian kernel as the score and the same `masked_softmax` the
-translation models use. Four predictors are compared on a noise-free test grid:
+translation models use: `seq2seq.models.attention.nadaraya_watson`, trained by
+`seq2seq.models.kernel_regression` (as the explorer's first chapter does). Four predictors are
+compared on a noise-free test grid:
 
     constant mean     f(x) = mean(y_i): the baseline that ignores x
     fixed kernel      w = 1
@@ -38,52 +40,10 @@ from torch import Tensor
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.errors import UserError
-from seq2seq.models.attention import masked_softmax
+from seq2seq.models.attention import nadaraya_watson
+from seq2seq.models.kernel_regression import leave_one_out_loss, sample_points, train
 
-NOISE_STD = 0.5  # standard deviation of the Gaussian noise on the training targets
 MAX_POINTS = 5_000  # attention matrices are n_test x n_train and n_train x n_train: ~1 GB
-
-
-def true_function(x: Tensor) -> Tensor:
-    """The noise-free target: 2 sin(x) + 0.4 sin(3x) + 0.6 sin(6x) + sqrt(x), for x >= 0."""
-    return 2 * torch.sin(x) + 0.4 * torch.sin(3 * x) + 0.6 * torch.sin(6 * x) + x.sqrt()
-
-
-def attention_pool(
-    queries: Tensor, keys: Tensor, values: Tensor, w: Tensor, valid: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
-    """Gaussian-kernel attention pooling.
-
-    queries (Q,), keys (K,), values (K,); w: (1,) one kernel scale for every key or (K,) one per
-    key, larger w meaning a narrower kernel; valid: optional (Q, K) boolean mask, True where a
-    query may attend a key. Returns the (Q,) pooled values and the (Q, K) attention weights,
-    each row summing to 1 over its valid keys."""
-    scores = -(((queries[:, None] - keys[None, :]) * w) ** 2) / 2  # (Q, K)
-    weights = masked_softmax(scores, valid)
-    return weights @ values, weights
-
-
-def leave_one_out_loss(w: Tensor, x: Tensor, y: Tensor) -> Tensor:
-    """() mean squared error of predicting each training point from all the others."""
-    others = ~torch.eye(len(x), dtype=torch.bool)  # (n, n): every key but the query's own
-    predictions, _ = attention_pool(x, x, y, w, others)
-    return F.mse_loss(predictions, y)
-
-
-def train(w: Tensor, x: Tensor, y: Tensor, lr: float, epochs: int) -> list[float]:
-    """Full-batch gradient descent on the leave-one-out loss; returns each epoch's loss.
-
-    A per-key w_i only moves the predictions of queries near its key, so its gradient is about
-    1/n of a shared w's: the step is `lr` times the number of scales, so one `lr` suits both."""
-    w.requires_grad_(True)
-    losses = []
-    for _ in range(epochs):
-        loss = leave_one_out_loss(w, x, y)
-        (gradient,) = torch.autograd.grad(loss, w)
-        with torch.no_grad():
-            w -= lr * w.numel() * gradient
-        losses.append(loss.item())
-    return losses
 
 
 def draw(
@@ -99,7 +59,7 @@ def draw(
     FigureCanvasAgg(figure)
     (fit_axes, map_axes), (kernel_axes, loss_axes) = figure.subplots(2, 2)
     with torch.no_grad():
-        predictions, weights = attention_pool(x_test, x_train, y_train, w)
+        predictions, weights = nadaraya_watson(x_test, x_train, y_train, w)
     fit_axes.plot(x_test, y_test, color="black", label="truth")
     fit_axes.scatter(x_train, y_train, s=10, color="tab:gray", alpha=0.6, label="training (noisy)")
     fit_axes.plot(x_test, predictions, color="tab:red", label="prediction")
@@ -165,11 +125,9 @@ def main() -> None:
     args = parse_args()
 
     # The data: sorted noisy training points, a noise-free test grid; all shapes (n,).
-    generator = torch.Generator().manual_seed(args.seed)
-    x_train = torch.sort(torch.rand(args.n_train, generator=generator) * args.width).values
-    y_train = true_function(x_train) + NOISE_STD * torch.randn(args.n_train, generator=generator)
-    x_test = torch.arange(args.n_test) * (args.width / args.n_test)
-    y_test = true_function(x_test)
+    x_train, y_train, x_test, y_test = sample_points(
+        args.n_train, args.n_test, args.width, args.seed
+    )
 
     # The kernels: w = 1 fixed, one learned w, one learned w per key (all start at 1).
     scales = {
@@ -192,7 +150,7 @@ def main() -> None:
     }
     with torch.no_grad():
         for name, w in scales.items():
-            predictions, _ = attention_pool(x_test, x_train, y_train, w)
+            predictions, _ = nadaraya_watson(x_test, x_train, y_train, w)
             train_mse = leave_one_out_loss(w, x_train, y_train).item()
             errors[name] = F.mse_loss(predictions, y_test).item(), train_mse
     print(f"{'model':<22} {'test MSE':>9} {'train MSE':>10}")

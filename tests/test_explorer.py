@@ -15,7 +15,6 @@ from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.explain import first_view, word_alignment, word_of_piece
 from seq2seq.decoding.loading import load_model
-from seq2seq.models.attention import masked_softmax
 from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC
@@ -205,29 +204,3 @@ def test_a_request_is_tokenized_once_per_line(client, monkeypatch, path, body, l
     answer = client.post(path, json=body)
     assert answer.status_code == 200, answer.text
     assert len(encoded) == lines and len(set(encoded)) == lines
-
-
-def test_the_masked_softmax_chapter_answers_the_librarys_weights(client) -> None:
-    scores = [[2.0, 1.0, 0.5, 3.0], [0.0, 1, -1.0, 0.5], [1.0, 1.0, 1.0, 1.0]]
-    body = {"scores": scores, "valid_lens": [2, 4, 0]}
-    answer = client.post("/v1/chapters/masked_softmax", json=body)
-    assert answer.status_code == 200, answer.text
-    weights = answer.json()["weights"]
-    expected = masked_softmax(torch.tensor([scores]), torch.tensor([[2, 4, 0]]))[0]
-    assert weights == expected.tolist()  # the float32 values themselves
-    assert weights[0][2:] == [0.0, 0.0] and weights[2] == [0.0] * 4  # masked: exactly 0
-    assert sum(weights[0]) == pytest.approx(1.0, abs=1e-6)
-
-
-@pytest.mark.parametrize(
-    ("body", "message"),
-    [
-        ({"scores": [[1.0, 2.0], [1.0]], "valid_lens": [1, 1]}, "scores: rows of 1 to 64 keys"),
-        ({"scores": [[1.0, 2.0]], "valid_lens": [1, 1]}, "valid_lens: 2 lengths for 1 rows"),
-        ({"scores": [[1.0, 2.0]], "valid_lens": [3]}, "valid_lens: each from 0 to"),
-    ],
-)
-def test_the_masked_softmax_chapter_refuses_bad_shapes(client, body, message) -> None:
-    answer = client.post("/v1/chapters/masked_softmax", json=body)
-    assert answer.status_code == 422
-    assert answer.json()["error"].startswith(message)

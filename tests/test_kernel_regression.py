@@ -1,6 +1,6 @@
-"""The kernel-regression example (examples/kernel_regression.py): attention pooling learns."""
+"""Nadaraya-Watson kernel regression (seq2seq.models.kernel_regression) and its example
+(examples/kernel_regression.py): attention pooling learns."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -8,14 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from seq2seq.models.attention import nadaraya_watson
+from seq2seq.models.kernel_regression import leave_one_out_loss
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kernel_regression.py"
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("kernel_regression", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow  # starts a Python that imports torch
@@ -35,15 +31,14 @@ def test_the_learned_kernel_beats_the_fixed_one(tmp_path: Path) -> None:
 
 
 def test_leave_one_out_gives_the_query_its_own_key_exactly_zero_weight() -> None:
-    example = load_example()
     x = torch.tensor([0.0, 0.1, 0.5, 2.0])
     y = torch.tensor([1.0, 2.0, 3.0, 4.0])
     others = ~torch.eye(4, dtype=torch.bool)
-    predictions, weights = example.attention_pool(x, x, y, torch.ones(1), others)
+    predictions, weights = nadaraya_watson(x, x, y, torch.ones(1), others)
     assert torch.all(weights.diagonal() == 0)
     assert torch.allclose(weights.sum(dim=1), torch.ones(4))
     assert torch.isclose(predictions[0], weights[0, 1:] @ y[1:])  # from the other points only
-    loss = example.leave_one_out_loss(torch.ones(1), x, y)
+    loss = leave_one_out_loss(torch.ones(1), x, y)
     assert torch.isclose(loss, ((predictions - y) ** 2).mean())
 
 

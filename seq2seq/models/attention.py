@@ -7,6 +7,7 @@ Attention pools values by weights that say how well each key matches a query:
 Everything below is a choice of `score` plus masking of positions that must not be attended
 (padding, or the future in a decoder):
 
+    nadaraya_watson        score(x, x_i) = -((x - x_i) w)^2 / 2            (Nadaraya, 1964)
     AdditiveAttention      score(q, k) = w_v^T tanh(W_q q + W_k k)        (Bahdanau et al., 2015)
     DotProductAttention    score(q, k) = q^T k / sqrt(d)                   (Vaswani et al., 2017)
     MultiHeadAttention     H dot-product attentions over learned projections, concatenated
@@ -69,6 +70,33 @@ def masked_softmax(scores: Tensor, valid: Tensor | None) -> Tensor:
     return weights.masked_fill(~mask, 0.0)
 
 
+def nadaraya_watson(
+    queries: Tensor, keys: Tensor, values: Tensor, w: Tensor, valid: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Nadaraya-Watson kernel regression: attention before neural networks.
+
+    To predict a value at the query x, average the training values y_i, weighting each by how
+    close its input x_i (the key) is to x under a Gaussian kernel:
+
+        f(x) = sum_i softmax_i(-((x - x_i) w)^2 / 2) y_i
+
+    Args:
+        queries: (Q,) the inputs x to predict at.
+        keys: (K,) the training inputs x_i.
+        values: (K,) the training values y_i.
+        w: (1,) one kernel scale for every key, or (K,) one per key; a larger w is a narrower
+            kernel.
+        valid: None, or a (Q, K) boolean mask, True where a query may attend a key.
+
+    Returns:
+        the (Q,) pooled values f(x) and the (Q, K) attention weights, each row summing to 1
+        over its valid keys.
+    """
+    scores = -(((queries[:, None] - keys[None, :]) * w) ** 2) / 2  # (Q, K)
+    weights = masked_softmax(scores, valid)
+    return weights @ values, weights
+
+
 class AdditiveAttention(nn.Module):
     """Bahdanau attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
 
@@ -89,6 +117,12 @@ class AdditiveAttention(nn.Module):
         """(B, S, key_size) -> (B, S, A): W_k k for every key, once per source batch."""
         return self.key_proj(keys)
 
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        """query (B, Q, query_size), projected_keys (B, S, A) -> scores (B, Q, S)."""
+        # (B, Q, 1, A) + (B, 1, S, A) -> (B, Q, S, A) -> (B, Q, S)
+        features = torch.tanh(self.query_proj(query).unsqueeze(2) + projected_keys.unsqueeze(1))
+        return self.score_proj(features).squeeze(-1)
+
     def forward(
         self, query: Tensor, projected_keys: Tensor, values: Tensor, valid: Tensor | None
     ) -> tuple[Tensor, Tensor]:
@@ -103,10 +137,7 @@ class AdditiveAttention(nn.Module):
         Returns:
             context (B, Q, Dv) and weights (B, Q, S) (before dropout).
         """
-        # (B, Q, 1, A) + (B, 1, S, A) -> (B, Q, S, A) -> (B, Q, S)
-        features = torch.tanh(self.query_proj(query).unsqueeze(2) + projected_keys.unsqueeze(1))
-        scores = self.score_proj(features).squeeze(-1)
-        weights = masked_softmax(scores, valid)
+        weights = masked_softmax(self.score(query, projected_keys), valid)
         return torch.bmm(self.dropout(weights), values), weights
 
 
@@ -117,14 +148,18 @@ class DotProductAttention(nn.Module):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
 
+    @staticmethod
+    def score(queries: Tensor, keys: Tensor) -> Tensor:
+        """queries (..., Q, d), keys (..., K, d) -> scores (..., Q, K)."""
+        return queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
+
     def forward(
         self, queries: Tensor, keys: Tensor, values: Tensor, valid: Tensor | None
     ) -> tuple[Tensor, Tensor]:
         """queries (..., Q, d), keys (..., K, d), values (..., K, dv); `valid` as in
         `masked_softmax`. Returns context (..., Q, dv) and weights (..., Q, K) (before dropout).
         """
-        scores = queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])
-        weights = masked_softmax(scores, valid)
+        weights = masked_softmax(self.score(queries, keys), valid)
         return self.dropout(weights) @ values, weights
 
 

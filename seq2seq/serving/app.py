@@ -9,6 +9,7 @@
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
     GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
     GET  /v1/run/attention            a run's attention by step (seq2seq.serving.run_history)
+    POST /v1/chapters/...             its chapters' widgets (seq2seq.serving.chapters)
 
 Every answer carries the security headers of `seq2seq.serving.access`; with an `Access`,
 requests are checked for their Host, Origin, API key and rate limit before they are read.
@@ -29,7 +30,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from swagger_ui_bundle import swagger_ui_path
 
-from seq2seq.serving import explorer, libretranslate, run_history
+from seq2seq.serving import chapters, explorer, libretranslate, run_history
 from seq2seq.serving.access import Access, AccessGuard, SecurityHeaders
 from seq2seq.serving.http_errors import ApiError, CheckHead, ReadBody, add_error_handlers
 from seq2seq.serving.limits import Limits
@@ -175,4 +176,5 @@ def create_app(
     app.include_router(libretranslate.router)
     app.include_router(explorer.router)
     app.include_router(run_history.router)
+    app.include_router(chapters.router)
     return app

@@ -1,5 +1,5 @@
-"""The attention explorer over HTTP: the page at `/` and `POST /v1/explain`; the chapter pages
-and the endpoints that compute their widgets with the project's own functions.
+"""The attention explorer over HTTP: the page at `/`, `POST /v1/explain`, and the static files
+of every page (the chapters' endpoints are in `seq2seq.serving.chapters`).
 
 The page is static HTML, CSS and JavaScript in `static/`, served as they are (no build step,
 nothing fetched from elsewhere). It asks `POST /v1/explain` for what
@@ -13,7 +13,6 @@ beam search runs again in that thread with a trace (`seq2seq.decoding.explain.be
 import json
 from pathlib import Path
 
-import torch
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,7 +21,6 @@ from starlette.concurrency import run_in_threadpool
 from seq2seq.decoding.explain import beam_tree, check_text, explain
 from seq2seq.errors import UserError
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
-from seq2seq.models.attention import masked_softmax
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.registry import ServedModel
 from seq2seq.serving.schemas import ErrorBody
@@ -40,15 +38,22 @@ STATIC_TYPES = {
     "explorer.css": "text/css",
     "common.js": "text/javascript",
     "beam_tree.js": "text/javascript",
+    "chapters.html": "text/html",
+    "nadaraya_watson.html": "text/html",
+    "nadaraya_watson.js": "text/javascript",
     "masked_softmax.html": "text/html",
     "masked_softmax.js": "text/javascript",
     "training.html": "text/html",
     "training.js": "text/javascript",
     "compare.html": "text/html",
     "compare.js": "text/javascript",
+    "scoring.html": "text/html",
+    "scoring.js": "text/javascript",
+    "multi_head.html": "text/html",
+    "multi_head.js": "text/javascript",
+    "self_attention.html": "text/html",
+    "self_attention.js": "text/javascript",
 }
-MAX_CHAPTER_ROWS = 16  # a chapter widget's scores: at most this many rows of this many keys
-MAX_CHAPTER_KEYS = 64
 
 ERRORS: dict[int | str, dict] = {
     status: {"model": ErrorBody, "description": why}
@@ -187,32 +192,3 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
     except UserError as err:
         raise ApiError(422, str(err)) from None
     return json_response({"model": served.name, **payload})
-
-
-class MaskedSoftmaxRequest(BaseModel):
-    """POST /v1/chapters/masked_softmax."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    scores: list[list[float]] = Field(
-        min_length=1, max_length=MAX_CHAPTER_ROWS, description="(queries, keys) scores"
-    )
-    valid_lens: list[int] = Field(description="one valid length per query row, 0 .. keys")
-
-
-@router.post("/v1/chapters/masked_softmax", responses=ERRORS, tags=["explorer"])
-async def masked_softmax_chapter(request: MaskedSoftmaxRequest) -> Response:
-    """The weights `seq2seq.models.attention.masked_softmax` gives `scores` (queries, keys) when
-    each query row may see the keys before its valid length."""
-    keys = len(request.scores[0])
-    if not 1 <= keys <= MAX_CHAPTER_KEYS or any(len(row) != keys for row in request.scores):
-        raise ApiError(422, f"scores: rows of 1 to {MAX_CHAPTER_KEYS} keys, all of one length")
-    if len(request.valid_lens) != len(request.scores):
-        raise ApiError(
-            422, f"valid_lens: {len(request.valid_lens)} lengths for {len(request.scores)} rows"
-        )
-    if not all(0 <= length <= keys for length in request.valid_lens):
-        raise ApiError(422, f"valid_lens: each from 0 to the number of keys ({keys})")
-    scores = torch.tensor([request.scores])  # (batch 1, queries, keys)
-    weights = masked_softmax(scores, torch.tensor([request.valid_lens]))[0]
-    return json_response({"weights": weights.tolist()})
