@@ -139,6 +139,7 @@ def test_self_attention_with_pe_is_the_models_first_encoder_layer(client) -> Non
     ids = inference.src_tokenizer.encode([SENTENCE])[0]
     src = torch.tensor([[*ids, EOS_ID]])
     assert answer["pieces"][-1] == "</s>" and len(answer["pieces"]) == src.shape[1]
+    assert answer["model"] == EN_DE.name and answer["models"] == [EN_DE.name]  # no GRU
     with torch.no_grad():
         maps = inference.model.attention_maps(src, torch.tensor([src.shape[1]]), src[:, :1])
         encodings = inference.model.positional(torch.arange(src.shape[1]))

@@ -251,7 +251,7 @@ async def multi_head(request: MultiHeadRequest) -> Response:
 
 
 class SelfAttentionRequest(ChapterRequest):
-    model: str | None = Field(None, description="a served Transformer; default: the first")
+    model: str | None = Field(None, description="a served Transformer; default: the first one")
     text: str = Field(description=f"one sentence, at most {MAX_TEXT_CHARS} characters")
 
 
@@ -277,8 +277,16 @@ def first_layer_self_attention(model: TransformerSeq2Seq, ids: list[int]) -> dic
 async def self_attention(request: SelfAttentionRequest, state: StateDep) -> Response:
     """The pieces of `text` (with EOS, as the encoder reads them), their positional encodings
     and the first encoder layer's self-attention with and without them
-    (`first_layer_self_attention`), from a served Transformer."""
-    served = state.model(request.model)
+    (`first_layer_self_attention`), from `model` (default: the first Transformer served);
+    `models`: the Transformers served."""
+    transformers = [
+        name
+        for name, served in state.models.items()
+        if isinstance(served.pytorch.model, TransformerSeq2Seq)
+    ]
+    if request.model is None and not transformers:
+        raise ApiError(422, "model: this server has no Transformer; self-attention needs one")
+    served = state.model(request.model or transformers[0])
     model = served.pytorch.model
     if not isinstance(model, TransformerSeq2Seq):
         raise ApiError(422, f"model: {served.name} is a GRU; self-attention needs a Transformer")
@@ -292,4 +300,5 @@ async def self_attention(request: SelfAttentionRequest, state: StateDep) -> Resp
     ids = state.tokenize(served, [request.text])[0]
     tokenizer = served.pytorch.src_tokenizer
     payload = await run_in_threadpool(first_layer_self_attention, model, [*ids, EOS_ID])
-    return json_response({"model": served.name, "pieces": pieces(tokenizer, ids), **payload})
+    answer = {"model": served.name, "models": transformers, "pieces": pieces(tokenizer, ids)}
+    return json_response({**answer, **payload})

@@ -1,8 +1,10 @@
-// What every page of the explorer uses: building elements, and the colour scale of a map with
-// its legend. Plain JavaScript, loaded before each page's own script.
+// What every page of the explorer uses: building elements, asking the server, the colour scales
+// of a map with their legend, heatmap tables, and plots on axes. Plain JavaScript, loaded before
+// each page's own script.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
 
 function element(tag, attributes = {}, text = null) {
   const node = document.createElement(tag);
@@ -106,4 +108,174 @@ function drawMapTable(table, weights, axes, top) {
     body.append(tr);
   });
   table.append(head, body);
+}
+
+// ---- plots on axes, and the diverging scale ---------------------------------------------
+
+// A diverging scale for values in [-1, 1]: blue (-1), white (0), red (+1).
+function divergingColour(value) {
+  const v = Math.max(-1, Math.min(1, value));
+  const end = v < 0 ? [33, 102, 172] : [178, 24, 43];
+  const mix = (channel) => Math.round(247 + Math.abs(v) * (channel - 247));
+  return `rgb(${mix(end[0])},${mix(end[1])},${mix(end[2])})`;
+}
+
+function svgElement(tag, attributes = {}, text = null) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+// Up to `count` round tick values from 0 to `last`.
+function ticks(last, count) {
+  const step = Math.max(1, Math.ceil(last / count / 5) * 5);
+  const values = [];
+  for (let value = 0; value <= last; value += step) values.push(value);
+  return values;
+}
+
+// Axes on a plot box: ticks and labels below (x) and on the left (y). `x` and `y` map a value
+// to its pixel; xTicks and yTicks are the values that get a tick.
+function addAxes(svg, box, axes) {
+  const xAxis = svgElement("g", { class: "axis x" });
+  const yAxis = svgElement("g", { class: "axis y" });
+  const bottom = box.top + box.height;
+  xAxis.append(svgElement("line", { x1: box.left, y1: bottom, x2: box.left + box.width, y2: bottom }));
+  yAxis.append(svgElement("line", { x1: box.left, y1: box.top, x2: box.left, y2: bottom }));
+  for (const value of axes.xTicks) {
+    const at = axes.x(value);
+    xAxis.append(svgElement("line", { x1: at, y1: bottom, x2: at, y2: bottom + 4 }),
+      svgElement("text", { x: at, y: bottom + 15, "text-anchor": "middle", class: "tick" }, value));
+  }
+  for (const value of axes.yTicks) {
+    const at = axes.y(value);
+    yAxis.append(svgElement("line", { x1: box.left - 4, y1: at, x2: box.left, y2: at }),
+      svgElement("text", { x: box.left - 6, y: at + 4, "text-anchor": "end", class: "tick" }, value));
+  }
+  xAxis.append(svgElement("text", { x: box.left + box.width / 2, y: bottom + 32,
+    "text-anchor": "middle", class: "label" }, axes.xLabel));
+  const middle = box.top + box.height / 2;
+  yAxis.append(svgElement("text", { x: 12, y: middle, "text-anchor": "middle", class: "label",
+    transform: `rotate(-90 12 ${middle})` }, axes.yLabel));
+  svg.append(xAxis, yAxis);
+}
+
+// PE as a matrix: one cell per position (row) and dimension (column), on axes.
+function positionalMatrix(table) {
+  const positions = table.length, dims = table[0].length;
+  const cellWidth = Math.max(1, Math.min(6, 800 / dims)), cellHeight = 10;
+  const box = { left: 50, top: 8, width: dims * cellWidth, height: positions * cellHeight };
+  const svg = svgElement("svg", { id: "pe-matrix", role: "img",
+    "aria-label": "positional encoding matrix", width: box.left + box.width + 10,
+    height: box.top + box.height + 40 });
+  table.forEach((row, p) =>
+    row.forEach((value, i) =>
+      svg.append(svgElement("rect", { x: box.left + i * cellWidth, y: box.top + p * cellHeight,
+        width: cellWidth, height: cellHeight, fill: divergingColour(value) })),
+    ),
+  );
+  addAxes(svg, box, {
+    x: (i) => box.left + (i + 0.5) * cellWidth,
+    y: (p) => box.top + (p + 0.5) * cellHeight,
+    xTicks: ticks(dims - 1, 8),
+    yTicks: ticks(positions - 1, 5),
+    xLabel: "dimension i",
+    yLabel: "position p",
+  });
+  return svg;
+}
+
+// ---- the chapters ------------------------------------------------------------------------
+
+// POST `body` to `path` and return the answer's JSON; throws an Error whose message is the
+// server's one line (or why there was no answer).
+async function ask(path, body) {
+  let answer;
+  try {
+    answer = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new Error("error: no answer from the server (" + err.message + ")");
+  }
+  const payload = await answer.json();
+  if (!answer.ok) throw new Error(payload.error || `error: the server answered ${answer.status}`);
+  return payload;
+}
+
+// Run `work` (an async function) for the newest of a chapter's requests only: an answer that
+// comes back after a newer request was sent is dropped. Shows "computing…" in #status and the
+// server's line in #error.
+function newestOnly(work) {
+  let latest = 0;
+  return async (...args) => {
+    const number = ++latest;
+    $("status").textContent = "computing…";
+    let error = null;
+    let draw = null;
+    try {
+      draw = await work(...args);
+    } catch (err) {
+      error = err.message;
+    }
+    if (number !== latest) return;
+    $("status").textContent = "";
+    $("error").hidden = error === null;
+    $("error").textContent = error || "";
+    if (draw) draw();
+  };
+}
+
+// The largest absolute value of a matrix: the end of its diverging scale.
+function largestMagnitude(values) {
+  return Math.max(...values.map((row) => Math.max(...row.map(Math.abs)))) || 1;
+}
+
+// A matrix as a table of coloured cells, rows × columns of `values`; each cell holds its value in
+// data-value and shows it with `digits` decimals (none when digits is null), in white where
+// `dark(value)` says its colour is dark.
+function heatmapTable(values, { rows, columns, corner = "", colourOf, dark, digits = 2 }) {
+  const table = element("table", { class: "heatmap" });
+  const header = element("tr");
+  header.append(element("th", { class: "corner" }, corner));
+  columns.forEach((label, j) => header.append(element("th", { "data-col": j }, label)));
+  const head = element("thead");
+  head.append(header);
+  const body = element("tbody");
+  values.forEach((row, i) => {
+    const tr = element("tr");
+    tr.append(element("th", { "data-row": i }, rows[i]));
+    row.forEach((value, j) => {
+      const cell = element("td", { class: "cell", "data-row": i, "data-col": j,
+        "data-value": String(value), title: String(value) },
+        digits === null ? null : value.toFixed(digits));
+      cell.style.backgroundColor = colourOf(value);
+      if (dark(value)) cell.style.color = "#fff";
+      tr.append(cell);
+    });
+    body.append(tr);
+  });
+  table.append(head, body);
+  return table;
+}
+
+// A figure: a caption, a colour scale and a heatmap table of `values` in weights' colours (0 to
+// their largest) or, with `diverging`, in the diverging scale up to their largest magnitude.
+function heatmapFigure(caption, values, options, diverging = false) {
+  const top = diverging ? largestMagnitude(values) : largest(values) || 1;
+  const colourOf = diverging ? (v) => divergingColour(v / top) : (v) => colour(v, top);
+  const dark = (v) => Math.abs(v) / top > 0.6;
+  const figure = element("figure", { class: "matrix" });
+  figure.append(element("figcaption", {}, caption),
+    legend(colourOf, diverging ? -top : 0, top),
+    heatmapTable(values, { colourOf, dark, ...options }));
+  return figure;
+}
+
+// ["key 0", "key 1", ...]: `count` labels.
+function numbered(prefix, count) {
+  return Array.from({ length: count }, (_, i) => `${prefix} ${i}`);
 }

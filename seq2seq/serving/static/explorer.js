@@ -3,7 +3,6 @@
 "use strict";
 
 const DEBOUNCE_MS = 250;
-const SVG = "http://www.w3.org/2000/svg";
 const MAX_NBEST = 5;
 const VIEWS = {
   cross: {
@@ -286,55 +285,6 @@ function drawLinks() {
 
 // ---- positional encoding -----------------------------------------------------------------
 
-// A diverging scale for values in [-1, 1]: blue (-1), white (0), red (+1).
-function divergingColour(value) {
-  const v = Math.max(-1, Math.min(1, value));
-  const end = v < 0 ? [33, 102, 172] : [178, 24, 43];
-  const mix = (channel) => Math.round(247 + Math.abs(v) * (channel - 247));
-  return `rgb(${mix(end[0])},${mix(end[1])},${mix(end[2])})`;
-}
-
-function svgElement(tag, attributes = {}, text = null) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-  if (text !== null) node.textContent = text;
-  return node;
-}
-
-// Up to `count` round tick values from 0 to `last`.
-function ticks(last, count) {
-  const step = Math.max(1, Math.ceil(last / count / 5) * 5);
-  const values = [];
-  for (let value = 0; value <= last; value += step) values.push(value);
-  return values;
-}
-
-// Axes on a plot box: ticks and labels below (x) and on the left (y). `x` and `y` map a value
-// to its pixel; xTicks and yTicks are the values that get a tick.
-function addAxes(svg, box, axes) {
-  const xAxis = svgElement("g", { class: "axis x" });
-  const yAxis = svgElement("g", { class: "axis y" });
-  const bottom = box.top + box.height;
-  xAxis.append(svgElement("line", { x1: box.left, y1: bottom, x2: box.left + box.width, y2: bottom }));
-  yAxis.append(svgElement("line", { x1: box.left, y1: box.top, x2: box.left, y2: bottom }));
-  for (const value of axes.xTicks) {
-    const at = axes.x(value);
-    xAxis.append(svgElement("line", { x1: at, y1: bottom, x2: at, y2: bottom + 4 }),
-      svgElement("text", { x: at, y: bottom + 15, "text-anchor": "middle", class: "tick" }, value));
-  }
-  for (const value of axes.yTicks) {
-    const at = axes.y(value);
-    yAxis.append(svgElement("line", { x1: box.left - 4, y1: at, x2: box.left, y2: at }),
-      svgElement("text", { x: box.left - 6, y: at + 4, "text-anchor": "end", class: "tick" }, value));
-  }
-  xAxis.append(svgElement("text", { x: box.left + box.width / 2, y: bottom + 32,
-    "text-anchor": "middle", class: "label" }, axes.xLabel));
-  const middle = box.top + box.height / 2;
-  yAxis.append(svgElement("text", { x: 12, y: middle, "text-anchor": "middle", class: "label",
-    transform: `rotate(-90 12 ${middle})` }, axes.yLabel));
-  svg.append(xAxis, yAxis);
-}
-
 function drawPositional() {
   const panel = $("positional");
   panel.replaceChildren();
@@ -350,31 +300,6 @@ function drawPositional() {
     `PE(p, 2i) = sin(p / 10000^(2i/${dims})), PE(p, 2i+1) = cos(p / 10000^(2i/${dims})): ` +
     `positions 0..${positions - 1} (rows) x dimensions 0..${dims - 1} (columns)`));
   panel.append(positionalMatrix(table), legend(divergingColour, -1, 1), positionalCurves(table));
-}
-
-// PE as a matrix: one cell per position (row) and dimension (column), on axes.
-function positionalMatrix(table) {
-  const positions = table.length, dims = table[0].length;
-  const cellWidth = Math.max(1, Math.min(6, 800 / dims)), cellHeight = 10;
-  const box = { left: 50, top: 8, width: dims * cellWidth, height: positions * cellHeight };
-  const svg = svgElement("svg", { id: "pe-matrix", role: "img",
-    "aria-label": "positional encoding matrix", width: box.left + box.width + 10,
-    height: box.top + box.height + 40 });
-  table.forEach((row, p) =>
-    row.forEach((value, i) =>
-      svg.append(svgElement("rect", { x: box.left + i * cellWidth, y: box.top + p * cellHeight,
-        width: cellWidth, height: cellHeight, fill: divergingColour(value) })),
-    ),
-  );
-  addAxes(svg, box, {
-    x: (i) => box.left + (i + 0.5) * cellWidth,
-    y: (p) => box.top + (p + 0.5) * cellHeight,
-    xTicks: ticks(dims - 1, 8),
-    yTicks: ticks(positions - 1, 5),
-    xLabel: "dimension i",
-    yLabel: "position p",
-  });
-  return svg;
 }
 
 // A few dimensions of PE as curves over a continuous position (the formula above), with the
