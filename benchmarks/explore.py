@@ -4,6 +4,7 @@
     benchmarks/explore.py                              # the shipped en-de model, 20 requests
     benchmarks/explore.py --screenshot docs/explore.png
     benchmarks/explore.py --tree-screenshot docs/explore-beam-tree.png  # and times it
+    benchmarks/explore.py --chapter-screenshots docs   # docs/explore_<chapter>.png
 
 Starts seq2seq serve on a free port of 127.0.0.1 with the shipped models and sends one
 20-word sentence, one request at a time, to POST /v1/translate (the baseline: the translation
@@ -24,11 +25,17 @@ POST /v1/explain requests of the compare page (nbest 1, the shipped GRU and Tran
 in Debian's chromium, a move of the step slider and a change of model on the compare page, from
 the event to the map drawn.
 
+Then one interaction of each chapter page (seq2seq.serving.chapters), timed alike: training the
+kernel width, dragging the Nadaraya-Watson query, moving the valid length, the scoring and
+multi-head widgets, and the self-attention of the 20-word sentence; with each chapter's page
+weight (its HTML, scripts and style sheet, and the answers it loads when it opens).
+
 Writes results/bench/explore/explore-<cpu>-<time>.json. --screenshot takes the picture of
 docs/explore.md with Debian's chromium (driven by Playwright, as the browser tests do): the
 page with the sentence typed in; --tree-screenshot the beam tree's section, a piece clicked,
 after timing in the page how long drawing the tree and answering a click on a piece take;
---screenshot-training and --screenshot-compare the pictures of the two other pages.
+--screenshot-training and --screenshot-compare the pictures of the two other pages;
+--chapter-screenshots, the picture of each chapter page.
 """
 
 import argparse
@@ -286,6 +293,58 @@ def browser_timings(url: str, models: tuple[str, str], requests: int) -> dict:
     }
 
 
+# One interaction of each chapter: (page, endpoint, request); the Nadaraya-Watson drag carries
+# the data and learned width that the fit answers (added by `chapter_requests`).
+CHAPTERS = [
+    ("nadaraya_watson", "nadaraya_watson/fit", {"seed": 0}),
+    ("nadaraya_watson", "nadaraya_watson", {"queries": [2.5]}),
+    ("masked_softmax", "masked_softmax", {"scores": [[0.5] * 8] * 3, "valid_lens": [5, 5, 5]}),
+    (
+        "scoring",
+        "scoring",
+        {"queries": [[1.0, 0.5], [-0.5, 1.0], [0.8, -0.8]], "keys": [[1.0, 0.0]] * 5},
+    ),
+    ("multi_head", "multi_head", {"length": 6, "dim": 8, "heads": 2}),
+    ("self_attention", "self_attention", {"text": SENTENCE}),
+]
+
+
+# The JavaScript that is true once a chapter page shows its first answer.
+CHAPTER_SHOWN = (
+    "() => Object.keys(document.getElementById('chapter').dataset).length > 0"
+    " && document.getElementById('status').textContent === ''"
+)
+
+
+def chapter_requests(server: Server) -> list[tuple[str, str, dict]]:
+    """CHAPTERS, the drag's request completed with the data and width of the fit."""
+    fit = json.loads(post(server.url + "/v1/chapters/nadaraya_watson/fit", {"seed": 0}))
+    data = {"keys": fit["x_train"], "values": fit["y_train"], "widths": [1.0, fit["w"]]}
+    return [
+        (page, endpoint, {**body, **data} if endpoint == "nadaraya_watson" else body)
+        for page, endpoint, body in CHAPTERS
+    ]
+
+
+def measure_chapters(server: Server, requests: int, warmup: int) -> dict:
+    """Each chapter interaction's latency and answer size, and each page's weight: its files
+    and the answers it asks for when it opens (the drag's stands for the pooled curves')."""
+    interactions: dict[str, dict] = {}
+    for page, endpoint, body in chapter_requests(server):
+        path = f"/v1/chapters/{endpoint}"
+        timed(server, path, body, warmup)
+        answer = len(post(server.url + path, body))
+        interactions[endpoint] = {**figures(*timed(server, path, body, requests)), "page": page}
+        interactions[endpoint]["answer_bytes"] = answer
+    pages = {}
+    for page in dict.fromkeys(page for page, _, _ in CHAPTERS):
+        files = [f"{page}.html", f"{page}.js", "common.js", "explorer.css"]
+        weight = sum(len(get(f"{server.url}/explorer/{name}")) for name in files)
+        answers = [f["answer_bytes"] for f in interactions.values() if f["page"] == page]
+        pages[page] = {"page_bytes": weight, "answers_bytes": sum(answers)}
+    return {"interactions": interactions, "pages": pages}
+
+
 def report(record: dict) -> None:
     print(f"{record['device']}; server threads: {record['server_threads']}")
     print(
@@ -323,6 +382,14 @@ def report(record: dict) -> None:
             if isinstance(f, dict) and "median_ms" in f:
                 cpu = f" server CPU {f['server_cpu_ms']:.0f} ms" if "server_cpu_ms" in f else ""
                 print(f"{name:22} median {f['median_ms']:.0f} ms, p90 {f['p90_ms']:.0f} ms{cpu}")
+    for name, f in record["chapters"]["interactions"].items():
+        print(
+            f"POST /v1/chapters/{name:20} median {f['median_ms']:.0f} ms, "
+            f"p90 {f['p90_ms']:.0f} ms, server CPU {f['server_cpu_ms']:.0f} ms/request"
+        )
+    for name, f in record["chapters"]["pages"].items():
+        page, answers = f["page_bytes"] / 1000, f["answers_bytes"] / 1000
+        print(f"{name + '.html':20} page {page:.1f} kB + answers {answers:.1f} kB")
 
 
 # In the page: milliseconds to draw the beam tree of the answer shown, and to answer a click on
@@ -404,6 +471,10 @@ def take_screenshots(url: str, args: argparse.Namespace) -> dict:
     if args.screenshot_compare:
         ready = "() => ['left', 'right'].every(s => document.getElementById(s).dataset.model)"
         page_screenshot(url + "/explorer/compare.html", args.screenshot_compare, ready)
+    if args.chapter_screenshots:
+        for name in dict.fromkeys(name for name, _, _ in CHAPTERS):
+            path = args.chapter_screenshots / f"explore_{name}.png"
+            page_screenshot(f"{url}/explorer/{name}.html", path, CHAPTER_SHOWN)
     return timings
 
 
@@ -422,6 +493,9 @@ def main() -> None:
     parser.add_argument("--run", type=Path, help="the run folder of the training page")
     parser.add_argument("--screenshot-training", type=Path, help="the training page's picture")
     parser.add_argument("--screenshot-compare", type=Path, help="the compare page's picture")
+    parser.add_argument(
+        "--chapter-screenshots", type=Path, help="save each chapter's picture in this folder"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from common import default_out, record_header
@@ -444,6 +518,7 @@ def main() -> None:
         run = args.run or write_history(Path(temporary) / "run")
         with serve(models, *options, "--run", str(run)) as server:
             record.update(measure(server, args.model, args.beam, args.requests, args.warmup))
+            record["chapters"] = measure_chapters(server, args.requests, args.warmup)
             if args.pages:
                 compared = ("gru-small.multi30k.en-de", args.model)
                 pages = measure_pages(server, compared, args.requests, args.warmup)
