@@ -47,7 +47,9 @@ from seq2seq.serving.state import StateDep
 MAX_ROWS = 16  # masked softmax: at most this many rows of this many keys
 MAX_KEYS = 64
 MAX_POINTS = 200  # Nadaraya-Watson: training points, and queries per request
-MAX_VECTOR = 8  # scoring: queries and keys of at most this many numbers
+MAX_VECTOR = 8  # scoring: at most this many queries, of at most this many numbers
+MAX_SCORING_KEYS = 16
+MAX_POSITIONS = 16  # multi-head: the input's length
 MAX_MODEL_DIM = 64  # multi-head: the model size D
 MAX_TEXT_CHARS = 200  # self-attention: a sentence of about 30 words
 KERNEL_DATA_WIDTH = 5.0  # the kernel-regression data lie in [0, 5), as in the example
@@ -171,7 +173,9 @@ async def masked_softmax_chapter(request: MaskedSoftmaxRequest) -> Response:
 
 class ScoringRequest(ChapterRequest):
     queries: list[list[Number]] = Field(min_length=1, max_length=MAX_VECTOR, description="(Q, d)")
-    keys: list[list[Number]] = Field(min_length=1, max_length=MAX_ROWS, description="(K, d)")
+    keys: list[list[Number]] = Field(
+        min_length=1, max_length=MAX_SCORING_KEYS, description="(K, d)"
+    )
     attention_size: int = Field(8, ge=1, le=64, description="A: the size of W_q q + W_k k")
     seed: Seed = 0
 
@@ -210,7 +214,7 @@ async def scoring(request: ScoringRequest) -> Response:
 
 
 class MultiHeadRequest(ChapterRequest):
-    length: int = Field(6, ge=1, le=MAX_ROWS, description="L: positions of the input")
+    length: int = Field(6, ge=1, le=MAX_POSITIONS, description="L: positions of the input")
     dim: int = Field(8, ge=1, le=MAX_MODEL_DIM, description="D: the model size")
     heads: int = Field(2, ge=1, le=MAX_MODEL_DIM, description="H, dividing D")
     seed: Seed = 0
