@@ -1,6 +1,7 @@
 """The chapters' endpoints (seq2seq.serving.chapters): each answers exactly what the library's
 own functions compute, and refuses bad input with 422 and one line."""
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from seq2seq.models.attention import (
 from seq2seq.models.kernel_regression import sample_points, train
 from seq2seq.serving.app import create_app
 from seq2seq.serving.chapters import seeded
+from seq2seq.serving.explorer import STATIC, STATIC_TYPES
 from seq2seq.serving.registry import served_model
 
 SENTENCE = "A dog sees a cat and a cat sees a dog ."
@@ -40,6 +42,16 @@ def post(client: TestClient, chapter: str, body: dict) -> dict:
     answer = client.post(f"/v1/chapters/{chapter}", json=body)
     assert answer.status_code == 200, answer.text
     return answer.json()
+
+
+def test_every_page_and_script_is_served_and_every_link_leads_to_one(client) -> None:
+    assert sorted([*STATIC_TYPES, "index.html"]) == sorted(path.name for path in STATIC.iterdir())
+    for name, kind in STATIC_TYPES.items():
+        answer = client.get(f"/explorer/{name}")
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith(kind)
+    for page in STATIC.glob("*.html"):
+        for link in re.findall(r'(?:href|src)="(/[^"]*)"', page.read_text(encoding="utf-8")):
+            assert client.get(link).status_code == 200, f"{page.name}: {link}"
 
 
 def test_nadaraya_watson_pools_like_the_textbook_formula() -> None:
