@@ -9,32 +9,13 @@ const SCORES = [
   [-1.0, 2.0, -1.0, 0.0, 0.5, -2.0, 3.0, 1.0],
 ];
 
-let latest = 0; // number of the newest request; older answers are dropped
-
-async function update() {
-  const number = ++latest;
+const update = newestOnly(async () => {
   const validLen = Number($("valid-len").value);
   $("valid-len-shown").textContent = String(validLen);
   const body = { scores: SCORES, valid_lens: SCORES.map(() => validLen) };
-  $("status").textContent = "computing…";
-  let answer, payload;
-  try {
-    answer = await fetch("/v1/chapters/masked_softmax", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    payload = await answer.json();
-  } catch (err) {
-    payload = { error: "error: no answer from the server (" + err.message + ")" };
-  }
-  if (number !== latest) return; // a newer request was sent meanwhile
-  $("status").textContent = "";
-  const failed = !answer || !answer.ok;
-  $("error").hidden = !failed;
-  $("error").textContent = failed ? payload.error || `error: the server answered ${answer.status}` : "";
-  if (!failed) draw(payload.weights, validLen);
-}
+  const answer = await ask("/v1/chapters/masked_softmax", body);
+  return () => draw(answer.weights, validLen);
+});
 
 function draw(weights, validLen) {
   const top = largest(weights) || 1;
