@@ -9,7 +9,7 @@
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
     GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
     GET  /v1/run/attention            a run's attention by step (seq2seq.serving.run_history)
-    POST /v1/chapters/...             its chapters' widgets (seq2seq.serving.chapters)
+    POST /v1/chapters/...             the explorer's chapter widgets (seq2seq.serving.chapters)
 
 Every answer carries the security headers of `seq2seq.serving.access`; with an `Access`,
 requests are checked for their Host, Origin, API key and rate limit before they are read.

@@ -80,34 +80,44 @@ function meanOfHeads(heads) {
   );
 }
 
-// Fill `table` with the heatmap of `weights` (rows x columns) labelled by `axes` (mapAxes),
-// coloured from 0 to `top`; each cell keeps its weight in data-value.
-function drawMapTable(table, weights, axes, top) {
-  const { rows, columns, names } = axes;
-  table.replaceChildren();
-  const head = element("thead");
+// A matrix as a table of coloured cells, rows × columns of `values`; each cell holds its value in
+// data-value and shows it with `digits` decimals (none when digits is null), in white where
+// `dark(value)` says its colour is dark; `title(value, i, j)` is its tooltip.
+function heatmapTable(values, options) {
+  const { rows, columns, corner = "", colourOf, dark = () => false, digits = 2 } = options;
+  const title = options.title || ((value) => String(value));
+  const table = element("table", { class: "heatmap" });
   const header = element("tr");
-  header.append(element("th", { class: "corner" }, `${names[0]} ↓ / ${names[1]} →`));
+  header.append(element("th", { class: "corner" }, corner));
   columns.forEach((label, j) => header.append(element("th", { "data-col": j }, label)));
+  const head = element("thead");
   head.append(header);
   const body = element("tbody");
-  weights.forEach((row, i) => {
+  values.forEach((row, i) => {
     const tr = element("tr");
     tr.append(element("th", { "data-row": i }, rows[i]));
     row.forEach((value, j) => {
-      const cell = element("td", {
-        class: "cell",
-        "data-row": i,
-        "data-col": j,
-        "data-value": value.toFixed(4),
-        title: `${rows[i]} → ${columns[j]}: ${value.toFixed(3)}`,
-      });
-      cell.style.background = colour(value, top);
+      const cell = element("td", { class: "cell", "data-row": i, "data-col": j,
+        "data-value": String(value), title: title(value, i, j) },
+        digits === null ? null : value.toFixed(digits));
+      cell.style.background = colourOf(value);
+      if (dark(value)) cell.style.color = "#fff";
       tr.append(cell);
     });
     body.append(tr);
   });
   table.append(head, body);
+  return table;
+}
+
+// Fill `table` with the heatmap of `weights` (rows x columns) labelled by `axes` (mapAxes),
+// coloured from 0 to `top`; each cell keeps its weight in data-value.
+function drawMapTable(table, weights, axes, top) {
+  const { rows, columns, names } = axes;
+  const drawn = heatmapTable(weights, { rows, columns, corner: `${names[0]} ↓ / ${names[1]} →`,
+    colourOf: (value) => colour(value, top), digits: null,
+    title: (value, i, j) => `${rows[i]} → ${columns[j]}: ${value.toFixed(3)}` });
+  table.replaceChildren(...drawn.childNodes);
 }
 
 // ---- plots on axes, and the diverging scale ---------------------------------------------
@@ -223,8 +233,7 @@ function newestOnly(work) {
     }
     if (number !== latest) return;
     $("status").textContent = "";
-    $("error").hidden = error === null;
-    $("error").textContent = error || "";
+    showError(error);
     if (draw) draw();
   };
 }
@@ -232,34 +241,6 @@ function newestOnly(work) {
 // The largest absolute value of a matrix: the end of its diverging scale.
 function largestMagnitude(values) {
   return Math.max(...values.map((row) => Math.max(...row.map(Math.abs)))) || 1;
-}
-
-// A matrix as a table of coloured cells, rows × columns of `values`; each cell holds its value in
-// data-value and shows it with `digits` decimals (none when digits is null), in white where
-// `dark(value)` says its colour is dark.
-function heatmapTable(values, { rows, columns, corner = "", colourOf, dark, digits = 2 }) {
-  const table = element("table", { class: "heatmap" });
-  const header = element("tr");
-  header.append(element("th", { class: "corner" }, corner));
-  columns.forEach((label, j) => header.append(element("th", { "data-col": j }, label)));
-  const head = element("thead");
-  head.append(header);
-  const body = element("tbody");
-  values.forEach((row, i) => {
-    const tr = element("tr");
-    tr.append(element("th", { "data-row": i }, rows[i]));
-    row.forEach((value, j) => {
-      const cell = element("td", { class: "cell", "data-row": i, "data-col": j,
-        "data-value": String(value), title: String(value) },
-        digits === null ? null : value.toFixed(digits));
-      cell.style.backgroundColor = colourOf(value);
-      if (dark(value)) cell.style.color = "#fff";
-      tr.append(cell);
-    });
-    body.append(tr);
-  });
-  table.append(head, body);
-  return table;
 }
 
 // A figure: a caption, a colour scale and a heatmap table of `values` in weights' colours (0 to

@@ -11,15 +11,9 @@ const update = newestOnly(async () => {
   const answer = await ask("/v1/chapters/self_attention", body);
   return () => {
     chapter.answer = answer;
-    if (!$("model").value) {
-      $("model").replaceChildren(...answer.models.map((name) => element("option", {}, name)));
-      $("model").value = answer.model;
-    }
-    const heads = answer.with_pe.length;
-    const chosen = Math.min(Number($("head").value) || 0, heads - 1);
-    $("head").replaceChildren(...numbered("head", heads).map((label, h) =>
-      element("option", { value: h }, label)));
-    $("head").value = String(chosen);
+    if (!$("model").value) fillSelect($("model"), answer.models, (name) => name, answer.model);
+    const heads = answer.with_pe.map((_, h) => h);
+    fillSelect($("head"), heads, (h) => `head ${h}`, $("head").value);
     draw();
     $("chapter").dataset.text = body.text;
   };
