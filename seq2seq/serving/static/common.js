@@ -86,7 +86,7 @@ function meanOfHeads(heads) {
 function heatmapTable(values, options) {
   const { rows, columns, corner = "", colourOf, dark = () => false, digits = 2 } = options;
   const title = options.title || ((value) => String(value));
-  const table = element("table", { class: "heatmap" });
+  const table = element("table", { class: "matrix-table" });
   const header = element("tr");
   header.append(element("th", { class: "corner" }, corner));
   columns.forEach((label, j) => header.append(element("th", { "data-col": j }, label)));
