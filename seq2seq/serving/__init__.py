@@ -11,6 +11,7 @@ The modules, in the order a request meets them:
     state.py           what the routes share (`ServerState`), and the path from lines to answers
     libretranslate.py  LibreTranslate's API (`POST /translate`, `GET /languages`)
     explorer.py        the attention explorer: its page (static/) and `POST /v1/explain`
+    chapters.py        the explorer's chapter pages: their widgets' `POST /v1/chapters/...`
     app.py             `create_app(models, limits)`: the FastAPI application
     main.py            the command line of seq2seq serve: load the models, run uvicorn
 
