@@ -7,20 +7,12 @@
 "use strict";
 
 const TREE = {
-  svg: "http://www.w3.org/2000/svg",
   nodeWidth: 150, // one candidate: its piece and log-probability
   rowHeight: 18,
   columnGap: 36, // room for the edges between steps
   groupGap: 10, // between the beams of a step
   top: 24, // below the step numbers
 };
-
-function treeElement(tag, attributes = {}, text = null) {
-  const node = document.createElementNS(TREE.svg, tag);
-  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-  if (text !== null) node.textContent = text;
-  return node;
-}
 
 function candidateKey(step, beam, candidate) {
   return `${step}:${beam}:${candidate}`;
@@ -65,7 +57,7 @@ function nodeLabel(tree, step, beam, c) {
 // One candidate node: a rectangle and its label, styled by its fate, with its numbers as data.
 function candidateNode(tree, step, beam, c, x, y, onPath) {
   const kind = fate(beam, c);
-  const group = treeElement("g", {
+  const group = svgElement("g", {
     class: `tree-node ${kind}` + (onPath.has(candidateKey(step, beam.beam, c)) ? " best" : ""),
     "data-step": step,
     "data-beam": beam.beam,
@@ -77,9 +69,9 @@ function candidateNode(tree, step, beam, c, x, y, onPath) {
     tabindex: 0,
   });
   group.append(
-    treeElement("rect", { x: x, y: y, width: TREE.nodeWidth, height: TREE.rowHeight - 2, rx: 3 }),
-    treeElement("text", { x: x + 5, y: y + TREE.rowHeight - 6 }, nodeLabel(tree, step, beam, c)),
-    treeElement("title", {}, `${beam.pieces[c]} (id ${beam.tokens[c]}): log p ${beam.log_probs[c]}` +
+    svgElement("rect", { x: x, y: y, width: TREE.nodeWidth, height: TREE.rowHeight - 2, rx: 3 }),
+    svgElement("text", { x: x + 5, y: y + TREE.rowHeight - 6 }, nodeLabel(tree, step, beam, c)),
+    svgElement("title", {}, `${beam.pieces[c]} (id ${beam.tokens[c]}): log p ${beam.log_probs[c]}` +
       `, score ${beam.scores[c]}, ${kind}`));
   return group;
 }
@@ -107,24 +99,24 @@ function drawBeamTree(payload) {
   const onPath = bestPaths(tree);
   const column = TREE.nodeWidth + TREE.columnGap;
   const places = new Map(); // candidate key -> its node's right edge and middle
-  const root = treeElement("g", { class: "tree-node root" });
-  root.append(treeElement("rect", { x: 4, y: TREE.top, width: 40, height: TREE.rowHeight - 2, rx: 3 }),
-    treeElement("text", { x: 10, y: TREE.top + TREE.rowHeight - 6 }, "<s>"));
+  const root = svgElement("g", { class: "tree-node root" });
+  root.append(svgElement("rect", { x: 4, y: TREE.top, width: 40, height: TREE.rowHeight - 2, rx: 3 }),
+    svgElement("text", { x: 10, y: TREE.top + TREE.rowHeight - 6 }, "<s>"));
   svg.append(root);
   let height = 0;
   tree.steps.forEach((step, number) => {
     const x = 50 + TREE.columnGap + number * column;
     let y = TREE.top;
-    svg.append(treeElement("text", { class: "tree-step", x: x, y: 14 }, `step ${number + 1}`));
+    svg.append(svgElement("text", { class: "tree-step", x: x, y: 14 }, `step ${number + 1}`));
     for (const beam of step.beams) {
       const boxHeight = beam.tokens.length * TREE.rowHeight + 4;
-      svg.append(treeElement("rect", { class: "tree-beam", x: x - 3, y: y - 2,
+      svg.append(svgElement("rect", { class: "tree-beam", x: x - 3, y: y - 2,
         width: TREE.nodeWidth + 6, height: boxHeight, rx: 4, "data-step": number,
         "data-beam": beam.beam }));
       const [fromX, fromY] = beam.parent === null ? [44, TREE.top + TREE.rowHeight / 2]
         : places.get(candidateKey(number - 1, ...beam.parent));
       const best = beam.parent === null || onPath.has(candidateKey(number - 1, ...beam.parent));
-      svg.append(treeElement("path", { class: "tree-edge" + (best ? " best" : ""),
+      svg.append(svgElement("path", { class: "tree-edge" + (best ? " best" : ""),
         d: `M${fromX},${fromY} C${fromX + 20},${fromY} ${x - 23},${y + 8} ${x - 3},${y + 8}` }));
       beam.tokens.forEach((_, c) => {
         svg.append(candidateNode(tree, number, beam, c, x, y, onPath));
