@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import tiny
@@ -16,6 +17,9 @@ from explorer_models import export_random_gru
 from reversal import prepare_reversal
 
 from seq2seq.data.prepare import prepare
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 # Test models are tiny, so per-operation overhead dominates: one thread is as fast on an idle
 # machine, and an order of magnitude faster when processes share the 2 cores (OpenMP threads
@@ -157,3 +161,17 @@ def small_corpus(tmp_path: Path) -> Path:
 def random_gru(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An exported GRU + Bahdanau model with random weights (tests/explorer_models.py)."""
     return export_random_gru(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator["Browser"]:
+    """Debian's chromium driven by Playwright, one per test module (the browser tests)."""
+    from explore import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing: as root, apt-get install chromium (or make install)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

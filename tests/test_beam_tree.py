@@ -4,14 +4,13 @@ explorer draws that answer (Debian's chromium, driven by Playwright)."""
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import torch
-from explore import CHROMIUM, CHROMIUM_ARGS, post, serve
+from explore import post, serve
 from explorer_models import EN_DE
 from fastapi.testclient import TestClient
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from tiny import tiny_model
 
 import seq2seq
@@ -234,20 +233,16 @@ def server_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def page(server_url: str) -> Iterator[Page]:
+def page(browser: Browser, server_url: str) -> Iterator[Page]:
     """The explorer, loaded in Debian's chromium; the test fails on any console or page error."""
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: as root, apt-get install chromium (or make install)")
     errors: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(server_url + "/")
-        page.wait_for_selector("#model option", state="attached")
-        yield page
-        browser.close()
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(server_url + "/")
+    page.wait_for_selector("#model option", state="attached")
+    yield page
+    page.close()
     assert errors == []
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from explorer_models import EN_DE
 from playwright.sync_api import Browser, ConsoleMessage, Page
-from test_explorer_browser import browser, server  # noqa: F401 (fixtures)
+from test_explorer_browser import server  # noqa: F401 (fixture)
 
 from seq2seq.data.specials import EOS_ID
 from seq2seq.decoding.loading import load_model

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from explore import CHROMIUM, CHROMIUM_ARGS, get, post, serve
+from explore import get, post, serve
 from explorer_models import EN_DE, GRU_NAME
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from seq2seq.decoding.loading import load_model
 from seq2seq.training.attention_history import (
@@ -58,16 +58,6 @@ def server(random_gru: Path, run_dir: Path) -> Iterator[str]:
     """seq2seq serve with the random GRU and the en-de Transformer, and --run."""
     with serve([str(random_gru), str(EN_DE)], "--run", str(run_dir)) as started:
         yield started.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: as root, apt-get install chromium (or make install)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def open_page(browser: Browser, url: str, errors: list[str]) -> Page:

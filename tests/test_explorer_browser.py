@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from explore import CHROMIUM, CHROMIUM_ARGS, post, serve
+from explore import post, serve
 from explorer_models import DE_EN, EN_DE, GRU_NAME
-from playwright.sync_api import Browser, ConsoleMessage, Page, Route, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, Route
 
 from seq2seq.models.attention import masked_softmax
 
@@ -27,16 +27,6 @@ def server(random_gru: Path) -> Iterator[str]:
     """The URL of seq2seq serve serving the three models; stopped after the module."""
     with serve([str(EN_DE), str(DE_EN), str(random_gru)]) as started:
         yield started.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: as root, apt-get install chromium (or make install)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def console_error(message: ConsoleMessage) -> bool:
