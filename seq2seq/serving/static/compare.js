@@ -39,24 +39,16 @@ async function explain(side) {
   if (!text.trim()) return;
   const body = { model: $(`${side}-model`).value, text: text, nbest: 1 };
   $("status").textContent = "translating…";
-  let answer, payload;
+  let payload = null, error = null;
   try {
-    answer = await fetch("/v1/explain", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    payload = await answer.json();
+    payload = await ask("/v1/explain", body); // common.js
   } catch (err) {
-    payload = { error: "error: no answer from the server (" + err.message + ")" };
+    error = err.message;
   }
   if (number !== state.latest[side]) return; // a newer request was sent meanwhile
   $("status").textContent = "";
-  if (!answer || !answer.ok) {
-    showError(payload.error || `error: the server answered ${answer.status}`);
-    return;
-  }
-  showError("");
+  showError(error);
+  if (error) return;
   const first = state.answers[side] === null || state.answers[side].model !== payload.model;
   state.answers[side] = payload;
   if (first) fillLayerHead(side, payload.first_view);

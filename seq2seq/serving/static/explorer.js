@@ -65,28 +65,16 @@ async function explain(text, hypothesis) {
     beam_tree: treeWanted(), // beam_tree.js
   };
   $("status").textContent = "translating…";
-  let answer, payload;
+  let payload = null, error = null;
   try {
-    answer = await fetch("/v1/explain", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    payload = await answer.json();
+    payload = await ask("/v1/explain", body); // common.js
   } catch (err) {
-    if (number === state.latest) {
-      $("status").textContent = "";
-      showError("error: no answer from the server (" + err.message + ")");
-    }
-    return;
+    error = err.message;
   }
   if (number !== state.latest) return; // a newer request was sent meanwhile
   $("status").textContent = "";
-  if (!answer.ok) {
-    showError(payload.error || `error: the server answered ${answer.status}`);
-    return;
-  }
-  showError("");
+  showError(error);
+  if (error) return;
   // A new model opens on its first view (the last layer's sharpest head); after that the
   // page keeps the view, layer and head the reader picked.
   const firstView = payload.first_view;
