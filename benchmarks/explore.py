@@ -491,12 +491,16 @@ def main() -> None:
         "--pages", action="store_true", help="also time the training and compare pages"
     )
     parser.add_argument("--run", type=Path, help="the run folder of the training page")
-    parser.add_argument("--screenshot-training", type=Path, help="the training page's picture")
+    parser.add_argument(
+        "--screenshot-training", type=Path, help="the training page's picture (needs --run)"
+    )
     parser.add_argument("--screenshot-compare", type=Path, help="the compare page's picture")
     parser.add_argument(
         "--chapter-screenshots", type=Path, help="save each chapter's picture in this folder"
     )
     args = parser.parse_args()
+    if args.screenshot_training and not args.run:
+        parser.error("--screenshot-training needs --run: the picture is of a real run's history")
     sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
     from common import default_out, record_header
 
