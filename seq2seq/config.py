@@ -117,7 +117,10 @@ class TrainConfig:
     # GPU speed recipe (docs/training.md, "Training fast on a GPU"); both off by default.
     length_buckets: tuple[int, ...] = ()  # pad every batch to (max_tokens // L, L) for the
     # smallest bucket L >= its longest row: a few fixed shapes, compiled once each; (): off
-    fused_optimizer: bool = False  # AdamW(fused=True): one kernel per update on a GPU
+    fused_optimizer: bool = False  # AdamW(fused=True): one kernel per update on a GPU, which
+    # also skips a non-finite update without the host reading the loss
+    data_on_device: bool = False  # the training corpus copied to the device once, batches
+    # gathered there (seq2seq.data.batching.DeviceCorpus)
     max_tokens: int = 4096  # token budget per batch, padding included
     accum_steps: int = 1  # gradient accumulation
     max_steps: int = 0  # 0: no limit

@@ -15,7 +15,15 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 from seq2seq.config import load_config
-from seq2seq.data.batching import Batch, BucketCollate, ParallelDataset, collate
+from seq2seq.data.batching import (
+    Batch,
+    BucketCollate,
+    DeviceCorpus,
+    ParallelDataset,
+    TokenBatchSampler,
+    bucket_lengths,
+    collate,
+)
 from seq2seq.training import loop as train_module
 from seq2seq.training.loss import token_losses
 from seq2seq.training.run import Run
@@ -74,8 +82,8 @@ def test_compiled_training_stops_compiling_after_the_first_shape_change(
     graphs_after_step = []
     real_update = train_module.train_update
 
-    def counting_update(run: Run, group: list[Batch]) -> train_module.Update | None:
-        update = real_update(run, group)
+    def counting_update(run: Run, group: list[Batch], step: int) -> train_module.Update | None:
+        update = real_update(run, group, step)
         graphs_after_step.append(counters["stats"]["unique_graphs"])
         return update
 
@@ -107,8 +115,8 @@ def counting_graphs(
     monkeypatch.setattr(torch, "compile", partial(torch.compile, backend="eager"))
     real_update = train_module.train_update
 
-    def counting_update(run: Run, group: list[Batch]) -> train_module.Update | None:
-        update = real_update(run, group)
+    def counting_update(run: Run, group: list[Batch], step: int) -> train_module.Update | None:
+        update = real_update(run, group, step)
         graphs_after_step.append(counters["stats"]["unique_graphs"])
         shapes.append((tuple(group[0].src.shape), tuple(group[0].tgt.shape)))
         return update
@@ -139,6 +147,36 @@ def test_bucketed_training_compiles_once_per_bucket_over_an_epoch(
     assert {src for src, _ in shapes} <= {(2048 // b, b) for b in buckets}
     assert all(src == tgt for src, tgt in shapes)
     assert graphs_after_step[-1] == graphs_after_step[0] * len(set(shapes))
+
+
+def assert_same_batch(made: Batch, expected: Batch) -> None:
+    for name in ("src", "src_lens", "tgt", "tgt_lens", "indices"):
+        got, want = getattr(made, name), getattr(expected, name)
+        assert got.dtype == want.dtype and torch.equal(got, want), name
+    assert (made.num_tgt_tokens, made.num_src_tokens) == (
+        expected.num_tgt_tokens,
+        expected.num_src_tokens,
+    )
+
+
+@pytest.mark.parametrize("buckets", [(), (4, 8, 16)])
+def test_batches_made_on_the_device_equal_those_made_on_the_host(buckets: tuple) -> None:
+    """train.data_on_device: every batch of two shuffled epochs, gathered from the corpus on
+    the device, equals the host's `collate` (or `BucketCollate`) of the same rows, rows of no
+    piece and filler rows included."""
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(4, VOCAB, size=rng.integers(0, 14)).tolist() for _ in range(300)]
+    dataset = ParallelDataset.from_ids(ids, [[*row[::-1], 5] for row in ids])
+    src_lens, tgt_lens = dataset.src_lens, dataset.tgt_lens
+    host_collate = BucketCollate(buckets, 64) if buckets else collate
+    if buckets:
+        src_lens = tgt_lens = bucket_lengths(np.maximum(src_lens, tgt_lens), buckets)
+    sampler = TokenBatchSampler(src_lens, tgt_lens, 64, seed=3)
+    corpus = DeviceCorpus(dataset, torch.device("cpu"), buckets, 64)
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        for indices in sampler:
+            assert_same_batch(corpus.batch(indices), host_collate([dataset[i] for i in indices]))
 
 
 @pytest.mark.parametrize("arch", ["transformer", "gru"])

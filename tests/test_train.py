@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,14 +40,35 @@ def run_train(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+def update(step: int, loss: float, nll: float, tgt: int, src: int, applied: bool | None = None):
+    """An `Update` with these figures, as `train_update` leaves them on the device."""
+    return train_module.Update(
+        step=step,
+        means=torch.tensor([loss, nll]),
+        grad_norm=torch.tensor(0.5 * step),
+        applied=None if applied is None else torch.tensor(applied),
+        tgt_tokens=torch.tensor(float(tgt)),
+        src_tokens=src,
+    )
+
+
 def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
     window = train_module.Window()
-    window.add(train_module.Update(loss=2.0, nll=1.0, grad_norm=0.5, tgt_tokens=100, src_tokens=90))
-    window.add(
-        train_module.Update(loss=5.0, nll=4.0, grad_norm=0.5, tgt_tokens=300, src_tokens=310)
-    )
+    window.add(update(1, loss=2.0, nll=1.0, tgt=100, src=90))
+    window.add(update(2, loss=5.0, nll=4.0, tgt=300, src=310))
+    assert window.tgt == 0 and len(window.pending) == 2  # nothing read before the log line
+    assert window.settle() == []  # checked on the host: nothing to report
     assert (window.loss / window.tgt, window.nll / window.tgt) == (4.25, 3.25)
-    assert (window.tgt, window.src) == (400, 400)
+    assert (window.tgt, window.src, window.grad_norm, window.pending) == (400, 400, 1.0, [])
+
+
+def test_updates_skipped_on_the_device_are_left_out_of_the_window() -> None:
+    window = train_module.Window()
+    window.add(update(7, loss=2.0, nll=1.0, tgt=100, src=90, applied=True))
+    window.add(update(8, loss=float("nan"), nll=1.0, tgt=300, src=310, applied=False))
+    assert window.settle() == [(7, True), (8, False)]
+    assert (window.loss, window.nll, window.tgt, window.src) == (200.0, 100.0, 100, 90)
+    assert window.grad_norm == 3.5  # of step 7, the last one applied
 
 
 def test_a_step_count_right_after_a_line_by_time_writes_no_second_line() -> None:
@@ -215,9 +237,14 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
 
 
 @pytest.mark.slow  # trains for seconds
+@pytest.mark.parametrize("fused", [False, True])  # skipped by the host, or on the device
 def test_non_finite_losses_are_skipped_then_stop_the_run(
-    reversal: Path, tmp_path: Path, monkeypatch
+    fused: bool, reversal: Path, tmp_path: Path, monkeypatch
 ) -> None:
+    """A non-finite loss skips its update; max_bad_steps of them in a row stop the run. The
+    host checks each loss at once and a skipped update takes no step number; with
+    train.fused_optimizer the device skips it, the host learns of it at the next log line or
+    save, and it takes its step number (the schedule went on)."""
     real = train_module.token_losses
     calls = {"n": 0}
 
@@ -233,6 +260,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
         None,
         [
             *tiny_overrides("gru", reversal, tmp_path / "skip"),
+            f"train.fused_optimizer={str(fused).lower()}",
             "train.max_steps=10",
             "train.valid_every=10",
             "train.attention_samples=0",
@@ -240,6 +268,12 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     )
     progress = train_module.train(cfg)
     assert progress.skipped_steps == 2 and progress.step == 10
+    log_lines = (tmp_path / "skip" / "train.log").read_text().splitlines()
+    skipped = [line[20:] for line in log_lines if line.endswith("update skipped")]  # no time
+    # token_losses' calls 3 and 4: on the device the updates of steps 3 and 4; on the host two
+    # updates after step 2, which take no step number
+    steps = (3, 4) if fused else (2, 2)
+    assert skipped == [f"step {n}: non-finite loss or gradient, update skipped" for n in steps]
     weights = load_checkpoint(tmp_path / "skip" / "last.pt")["model"]
     assert all(torch.isfinite(w).all() for w in weights.values())
 
@@ -252,6 +286,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
         None,
         [
             *tiny_overrides("gru", reversal, tmp_path / "diverge"),
+            f"train.fused_optimizer={str(fused).lower()}",
             "train.max_steps=10",
             "train.max_bad_steps=3",
         ],
@@ -385,7 +420,8 @@ def train_steps(
         train.src_lens, train.tgt_lens, cfg.train.max_tokens, seed=cfg.train.seed
     )
     batches = islice(make_loader(train, sampler), steps)
-    return run, [train_module.train_update(run, [batch]) for batch in batches], start
+    updates = [train_module.train_update(run, [b], i) for i, b in enumerate(batches, 1)]
+    return run, updates, start
 
 
 def flat_weights(model: torch.nn.Module) -> torch.Tensor:
@@ -407,8 +443,8 @@ def test_fp16_with_a_gradient_scaler_trains_on_a_cpu_as_fp32_does(reversal: Path
     # Enabled, and still at its initial 2^16: no step overflowed and none was skipped.
     assert fp16.scaler.is_enabled() and fp16.scaler.get_scale() == 2.0**16
     for fp32_update, fp16_update in zip(fp32_updates, fp16_updates, strict=True):
-        assert fp16_update.loss == pytest.approx(fp32_update.loss, rel=2e-3)
-        assert fp16_update.grad_norm == pytest.approx(fp32_update.grad_norm, rel=2e-3)
+        assert fp16_update.means[0].item() == pytest.approx(fp32_update.means[0].item(), rel=2e-3)
+        assert fp16_update.grad_norm.item() == pytest.approx(fp32_update.grad_norm.item(), rel=2e-3)
     fp32_weights, fp16_weights = flat_weights(fp32.raw_model), flat_weights(fp16.raw_model)
     assert (fp16_weights - fp32_weights).norm() < 0.05 * (fp32_weights - start).norm()
 
@@ -452,3 +488,41 @@ def test_fp16_on_a_cpu_logs_a_warning() -> None:
     log = Lines()
     train_module.log_start(run, Progress(step=1), log, resumed=True)
     assert log.lines[-1].startswith("warning: fp16 on a CPU is for checking the fp16 path")
+
+
+@pytest.mark.slow  # trains for seconds
+def test_batches_made_on_the_device_train_and_resume_as_the_hosts(
+    reversal: Path, tmp_path: Path
+) -> None:
+    """train.data_on_device gives the batches the host gives, in the same order (20 steps of
+    2 epochs): the same weights and progress; and the same again when stopped at step 8 and
+    resumed (but for the validation at step 8)."""
+
+    def run(name: str, on_device: bool, steps: int) -> Progress:
+        overrides = [
+            *tiny_overrides("transformer", reversal, tmp_path / name),
+            'train.device="cpu"',
+            'train.precision="fp32"',
+            "train.fused_optimizer=true",
+            f"train.data_on_device={str(on_device).lower()}",
+            f"train.max_steps={steps}",
+            "train.valid_every=10",
+            "train.valid_max_sentences=8",
+            "train.attention_samples=0",
+        ]
+        return train_module.train(load_config(None, overrides))
+
+    assert run("host", False, 20).epoch == 1  # the second epoch begun
+    run("device", True, 20)
+    assert_resumed_exactly(tmp_path / "host", tmp_path / "device", 20)
+    run("resumed", True, 8)  # validates at step 8, its max_steps, as the whole run did not
+    progress = asdict(run("resumed", True, 20))
+    whole = load_checkpoint(tmp_path / "device" / "last.pt")
+    kept = ("step", "epoch", "position", "skipped_steps")  # best_step: step 8's BLEU may lead
+    assert {key: progress[key] for key in kept} == {
+        key: whole["training"]["progress"][key] for key in kept
+    }
+    history = [entry for entry in progress["history"] if entry["step"] != 8]
+    assert history == whole["training"]["progress"]["history"]
+    resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")["model"]
+    assert all(torch.equal(weight, resumed[name]) for name, weight in whole["model"].items())

@@ -8,6 +8,8 @@
     collate -> Batch    pad a list of examples into (B, S) and (B, T) tensors
     BucketCollate       the GPU recipe's padding (train.length_buckets): every batch padded
                         to one of a few fixed shapes, so a compiled model compiles each once
+    DeviceCorpus        the GPU recipe's batches (train.data_on_device): the id arrays copied
+                        to the device once, each batch gathered and padded there
 
 Shapes: B = batch, S = source length, T = target length (both include the special tokens).
 A source row is `ids + [EOS]`, a target row `[BOS] + ids + [EOS]` (see `seq2seq.models.base`).
@@ -331,8 +333,10 @@ def collate(samples: list[Example], length: int = 0) -> Batch:
     src, src_lens = _pad([sample.src for sample in samples], length)
     tgt, tgt_lens = _pad([sample.tgt for sample in samples], length)
     indices = torch.tensor([sample.index for sample in samples], dtype=torch.long)
-    num_tgt_tokens = int(tgt_lens.sum()) - len(samples)
-    return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens, int(src_lens.sum()))
+    # counted on the host's arrays: reading a sum back from a tensor is a wait on a GPU
+    num_tgt_tokens = sum(len(sample.tgt) - 1 for sample in samples)
+    num_src_tokens = sum(len(sample.src) for sample in samples)
+    return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens, num_src_tokens)
 
 
 def bucket_lengths(lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
@@ -366,6 +370,81 @@ class BucketCollate:
         batch = collate([*samples, *[filler] * (rows - len(samples))], length)
         batch.num_src_tokens -= rows - len(samples)  # a filler target adds no token to predict
         return batch
+
+
+class DeviceCorpus:
+    """A `ParallelDataset` resident on a device (train.data_on_device): its flat id arrays and
+    offsets are copied there once, and each batch of dataset indices is gathered and padded
+    there by indexing, as `collate` pads it on the host (with `buckets`, as `BucketCollate`
+    does). Only the batch's indices cross from the host; the padded widths and token counts
+    come from the lengths the host keeps, so nothing is read back from the device.
+
+    Memory on the device: the corpus's ids as int32 and its offsets as int64 (Multi30k: 1.6 MB).
+    """
+
+    def __init__(
+        self,
+        dataset: ParallelDataset,
+        device: torch.device,
+        buckets: tuple[int, ...] = (),
+        max_tokens: int = 0,
+    ):
+        self.device, self.buckets, self.max_tokens = device, buckets, max_tokens
+        self.src_lens, self.tgt_lens = dataset.src_lens, dataset.tgt_lens  # (N,) on the host
+        self.src, self.src_offsets = _to_device(dataset._src, dataset._src_offsets, device)
+        self.tgt, self.tgt_offsets = _to_device(dataset._tgt, dataset._tgt_offsets, device)
+
+    def batch(self, indices: Sequence[int]) -> Batch:
+        """The `Batch` of these dataset rows, on the device: that of `collate`, or with
+        `buckets` that of `BucketCollate` (filler rows, index -1, after the real ones)."""
+        rows = np.asarray(indices, dtype=np.int64)
+        src_lens, tgt_lens = self.src_lens[rows], self.tgt_lens[rows]
+        src_width, tgt_width = int(src_lens.max()), int(tgt_lens.max())
+        if self.buckets:
+            src_width = tgt_width = int(
+                bucket_lengths(np.array([max(src_width, tgt_width)]), self.buckets)[0]
+            )
+            fillers = self.max_tokens // src_width - len(rows)
+            if fillers < 0:
+                raise ValueError(f"{len(rows)} rows of {src_width} tokens exceed max_tokens")
+            rows = np.concatenate([rows, np.full(fillers, -1)])
+        index = torch.from_numpy(rows).to(self.device, non_blocking=True)  # (B,)
+        real = index >= 0
+        at = index.clamp(min=0)
+        src_start, src_end = self.src_offsets[at], self.src_offsets[at + 1]
+        tgt_start, tgt_end = self.tgt_offsets[at], self.tgt_offsets[at + 1]
+        # a filler row: source [EOS] (no piece), target [BOS] alone (-1 pieces: no EOS either)
+        src_pieces = torch.where(real, src_end - src_start, 0)
+        tgt_pieces = torch.where(real, tgt_end - tgt_start, -1)
+        return Batch(
+            src=_padded_rows(self.src, src_start, src_pieces, src_width, bos=False),
+            src_lens=src_pieces + 1,
+            tgt=_padded_rows(self.tgt, tgt_start, tgt_pieces, tgt_width, bos=True),
+            tgt_lens=tgt_pieces + 2,
+            indices=index,
+            num_tgt_tokens=int(tgt_lens.sum()) - len(tgt_lens),
+            num_src_tokens=int(src_lens.sum()),
+        )
+
+
+def _to_device(flat: Array1D, offsets: Array1D, device: torch.device) -> tuple[Tensor, Tensor]:
+    """One side's (M + 1,) int32 ids, a PAD_ID after the last one (so that a row's gather never
+    reads past the end), and (N + 1,) int64 offsets, on `device`."""
+    ids = np.append(np.asarray(flat[0 : len(flat)], dtype=np.int32), np.int32(PAD_ID))
+    starts = np.array(offsets[0 : len(offsets)], dtype=np.int64)  # a copy: a file is read-only
+    return torch.from_numpy(ids).to(device), torch.from_numpy(starts).to(device)
+
+
+def _padded_rows(flat: Tensor, starts: Tensor, pieces: Tensor, width: int, bos: bool) -> Tensor:
+    """(B, width) long rows `[BOS]? + flat[start : start + pieces] + [EOS]`, padded with PAD_ID,
+    gathered on flat's device; starts, pieces: (B,) long. A row of -1 pieces (with `bos`) is
+    [BOS] alone."""
+    position = torch.arange(width, device=flat.device) - int(bos)  # (W,) piece index, BOS at -1
+    piece = position[None, :]  # (1, W)
+    ids = flat[(starts[:, None] + piece).clamp(0, len(flat) - 1)].long()  # (B, W)
+    rows = torch.where((piece >= 0) & (piece < pieces[:, None]), ids, PAD_ID)
+    rows = torch.where(piece == pieces[:, None], EOS_ID, rows)
+    return torch.where(piece == -1, BOS_ID, rows)
 
 
 def make_loader(

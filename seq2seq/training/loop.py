@@ -26,12 +26,14 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from torch import Tensor
 from tqdm import tqdm
 
 from seq2seq.config import Config, dump_toml
 from seq2seq.data.batching import (
     Batch,
     BucketCollate,
+    DeviceCorpus,
     Example,
     TokenBatchSampler,
     bucket_lengths,
@@ -66,37 +68,66 @@ CPU_ESTIMATE_AFTER = 20  # updates timed before a CPU run says when its first va
 CPU_RECIPE_VALID_EVERY = 500  # train.valid_every of the CPU recipe in docs/training.md
 
 
+class Update(NamedTuple):
+    """One optimizer update. Its figures stay on the device that computed them until a log line
+    reads them all at once (`Window.settle`): reading a GPU tensor makes the host wait for the
+    GPU, and a wait in every step leaves the GPU idle while the host prepares the next one."""
+
+    step: int  # the step number the update takes
+    means: Tensor  # (2,) float32: mean loss and NLL per target token, over all ranks
+    grad_norm: Tensor  # () float32: the gradient norm before clipping
+    applied: Tensor | None  # () bool: False when the device skipped it; None: the host checked
+    tgt_tokens: Tensor  # () float32: target tokens, all ranks
+    src_tokens: int  # source tokens, all ranks
+
+    def figures(self) -> Tensor:
+        """(5,) float32 on the device: mean loss, mean NLL, gradient norm, target tokens, and
+        1 when the update was applied, else 0."""
+        applied = torch.ones_like(self.grad_norm) if self.applied is None else self.applied
+        return torch.stack([*self.means, self.grad_norm, self.tgt_tokens, applied.float()])
+
+
 @dataclass
 class Window:
-    """Token-weighted sums over the steps since the last log line; logged as means."""
+    """The updates since the last log line: `pending` ones, still on the device, and the
+    token-weighted sums of those settled (read to the host), which the log line shows as means."""
 
     start: float = field(default_factory=time.perf_counter)
+    pending: list[Update] = field(default_factory=list)
     loss: float = 0.0  # sum over steps of (mean loss per target token) * target tokens
     nll: float = 0.0
     tgt: int = 0  # target tokens
     src: int = 0  # source tokens
-    steps: int = 0
+    grad_norm: float = 0.0  # of the last update settled
+    steps: int = 0  # updates added
+    shown_loss: float = math.nan  # the loss of the last log line, which the progress bar shows
     after_timer: bool = False  # the line before it was written by time, not at a step count
 
-    def add(self, update: "Update") -> None:
+    def add(self, update: Update) -> None:
         self.steps += 1
-        self.loss += update.loss * update.tgt_tokens
-        self.nll += update.nll * update.tgt_tokens
-        self.tgt += update.tgt_tokens
-        self.src += update.src_tokens
+        self.pending.append(update)
+
+    def settle(self) -> list[tuple[int, bool]]:
+        """Read the pending updates' figures to the host, all in one read, and add those applied
+        to the sums, in order. Returns (step, applied) of each update the device checked."""
+        if not self.pending:
+            return []
+        rows = torch.stack([update.figures() for update in self.pending]).tolist()
+        checked = []
+        for update, (loss, nll, grad_norm, tgt, applied) in zip(self.pending, rows, strict=True):
+            if update.applied is not None:
+                checked.append((update.step, bool(applied)))
+            if applied:
+                self.loss += loss * int(tgt)
+                self.nll += nll * int(tgt)
+                self.tgt += int(tgt)
+                self.src += update.src_tokens
+                self.grad_norm = grad_norm
+        self.pending = []
+        return checked
 
     def seconds(self) -> float:
         return max(time.perf_counter() - self.start, 1e-9)
-
-
-class Update(NamedTuple):
-    """One optimizer update: mean loss and NLL per target token, over all ranks."""
-
-    loss: float
-    nll: float
-    grad_norm: float
-    tgt_tokens: int
-    src_tokens: int
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,14 +135,23 @@ class Update(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 
 
-def train_update(run: Run, group: list[Batch]) -> Update | None:
+def skips_on_device(run: Run) -> bool:
+    """Whether a non-finite update is skipped by the device, with no read to the host: the
+    fused AdamW kernel skips its step when told so by a flag on the device (`found_inf`, as
+    the gradient scaler uses it). fp16 keeps its scaler, which decides on the host."""
+    return run.cfg.train.fused_optimizer and not run.scaler.is_enabled()
+
+
+def train_update(run: Run, group: list[Batch], step: int) -> Update | None:
     """One optimizer update on a group of `accum_steps` batches: gradients of sum(loss) /
-    (target tokens in the group, all ranks). None when the loss or gradient is not finite
-    (the update is skipped)."""
+    (target tokens in the group, all ranks), taking step number `step`.
+
+    A non-finite loss or gradient skips the update. When `skips_on_device`, the device decides
+    and nothing here waits for it (the schedule still advances: the update takes its step
+    number); otherwise the host reads the loss and gradient norm and returns None."""
     env, model = run.env, run.model
-    num_tokens = distributed.all_reduce_sum(
-        torch.tensor(float(sum(b.num_tgt_tokens for b in group)), device=run.device), env
-    )
+    tgt_tokens = float(sum(b.num_tgt_tokens for b in group))
+    num_tokens = distributed.all_reduce_sum(on_device(tgt_tokens, run.device), env)
     sums = torch.zeros(2, device=run.device)  # loss, nll
     run.optimizer.zero_grad(set_to_none=True)
     for i, batch in enumerate(group):
@@ -125,21 +165,39 @@ def train_update(run: Run, group: list[Batch]) -> Update | None:
             )
             run.scaler.scale(loss * env.world_size / num_tokens).backward()
         sums += torch.stack([loss.detach(), nll])
-    loss_value, nll_value = (distributed.all_reduce_sum(sums, env) / num_tokens).tolist()
+    means = distributed.all_reduce_sum(sums, env) / num_tokens
     run.scaler.unscale_(run.optimizer)
     max_norm = run.cfg.train.clip_norm or float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(run.raw_model.parameters(), max_norm)
-    finite = math.isfinite(loss_value) and (run.scaler.is_enabled() or bool(grad_norm.isfinite()))
-    if not finite:
+    applied = None
+    if skips_on_device(run):
+        applied = means[0].isfinite() & grad_norm.isfinite()
+        run.optimizer.found_inf = (~applied).float()  # read by the fused kernel
+        run.optimizer.step()
+        del run.optimizer.found_inf
+    elif not update_is_finite(run, means, grad_norm):
         run.optimizer.zero_grad(set_to_none=True)
         run.scaler.update()
         return None
-    run.scaler.step(run.optimizer)
+    else:
+        run.scaler.step(run.optimizer)
     run.scaler.update()
     if not isinstance(run.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
         run.scheduler.step()
     src_tokens = sum(b.num_src_tokens for b in group) * env.world_size
-    return Update(loss_value, nll_value, float(grad_norm), int(num_tokens.item()), src_tokens)
+    return Update(step, means.detach(), grad_norm.detach(), applied, num_tokens, src_tokens)
+
+
+def update_is_finite(run: Run, means: Tensor, grad_norm: Tensor) -> bool:
+    """Whether the loss and gradient norm are finite, read on the host (the gradient scaler
+    checks the gradient itself)."""
+    finite = math.isfinite(means[0].item())
+    return finite and (run.scaler.is_enabled() or bool(grad_norm.isfinite()))
+
+
+def on_device(value: float, device: torch.device) -> Tensor:
+    """A float32 scalar tensor on `device`, copied without waiting for the device."""
+    return torch.tensor(value).to(device, non_blocking=True)
 
 
 def validate_and_save(run: Run, progress: Progress, log: RunLog) -> None:
@@ -177,17 +235,29 @@ def validate_and_save(run: Run, progress: Progress, log: RunLog) -> None:
         log.flush()
 
 
-def count_skipped(cfg: Config, progress: Progress, consecutive_bad: int, log: RunLog) -> int:
-    """Count a skipped update (non-finite loss or gradient); too many in a row stop the run.
-    Returns the new number of consecutive skipped updates."""
+def count_skipped(
+    cfg: Config, progress: Progress, consecutive_bad: int, log: RunLog, step: int
+) -> int:
+    """Count a skipped update (non-finite loss or gradient) at `step`; too many in a row stop
+    the run. Returns the new number of consecutive skipped updates."""
     progress.skipped_steps += 1
-    log.line(f"step {progress.step}: non-finite loss or gradient, update skipped")
+    log.line(f"step {step}: non-finite loss or gradient, update skipped")
     if consecutive_bad + 1 >= cfg.train.max_bad_steps:
         raise TrainingDiverged(
             f"training diverged: {consecutive_bad + 1} consecutive non-finite steps at "
-            f"step {progress.step}; lower train.lr or check the data"
+            f"step {step}; lower train.lr or check the data"
         )
     return consecutive_bad + 1
+
+
+def settle(
+    cfg: Config, progress: Progress, window: Window, log: RunLog, consecutive_bad: int
+) -> int:
+    """Read the window's pending updates (`Window.settle`) and count those the device skipped;
+    returns the new number of consecutive skipped updates."""
+    for step, applied in window.settle():
+        consecutive_bad = 0 if applied else count_skipped(cfg, progress, consecutive_bad, log, step)
+    return consecutive_bad
 
 
 def record_validation(cfg: Config, progress: Progress, metrics: dict[str, float]) -> None:
@@ -230,38 +300,39 @@ def log_start(run: Run, progress: Progress, log: RunLog, resumed: bool) -> None:
         )
 
 
-def log_update(
-    run: Run, progress: Progress, update: Update, window: Window, log: RunLog, bar: tqdm
-) -> Window:
-    """Advance the bar; every `log_every` steps (and, when the output is not a terminal, at
-    least every `log_every_seconds`) a log line and TensorBoard points. Returns the window of
-    the next log line."""
+def show_progress(run: Run, progress: Progress, window: Window, bar: tqdm) -> None:
+    """Advance the bar, with what the host knows without reading the device: the loss of the
+    last log line, the learning rate, and when the next validation comes."""
     train = run.cfg.train
     lr = run.optimizer.param_groups[0]["lr"]
-    tgt_per_s = window.tgt / window.seconds()
     next_validation = train.valid_every - progress.step % train.valid_every
     bar.update(1)
-    postfix = f"loss {update.loss:.3f}, lr {lr:.2e}, {tgt_per_s:,.0f} tgt tok/s, "
-    postfix += f"validation in {next_validation} steps"
+    postfix = f"loss {window.shown_loss:.3f}, lr {lr:.2e}, validation in {next_validation} steps"
     steps_per_second = None if bar.disable else bar.format_dict["rate"]
     if steps_per_second:
         postfix += f" ({tqdm.format_interval(next_validation / steps_per_second)})"
     bar.set_postfix_str(postfix, refresh=False)
-    by_time = train.log_every_seconds if bar.disable else 0.0  # by time only without a bar
-    reason = log_reason(progress.step, window, train.log_every, by_time)
-    if reason is None:
+
+
+def log_line(run: Run, progress: Progress, window: Window, log: RunLog, reason: str) -> Window:
+    """The log line and TensorBoard points of a settled window, written for `reason`
+    (`log_reason`); returns the next window. A window whose updates were all skipped has
+    nothing to show: it goes on."""
+    if not window.tgt:
         return window
+    lr = run.optimizer.param_groups[0]["lr"]
+    tgt_per_s = window.tgt / window.seconds()
     loss, nll = window.loss / window.tgt, window.nll / window.tgt
     scalars = {"train/loss": loss, "train/nll": nll, "train/ppl": math.exp(min(nll, 100.0))}
-    scalars |= {"train/lr": lr, "train/grad_norm": update.grad_norm, "train/epoch": progress.epoch}
+    scalars |= {"train/lr": lr, "train/grad_norm": window.grad_norm, "train/epoch": progress.epoch}
     scalars["train/tgt_tokens_per_second"] = tgt_per_s
     scalars["train/tokens_per_second"] = (window.tgt + window.src) / window.seconds()
     log.scalars(progress.step, scalars)
     log.line(
         f"step {progress.step} epoch {progress.epoch} loss {loss:.4f} nll {nll:.4f} "
-        f"lr {lr:.3g} |g| {update.grad_norm:.3g} {tgt_per_s:,.0f} tgt tok/s"
+        f"lr {lr:.3g} |g| {window.grad_norm:.3g} {tgt_per_s:,.0f} tgt tok/s"
     )
-    return Window(after_timer=reason == "time")
+    return Window(after_timer=reason == "time", shown_loss=loss)
 
 
 def log_reason(step: int, window: Window, log_every: int, log_every_seconds: float) -> str | None:
@@ -378,16 +449,16 @@ def start(run: Run) -> Progress:
     return progress or Progress()
 
 
-def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[list[Example]], Batch]]:
-    """This rank's batches of the training split, and how they are padded: to the longest row
-    of each batch, or with train.length_buckets to a few fixed shapes (`BucketCollate`), the
-    sampler then sizing each batch by the bucket of its rows."""
+def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[], Iterator[Batch]]]:
+    """This rank's batches of the training split: the sampler that picks them, and a function
+    that gives the rest of its epoch's batches on the training device. They are padded to the
+    longest row of each batch, or with train.length_buckets to a few fixed shapes
+    (`BucketCollate`), the sampler then sizing each batch by the bucket of its rows; and made on
+    the host, or with train.data_on_device on the device (`DeviceCorpus`: the same batches)."""
     train, env = run.cfg.train, run.env
     src_lens, tgt_lens = run.train_set.src_lens, run.train_set.tgt_lens
-    collate_fn: Callable[[list[Example]], Batch] = collate
     if train.length_buckets:
         src_lens = tgt_lens = bucket_lengths(np.maximum(src_lens, tgt_lens), train.length_buckets)
-        collate_fn = BucketCollate(train.length_buckets, train.max_tokens)
     sampler = TokenBatchSampler(
         src_lens,
         tgt_lens,
@@ -397,16 +468,27 @@ def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[list[Exampl
         num_replicas=env.world_size,
         rank=env.rank,
     )
-    return sampler, collate_fn
+    if train.data_on_device:
+        corpus = DeviceCorpus(run.train_set, run.device, train.length_buckets, train.max_tokens)
+        return sampler, lambda: map(corpus.batch, sampler)
+    collate_fn: Callable[[list[Example]], Batch] = collate
+    if train.length_buckets:
+        collate_fn = BucketCollate(train.length_buckets, train.max_tokens)
+    return sampler, lambda: (
+        batch.to(run.device, non_blocking=True)
+        for batch in make_loader(run.train_set, sampler, train.num_workers, collate_fn=collate_fn)
+    )
 
 
 def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
-    """Update after update until max_steps, max_epochs, early stopping or a stop signal."""
+    """Update after update until max_steps, max_epochs, early stopping or a stop signal. Nothing
+    in a step reads the device, but the log lines (every `log_every` steps), validation and
+    saving: a GPU runs ahead of the host."""
     cfg, env = run.cfg, run.env
     resumed = progress.step > 0
     log = RunLog(run.run_dir, env.is_main, purge_step=progress.step + 1 if resumed else None)
     log_start(run, progress, log, resumed)
-    sampler, collate_fn = training_batches(run)
+    sampler, epoch_batches = training_batches(run)
     bar = tqdm(
         total=planned_last_step(cfg, progress, len(sampler)),
         initial=progress.step,
@@ -414,22 +496,27 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
         unit="step",
         dynamic_ncols=True,
     )
+    log_every_seconds = cfg.train.log_every_seconds if bar.disable else 0.0  # without a bar
     run.model.train()
-    window, consecutive_bad, last_save, started = Window(), 0, time.monotonic(), time.perf_counter()
+    window, consecutive_bad, started = Window(), 0, time.perf_counter()
     first_step, last_validated = progress.step, progress.step if resumed else -1
+    saves = Saves(run, signals)
     while finished_reason(cfg, progress) is None:
         sampler.load_state_dict({"epoch": progress.epoch, "position": progress.position})
-        loader = make_loader(run.train_set, sampler, cfg.train.num_workers, collate_fn=collate_fn)
-        batches = iter(loader)
-        while group := [b.to(run.device) for b in islice(batches, cfg.train.accum_steps)]:
+        batches = epoch_batches()
+        while group := list(islice(batches, cfg.train.accum_steps)):
             progress.position += len(group)
-            update = train_update(run, group)
-            consecutive_bad = 0 if update else count_skipped(cfg, progress, consecutive_bad, log)
-            if update is None:
+            update = train_update(run, group, progress.step + 1)
+            if update is None:  # the host saw a non-finite loss or gradient: skipped
+                consecutive_bad = count_skipped(cfg, progress, consecutive_bad, log, progress.step)
                 continue
+            consecutive_bad = 0 if update.applied is None else consecutive_bad
             progress.step += 1
             window.add(update)
-            window = log_update(run, progress, update, window, log, bar)
+            show_progress(run, progress, window, bar)
+            if reason := log_reason(progress.step, window, cfg.train.log_every, log_every_seconds):
+                consecutive_bad = settle(cfg, progress, window, log, consecutive_bad)
+                window = log_line(run, progress, window, log, reason)
             if progress.step == 1 and env.is_main:
                 data, lines = run.data, run.valid_lines
                 log_first_attention(cfg, run.raw_model, data, lines, run.device, log, 1)
@@ -437,19 +524,11 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
                 log_first_validation(run, progress, log, time.perf_counter() - started)
 
             paused = time.perf_counter()  # validation and saving do not count towards tokens/s
-            reached_max = bool(cfg.train.max_steps and progress.step >= cfg.train.max_steps)
-            save_due = cfg.train.save_every and progress.step % cfg.train.save_every == 0
-            minutes = cfg.train.save_every_minutes
-            save_due = save_due or bool(minutes and time.monotonic() - last_save >= minutes * 60)
-            stop_signal, save_due = distributed.any_rank(
-                [signals.received, save_due], env, run.device
-            )
-            if progress.step % cfg.train.valid_every == 0 or reached_max:
-                validate_and_save(run, progress, log)
-                last_validated, last_save = progress.step, time.monotonic()
-            elif save_due or stop_signal:
-                save_last(run, progress)
-                last_save = time.monotonic()
+            validate_now, save_now, stop_signal = saves.due(progress)
+            if validate_now or save_now:
+                consecutive_bad = settle(cfg, progress, window, log, consecutive_bad)
+                saves.save(progress, log, validate_now)
+                last_validated = progress.step if validate_now else last_validated
             window.start += time.perf_counter() - paused
             if stop_signal:
                 bar.close()
@@ -457,12 +536,13 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
                 log.line(message, echo=False)
                 log.close()
                 signals.exit(message, announce=env.is_main)
-            if reached_max or progress.stopped_early:
+            if saves.reached_max(progress) or progress.stopped_early:
                 break
         else:
             progress.epoch += 1
             progress.position = 0
     bar.close()
+    settle(cfg, progress, window, log, consecutive_bad)
     if last_validated != progress.step:
         validate_and_save(run, progress, log)
     log.line(
@@ -470,3 +550,37 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
         f"{progress.best_bleu:.2f} at step {progress.best_step} ({run.run_dir / 'best.pt'})"
     )
     log.close()
+
+
+class Saves:
+    """When the loop validates (every `valid_every` steps and at max_steps, writing its
+    checkpoints) and when it only writes last.pt (every `save_every` steps, every
+    `save_every_minutes`, and at a stop signal, so that the run resumes where it stopped)."""
+
+    def __init__(self, run: Run, signals: StopSignals) -> None:
+        self.run, self.signals = run, signals
+        self.last_save = time.monotonic()
+
+    def reached_max(self, progress: Progress) -> bool:
+        max_steps = self.run.cfg.train.max_steps
+        return bool(max_steps and progress.step >= max_steps)
+
+    def due(self, progress: Progress) -> tuple[bool, bool, bool]:
+        """(validate, save last.pt only, stop) after the update that made `progress.step`,
+        agreed by every rank."""
+        train = self.run.cfg.train
+        save_due = bool(train.save_every and progress.step % train.save_every == 0)
+        minutes = train.save_every_minutes
+        save_due = save_due or bool(minutes and time.monotonic() - self.last_save >= minutes * 60)
+        stop_signal, save_due = distributed.any_rank(
+            [self.signals.received, save_due], self.run.env, self.run.device
+        )
+        validate = progress.step % train.valid_every == 0 or self.reached_max(progress)
+        return validate, not validate and (save_due or stop_signal), stop_signal
+
+    def save(self, progress: Progress, log: RunLog, validate: bool) -> None:
+        if validate:
+            validate_and_save(self.run, progress, log)
+        else:
+            save_last(self.run, progress)
+        self.last_save = time.monotonic()

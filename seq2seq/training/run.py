@@ -267,7 +267,8 @@ def training_checkpoint(run: Run, progress: Progress, rng_states: list[dict]) ->
 
 
 # Keys a resumed run may change: when it stops, how often it validates, saves and logs, where
-# it runs, on the fast modules or the textbook ones (model.fast: they compute the same), and how
+# it runs, on the fast modules or the textbook ones (model.fast: they compute the same), where
+# its batches are made (train.data_on_device, num_workers: the same batches), and how
 # its checkpoints translate afterwards. Any other key (model, data, seed,
 # learning rate and schedule, batches, precision, what validation measures) would make the run
 # that continues another run than the one saved.
@@ -278,6 +279,7 @@ CHANGEABLE_ON_RESUME = frozenset(
         "train.run_dir",
         "train.device",
         "train.compile",
+        "train.data_on_device",
         "train.num_workers",
         "train.max_steps",
         "train.max_epochs",
