@@ -142,6 +142,8 @@ class TrainConfig:
     save_every: int = 0  # steps between extra writes of last.pt; 0: only at validations
     save_every_minutes: float = 10.0  # also write last.pt when this long since the last save
     valid_max_sentences: int = 0  # 0: the whole valid split
+    valid_batch_tokens: int = 0  # validation decodes in batches of at most this many padded
+    # source tokens times beams (and decode.batch_size sentences); 0: as any decoding (16,000)
     patience: int = 0  # validations without BLEU improvement before stopping; 0: never stop
     keep_last: int = 0  # also keep the last K validation checkpoints (for averaging)
     attention_samples: int = 3  # valid sentences whose attention maps go to TensorBoard

@@ -116,6 +116,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.save_every": AT_LEAST_0,
     "train.save_every_minutes": AT_LEAST_0,
     "train.valid_max_sentences": AT_LEAST_0,
+    "train.valid_batch_tokens": AT_LEAST_0,
     "train.patience": AT_LEAST_0,
     "train.keep_last": AT_LEAST_0,
     "train.attention_samples": AT_LEAST_0,

@@ -24,9 +24,11 @@ from seq2seq.data.batching import (
     bucket_lengths,
     collate,
 )
+from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.training import loop as train_module
 from seq2seq.training.loss import token_losses
 from seq2seq.training.run import Run
+from seq2seq.training.validation import validation_translator
 from tests.reversal import tiny_overrides
 from tests.tiny import VOCAB, tiny_model
 
@@ -193,6 +195,30 @@ def test_bucket_padding_leaves_the_loss_unchanged(arch: str) -> None:
         expected = token_losses(model, plain, 0.1, None, model.cross_entropy)
         padded = token_losses(model, bucketed, 0.1, None, model.cross_entropy)
     torch.testing.assert_close(padded, expected)
+
+
+@pytest.mark.parametrize("arch", ["transformer", "gru"])
+def test_validation_in_one_large_batch_translates_as_in_small_ones(
+    arch: str, reversal: Path
+) -> None:
+    """train.valid_batch_tokens: the valid set decoded (beam 5) in one batch of 100 sentences
+    gives the translations and scores of batches of a few sentences. The model is untrained:
+    its output is long and varied, every sentence's search its own."""
+    data = PreparedData.load(reversal)
+    sources = data.lines("valid")[0]
+    model = tiny_model(arch, vocab_size=data.tgt_tokenizer.vocab_size).eval()
+    results = []
+    for budget in (500, 1_000_000):
+        overrides = ["decode.batch_size=1024", f"train.valid_batch_tokens={budget}"]
+        cfg = load_config(None, [*overrides, 'decode.precision="fp32"'])
+        translator = validation_translator(cfg, model, data, torch.device("cpu"))
+        sizes: list[int] = []
+        best = [nbest[0] for nbest in translator.translate(sources, 5, on_batch=sizes.append)]
+        results.append((sizes, [t.tokens for t in best], [t.score for t in best]))
+    (small_sizes, small_tokens, small_scores), (large_sizes, large_tokens, large_scores) = results
+    assert large_sizes == [len(sources)] and len(small_sizes) >= 10
+    assert large_tokens == small_tokens and len({len(t) for t in large_tokens}) > 3
+    assert large_scores == pytest.approx(small_scores, abs=1e-5)
 
 
 def test_fused_adamw_steps_as_the_default_one() -> None:

@@ -92,11 +92,13 @@ class Translator:
         tgt_tokenizer: Tokenizer,
         decode_cfg: DecodeConfig,
         device: str | torch.device,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
     ):
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
+        self.max_batch_tokens = max_batch_tokens  # padded source tokens times beams per batch
         self.dtype = decode_dtype(decode_cfg.precision, self.device)
         int8 = decode_cfg.precision == "int8"
         self.model = model.int8_copy() if int8 else model
@@ -161,7 +163,8 @@ class Translator:
         The source tokenizer normalises each line as the training text was (NFC, single spaces,
         stripped). A line with nothing to translate gets `nbest` empty translations (score 0)
         without running the model. Sentences are decoded longest first, in batches of at most
-        decode_cfg.batch_size sentences and MAX_BATCH_TOKENS padded source tokens times beams;
+        decode_cfg.batch_size sentences and `max_batch_tokens` (by default MAX_BATCH_TOKENS)
+        padded source tokens times beams;
         `on_batch(n)`, if given, is called after each with its number of sentences (e.g. a
         progress bar's `update`). A line over `source_limit` is a `SourceTooLong` error (or cut,
         with decode.truncate_src), and a beam wider than the target vocabulary a `UserError`,
@@ -258,7 +261,8 @@ class Translator:
         for i in order:
             if batch:
                 padded_tokens = (len(batch) + 1) * (len(sources[batch[0]]) + 1) * beam_size
-                if len(batch) == self.decode_cfg.batch_size or padded_tokens > MAX_BATCH_TOKENS:
+                full = len(batch) == self.decode_cfg.batch_size
+                if full or padded_tokens > self.max_batch_tokens:
                     yield batch
                     batch = []
             batch.append(i)

@@ -286,6 +286,7 @@ CHANGEABLE_ON_RESUME = frozenset(
         "train.patience",
         "train.max_bad_steps",
         "train.valid_every",
+        "train.valid_batch_tokens",
         "train.save_every",
         "train.save_every_minutes",
         "train.keep_last",

@@ -18,7 +18,7 @@ from seq2seq.decoding.attention_maps import (
     teacher_forced_maps,
 )
 from seq2seq.decoding.evaluation import evaluate
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.translator import MAX_BATCH_TOKENS, Translator
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.attention_history import add_snapshot, choose_sentences, history_path
 from seq2seq.training.loss import token_losses
@@ -145,7 +145,7 @@ def validate(
     sources, references = valid_lines
     log.line(f"validating at step {step}: {len(sources)} sentences")
     nll, ppl = valid_loss(model, valid_set, cfg.train.max_tokens, device, dtype)
-    translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, cfg.decode, device)
+    translator = validation_translator(cfg, model, data, device)
     beam_size = cfg.decode.valid_beam_size
     # in a terminal, a bar of its own under the training bar; nothing in a log file
     bar = tqdm(total=len(sources), desc="validating", unit="sentence", leave=False, disable=None)
@@ -172,3 +172,14 @@ def validate(
     )
     model.train()
     return metrics
+
+
+def validation_translator(
+    cfg: Config, model: Seq2SeqModel, data: PreparedData, device: torch.device
+) -> Translator:
+    """The translator of validation: the whole valid set sorted by length, longest first, in
+    batches of at most decode.batch_size sentences and train.valid_batch_tokens padded source
+    tokens times beams (0: MAX_BATCH_TOKENS, as any decoding). A GPU decodes it in a few large
+    batches; the translations are those of any batch size (tests/test_compile.py)."""
+    budget = cfg.train.valid_batch_tokens or MAX_BATCH_TOKENS
+    return Translator(model, data.src_tokenizer, data.tgt_tokenizer, cfg.decode, device, budget)
