@@ -2,16 +2,23 @@
 """Write the record of `benchmarks/gpu.sh` from the files its steps left in one folder.
 
     benchmarks/gpu_report.py WORK_DIR [--out-dir results/bench] [--command CMD] [--config F]
+                             [--test-target BLEU]
+    benchmarks/gpu_report.py WORK_DIR --first-step-at BLEU    # the step gpu.sh decodes again
 
 WORK_DIR holds `bench.json` (benchmarks/bench.py), `run/` (the training run: its TensorBoard
-events, config.toml and best.pt), `start` and `end` (Unix times around training), `tested`
-(the Unix time the beam-5 test score was written), `decode-beam5.json` and `decode-beam1.json`
-(seq2seq evaluate --json) and, on a GPU, `memory.csv` (nvidia-smi's memory.used in MiB,
+events, config.toml and every validation's checkpoint), `start` and `end` (Unix times around
+training), `tested` (the Unix time the beam-5 test score was written), `decode-beam5.json` and
+`decode-beam1.json` (seq2seq evaluate --json), `decode-first.json` (the beam-5 test score of
+the first checkpoint at the test target, when a validation reached it) between the Unix times
+`first-start` and `first-end`, and, on a GPU, `memory.csv` (nvidia-smi's memory.used in MiB,
 sampled every 0.5 s). The record, `gpu-<device>-<time>.json`, holds:
 
 - time to a valid BLEU of 35 and of 40: seconds from the training command's start to the first
   validation at or above it (start-up, data loading and validations included), or null; and
   the seconds from that start to the beam-5 test score (training and test decoding);
+- time to a test BLEU: the first checkpoint whose valid BLEU reached the test target (40), its
+  test BLEU, and the seconds from the training command's start to its validation plus those of
+  the command that decoded the test set with it (a process of its own: start-up included);
 - the training run's median target tokens/s, its model FLOPs utilisation (`model_flops`) and
   the device memory it used at its peak;
 - each preset's training throughput and peak memory from bench.py;
@@ -60,19 +67,47 @@ def read_scalars(run_dir: Path) -> dict[str, list[tuple[float, int, float]]]:
     }
 
 
+def first_at(
+    validations: list[tuple[float, int, float]], bleu: float
+) -> tuple[float, int, float] | None:
+    """The first of the (wall time, step, BLEU) validations at or above `bleu`, or None."""
+    return next((v for v in validations if v[2] >= bleu), None)
+
+
 def time_to_bleu(
     validations: list[tuple[float, int, float]], start: float
 ) -> dict[str, dict[str, float] | None]:
     """For each target, the first validation reaching it: seconds since `start` and step."""
     reached: dict[str, dict[str, float] | None] = {}
     for target in BLEU_TARGETS:
-        first = next(((t, s, v) for t, s, v in validations if v >= target), None)
+        first = first_at(validations, target)
         reached[f"{target:g}"] = (
             None
             if first is None
             else {"seconds": round(first[0] - start, 1), "step": first[1], "bleu": first[2]}
         )
     return reached
+
+
+def time_to_test_bleu(
+    work: Path, validations: list[tuple[float, int, float]], start: float, target: float
+) -> dict[str, float] | None:
+    """The test score of the first checkpoint at a valid BLEU of `target` (decode-first.json),
+    and the seconds from `start` to its validation plus those of the command that decoded the
+    test set with it; None when no validation reached `target`."""
+    first = first_at(validations, target)
+    if first is None:
+        return None
+    started, ended = (float((work / name).read_text()) for name in ("first-start", "first-end"))
+    test = json.loads((work / "decode-first.json").read_text())
+    return {
+        "valid_bleu_target": target,
+        "step": first[1],
+        "valid_bleu": round(first[2], 2),
+        "test_bleu": test["bleu"],
+        "seconds": round(first[0] - start + ended - started, 1),
+        "test_decoding_command_seconds": round(ended - started, 1),
+    }
 
 
 def peak_device_memory(csv: Path) -> float | None:
@@ -121,7 +156,7 @@ def decoding(summary: dict[str, Any]) -> dict[str, Any]:
     return {key: summary.get(key) for key in keys}
 
 
-def report(work: Path, command: str, config: str) -> dict[str, Any]:
+def report(work: Path, command: str, config: str, test_target: float) -> dict[str, Any]:
     bench = json.loads((work / "bench.json").read_text())
     start = float((work / "start").read_text())
     end = float((work / "end").read_text())
@@ -141,13 +176,14 @@ def report(work: Path, command: str, config: str) -> dict[str, Any]:
         "environment": {**bench["environment"], "command": command},
         "training_run": {
             "config": config,
-            "changes": ["decode.valid_beam_size=5", "train.keep_last=0"],
+            "changes": ["decode.valid_beam_size=5", "train.keep_last=1000"],
             "configuration": configuration,
             "max_steps": tomllib.loads(configuration)["train"]["max_steps"],
             "steps": max((s for _, s, _ in validations), default=0),
             "seconds": round(end - start, 1),
             "time_to_valid_bleu": time_to_bleu(validations, start),
             "seconds_to_test_score": round(tested - start, 1),
+            "time_to_test_bleu": time_to_test_bleu(work, validations, start, test_target),
             "valid_bleu": [(s, round(v, 2)) for _, s, v in validations],
             "tgt_tokens_per_second": tgt_per_second,
             "tokens_per_second": tokens_per_second,
@@ -181,11 +217,29 @@ def main() -> None:
         default="configs/transformer.multi30k.en-de.gpu.toml",
         help="the configuration file the run was trained with",
     )
+    parser.add_argument(
+        "--test-target",
+        type=float,
+        default=40.0,
+        metavar="BLEU",
+        help="the valid BLEU whose first checkpoint decoded the test set again (default: 40)",
+    )
+    parser.add_argument(
+        "--first-step-at",
+        type=float,
+        metavar="BLEU",
+        help="only print the step of the run's first validation at or above BLEU (nothing: none)",
+    )
     args = parser.parse_args()
     if not args.work.is_dir():
         raise UserError(f"{args.work}: not a folder written by benchmarks/gpu.sh")
+    if args.first_step_at is not None:
+        first = first_at(read_scalars(args.work / "run").get("valid/bleu", []), args.first_step_at)
+        if first is not None:
+            print(first[1])
+        return
     try:
-        record = report(args.work, args.command, args.config)
+        record = report(args.work, args.command, args.config, args.test_target)
     except (OSError, KeyError, ValueError) as err:  # ValueError: bad JSON or TOML too
         raise UserError(f"{args.work}: incomplete benchmark folder ({err!r})") from None
     out = args.out_dir / bench_path("gpu-", record["environment"]["device_name"]).name
@@ -195,6 +249,7 @@ def main() -> None:
     print(f"wrote {out}")
     print(f"time to valid BLEU: {json.dumps(run['time_to_valid_bleu'])}")
     print(f"time to the test score: {run['seconds_to_test_score']} s")
+    print(f"time to a test BLEU: {json.dumps(run['time_to_test_bleu'])}")
     if run["model_flops"] and run["model_flops"]["utilisation"] is not None:
         print(f"model FLOPs utilisation: {run['model_flops']['utilisation']:.2%}")
     print(
