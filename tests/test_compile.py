@@ -132,14 +132,16 @@ def counting_graphs(
 def test_bucketed_training_compiles_once_per_bucket_over_an_epoch(
     multi30k_en_de: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A whole epoch of Multi30k with the GPU recipe's length buckets: every batch has one of
-    at most len(buckets) shapes, and the model is compiled once per shape (dynamic=False), the
-    graphs of the first step times the shapes seen, within Dynamo's recompile_limit."""
+    """A whole epoch of Multi30k with the GPU recipe's length buckets, batches made on the
+    device and the fused optimizer: every batch has one of at most len(buckets) shapes, and the
+    model is compiled once per shape (dynamic=False), the graphs of the first step times the
+    shapes seen, within Dynamo's recompile_limit."""
     graphs_after_step: list[int] = []
     shapes: list[tuple] = []
     counting_graphs(monkeypatch, graphs_after_step, shapes)
     overrides = compiled_run_overrides("transformer", multi30k_en_de, tmp_path / "run")
     overrides += ["train.max_tokens=2048", "train.max_steps=0", "train.max_epochs=1"]
+    overrides += ["train.data_on_device=true", "train.fused_optimizer=true"]
     buckets = load_config(GPU_RECIPE).train.length_buckets
     cfg = load_config(None, [*overrides, f"train.length_buckets={list(buckets)}"])
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):

@@ -1,32 +1,53 @@
 """No training step waits for the device. A GPU runs behind the host: each read of a GPU
-tensor to the host (`.item()`, `.tolist()`, `float(t)`, `bool(t)`, `if t:`, `.cpu()`) makes the
-host wait until the GPU has caught up, and the GPU then idles while the host prepares the next
-step. With train.fused_optimizer (the GPU recipe), the loop reads the device only at its log
-lines, validations and saves. Checked on a CPU by counting the calls of those methods."""
+tensor to the host (`.item()`, `.tolist()`, `float(t)`, `bool(t)`, `if t:`, `.cpu()`, an index
+by a boolean mask) makes the host wait until the GPU has caught up, and the GPU then idles while
+the host prepares the next step. With train.fused_optimizer (the GPU recipe), the loop reads the
+device only at its log lines, validations and saves.
+
+Checked on a CPU, as `torch.cuda.set_sync_debug_mode` would on a GPU: a dispatch mode counts the
+operators that hand a value to the host (item, bool, float and int of a tensor all end in
+`_local_scalar_dense`; nonzero and masked_select must know their output's size), and the
+methods that read a tensor's values without an operator are patched to count their calls."""
 
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from reversal import tiny_overrides
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from seq2seq.config import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.training import loop as train_module
 from seq2seq.training.run import Run
 
-READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "numpy")
+aten = torch.ops.aten
+HOST_READING_OPERATORS = {
+    aten._local_scalar_dense.default,
+    aten.nonzero.default,
+    aten.masked_select.default,
+}
+HOST_READING_METHODS = ("tolist", "numpy", "cpu")
 STEPS, LOG_EVERY = 25, 10
 
 
-class ReadCounter:
+class ReadCounter(TorchDispatchMode):
     """Counts the reads of tensors to the host, and where each training update began."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.reads = 0
         self.reads_before_update: list[int] = []  # the reads counted when update i + 1 began
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        if func in HOST_READING_OPERATORS:
+            self.reads += 1
+        return func(*args, **(kwargs or {}))
 
     def counting(self, method: Callable) -> Callable:
         def counted(*args: object, **kwargs: object) -> object:
@@ -70,9 +91,10 @@ def count_reads(
     ]
     cfg = load_config(None, overrides)
     monkeypatch.setattr(train_module, "train_update", marked_update)
-    for name in READS:
+    for name in HOST_READING_METHODS:
         monkeypatch.setattr(torch.Tensor, name, counter.counting(getattr(torch.Tensor, name)))
-    progress = train_module.train(cfg)
+    with counter:
+        progress = train_module.train(cfg)
     monkeypatch.undo()
     assert progress.step == STEPS
     return counter.reads_per_step()

@@ -4,6 +4,8 @@
     for each group of `accum_steps` batches:
         loss = label-smoothed cross-entropy of the teacher-forced logits, per target token
         backward, clip the gradient norm, AdamW step, learning-rate schedule
+        every `log_every` steps: the losses the steps left on the device, read at once, to
+            train.log and TensorBoard (no step waits for a GPU: `Update`, `Window`)
         every `valid_every` steps: valid loss and perplexity, BLEU and chrF of real decoding,
             attention maps and sample translations to TensorBoard, step-N.pt / best.pt / last.pt
         every `save_every_minutes`: last.pt
@@ -13,6 +15,11 @@ train.lock, which one process at a time holds while it trains (seq2seq/training/
 Starting the same command again resumes from last.pt exactly: weights, optimizer, schedule, step,
 epoch, the position inside the epoch and every random generator come back as they were saved.
 Ctrl-C or SIGTERM ends the current update, saves last.pt and exits with 130 or 143.
+
+The GPU speed recipe's keys act in `training_batches` (train.length_buckets, data_on_device),
+`train_update` (fused_optimizer: skipping a non-finite update on the device), `set_up` in
+seq2seq/training/run.py (compile, fused_optimizer) and `validation_translator` in
+seq2seq/training/validation.py (valid_batch_tokens).
 """
 
 import math
