@@ -3,7 +3,7 @@
 # project's dependencies installed, the prepared corpus carried, this repository run in place
 # (PYTHONPATH=., no install). From the repository root:
 #
-#     bash benchmarks/gpu.sh              # about 10 minutes on one H100
+#     bash benchmarks/gpu.sh              # on a GPU; its training stops after 5 minutes
 #     bash benchmarks/gpu.sh --dry-run    # a few minutes on a CPU: every step, tiny, as a check
 #
 # Steps: (1) benchmarks/bench.py: training target tokens/s and peak GPU memory of each preset,
@@ -20,7 +20,9 @@
 #
 # Environment: DATA (default data/multi30k.en-de), CONFIG (default
 # configs/transformer.multi30k.en-de.gpu.toml), STEPS (default: the config's train.max_steps),
-# OUT_DIR (default results/bench), PYTHON (default python3).
+# TRAIN_SECONDS (default 300: training stops after this long, at its step count otherwise;
+# the checkpoints of its validations so far stand), OUT_DIR (default results/bench), PYTHON
+# (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
@@ -28,6 +30,7 @@ PY=${PYTHON:-python3}
 DATA=${DATA:-data/multi30k.en-de}
 CONFIG=${CONFIG:-configs/transformer.multi30k.en-de.gpu.toml}
 OUT_DIR=${OUT_DIR:-results/bench}
+TRAIN_SECONDS=${TRAIN_SECONDS:-300}
 
 dry_run=false
 case "${1:-}" in
@@ -77,9 +80,12 @@ if command -v nvidia-smi >/dev/null && ! $dry_run; then
     sampler=$!
 fi
 date +%s.%N >"$work/start"
-$PY seq2seq train --config "$CONFIG" \
+# stopped after TRAIN_SECONDS as Ctrl-C stops it (SIGTERM: the update ends, last.pt is saved)
+status=0
+timeout --signal=TERM --kill-after=120 "$TRAIN_SECONDS" $PY seq2seq train --config "$CONFIG" \
     "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/run" \
-    decode.valid_beam_size=5 train.keep_last=1000 "${train_args[@]}"
+    decode.valid_beam_size=5 train.keep_last=1000 "${train_args[@]}" || status=$?
+if [ "$status" != 0 ] && [ "$status" != 124 ]; then exit "$status"; fi
 date +%s.%N >"$work/end"
 stop_sampler
 
