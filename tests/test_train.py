@@ -384,6 +384,7 @@ def test_torchrun_two_processes_on_cpu(reversal: Path, tmp_path: Path) -> None:
     assert result.stdout.count("done at step 6") == 1  # only rank 0 logs
     assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
     assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith("events")) == [
+        "attention_history.safetensors",
         "best.pt",
         "config.toml",
         "last.pt",
