@@ -520,10 +520,10 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
             consecutive_bad = 0 if update.applied is None else consecutive_bad
             progress.step += 1
             window.add(update)
-            show_progress(run, progress, window, bar)
             if reason := log_reason(progress.step, window, cfg.train.log_every, log_every_seconds):
                 consecutive_bad = settle(cfg, progress, window, log, consecutive_bad)
                 window = log_line(run, progress, window, log, reason)
+            show_progress(run, progress, window, bar)
             if progress.step == 1 and env.is_main:
                 data, lines = run.data, run.valid_lines
                 log_first_attention(cfg, run.raw_model, data, lines, run.device, log, 1)
