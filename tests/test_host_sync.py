@@ -104,12 +104,14 @@ def count_reads(
 def test_steps_between_log_lines_read_nothing_from_the_device(
     reversal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Steps 2-24 of 25, logging every 10: one read at steps 10 and 20, all the window's
+    figures at once, and none at the others. (Step 1 also logs its first attention maps, and
+    step 25 validates: both read more.)"""
     reads = count_reads(True, reversal, tmp_path / "run", monkeypatch)
-    log_steps = {1, *range(LOG_EVERY, STEPS, LOG_EVERY)}
-    assert {step: n for step, n in reads.items() if step not in log_steps} == dict.fromkeys(
-        sorted(set(range(1, STEPS)) - log_steps), 0
-    )
-    assert all(reads[step] >= 1 for step in log_steps), reads  # the log lines read the window
+    assert reads[1] > 0
+    del reads[1]
+    log_steps = range(LOG_EVERY, STEPS, LOG_EVERY)
+    assert reads == {step: int(step in log_steps) for step in range(2, STEPS)}
 
 
 @pytest.mark.slow  # trains for seconds
@@ -117,6 +119,7 @@ def test_without_the_fused_optimizer_each_step_reads_its_loss(
     reversal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The counter sees what it must: the host checks each update's loss and gradient norm
-    (2 reads) before it steps."""
+    (2 reads) before it steps. (PyTorch's default AdamW reads each weight's step count on the
+    host too: 91 reads a step in all for this model.)"""
     reads = count_reads(False, reversal, tmp_path / "run", monkeypatch)
     assert all(n >= 2 for n in reads.values()), reads
