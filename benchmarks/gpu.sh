@@ -8,9 +8,11 @@
 #
 # Steps: (1) benchmarks/bench.py: training target tokens/s and peak GPU memory of each preset,
 # timed after a warm-up of 300 steps (over two epochs of 127 batches: every batch shape met);
-# (2) the tiny Transformer trained with CONFIG (the GPU speed recipe by default), validated
+# (2) benchmarks/gpu_syncs.py: the times each of 60 uncompiled steps of CONFIG made the host
+# wait for the GPU (none but at the log lines, every 20 steps, is the aim);
+# (3) the tiny Transformer trained with CONFIG (the GPU speed recipe by default), validated
 # with beam 5, the device's memory sampled meanwhile, every validation's checkpoint kept;
-# (3) its best checkpoint decodes the test set with beam 5 and with greedy search in bf16, and
+# (4) its best checkpoint decodes the test set with beam 5 and with greedy search in bf16, and
 # so does, with beam 5, the first checkpoint whose valid BLEU reached 40.
 # benchmarks/gpu_report.py then writes results/bench/gpu-<device>-<time>.json: seconds from the
 # training command's start to a valid BLEU of 35 and of 40, to a test BLEU from the first
@@ -56,6 +58,8 @@ if $dry_run; then
     train_args=(train.valid_every=2 train.valid_max_sentences=10 train.warmup_steps=2
         train.log_every=1 train.compile=false train.precision=fp32 train.max_tokens=2048)
     bench_args=(--quick --models transformer-tiny --decode-sentences 10 --beams 5)
+    sync_args=(train.precision=fp32 train.max_tokens=2048 train.warmup_steps=2 train.max_steps=6
+        train.log_every=2 train.valid_every=6 train.valid_max_sentences=4)
     test_target=0 # the first validation's checkpoint decodes the test set again
 else
     device=cuda
@@ -63,6 +67,8 @@ else
     train_args=()
     bench_args=(--models transformer-tiny transformer-small gru --beams 5 --decode-sentences 200
         --warmup-steps 300)
+    sync_args=(train.max_steps=60 train.log_every=20 train.valid_every=60
+        train.valid_max_sentences=16)
     test_target=40
 fi
 if [ "$steps" != 0 ]; then train_args+=("train.max_steps=$steps"); fi
@@ -71,10 +77,15 @@ sentences=$($dry_run && echo 10 || wc -l <"$DATA/test.$src")
 head -n "$sentences" "$DATA/test.$src" >"$work/test.src"
 head -n "$sentences" "$DATA/test.$tgt" >"$work/test.ref"
 
-echo "== 1/3 training throughput and memory (benchmarks/bench.py)"
+echo "== 1/4 training throughput and memory (benchmarks/bench.py)"
 $PY benchmarks/bench.py --device "$device" --data "$DATA" "${bench_args[@]}" --out "$work/bench.json"
 
-echo "== 2/3 training to BLEU ($CONFIG)"
+echo "== 2/4 host synchronisations per training step (benchmarks/gpu_syncs.py, $CONFIG)"
+$PY benchmarks/gpu_syncs.py --config "$CONFIG" --out "$work/syncs.json" \
+    "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/syncs-run" \
+    train.compile=false train.log_every_seconds=0 train.attention_history=0 "${sync_args[@]}"
+
+echo "== 3/4 training to BLEU ($CONFIG)"
 if command -v nvidia-smi >/dev/null && ! $dry_run; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$work/memory.csv" &
     sampler=$!
@@ -89,7 +100,7 @@ if [ "$status" != 0 ] && [ "$status" != 124 ]; then exit "$status"; fi
 date +%s.%N >"$work/end"
 stop_sampler
 
-echo "== 3/3 decoding the test set (bf16): the best checkpoint, the first at valid BLEU 40"
+echo "== 4/4 decoding the test set (bf16): the best checkpoint, the first at valid BLEU 40"
 evaluate() { # CHECKPOINT BEAM OUT
     $PY seq2seq evaluate --checkpoint "$1" --device "$device" --precision bf16 --beam "$2" \
         --src "$work/test.src" --ref "$work/test.ref" --json >"$3"

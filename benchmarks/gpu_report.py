@@ -10,8 +10,9 @@ events, config.toml and every validation's checkpoint), `start` and `end` (Unix 
 training), `tested` (the Unix time the beam-5 test score was written), `decode-beam5.json` and
 `decode-beam1.json` (seq2seq evaluate --json), `decode-first.json` (the beam-5 test score of
 the first checkpoint at the test target, when a validation reached it) between the Unix times
-`first-start` and `first-end`, and, on a GPU, `memory.csv` (nvidia-smi's memory.used in MiB,
-sampled every 0.5 s). The record, `gpu-<device>-<time>.json`, holds:
+`first-start` and `first-end`, `syncs.json` (benchmarks/gpu_syncs.py), and, on a GPU,
+`memory.csv` (nvidia-smi's memory.used in MiB, sampled every 0.5 s). The record,
+`gpu-<device>-<time>.json`, holds:
 
 - time to a valid BLEU of 35 and of 40: seconds from the training command's start to the first
   validation at or above it (start-up, data loading and validations included), or null; and
@@ -21,6 +22,8 @@ sampled every 0.5 s). The record, `gpu-<device>-<time>.json`, holds:
   the command that decoded the test set with it (a process of its own: start-up included);
 - the training run's median target tokens/s, its model FLOPs utilisation (`model_flops`) and
   the device memory it used at its peak;
+- the host synchronisations of each training step (benchmarks/gpu_syncs.py), and the most
+  that a step between log lines had;
 - each preset's training throughput and peak memory from bench.py;
 - test-set decoding of the best checkpoint: sentences/s and BLEU with beam 5 and greedy.
 """
@@ -190,6 +193,7 @@ def report(work: Path, command: str, config: str, test_target: float) -> dict[st
             "model_flops": flops,
             "peak_device_memory_mib": peak_device_memory(work / "memory.csv"),
         },
+        "host_syncs": json.loads((work / "syncs.json").read_text()),
         "throughput": [
             {
                 "name": model["name"],
@@ -250,6 +254,8 @@ def main() -> None:
     print(f"time to valid BLEU: {json.dumps(run['time_to_valid_bleu'])}")
     print(f"time to the test score: {run['seconds_to_test_score']} s")
     print(f"time to a test BLEU: {json.dumps(run['time_to_test_bleu'])}")
+    syncs = record["host_syncs"]["most_between_log_lines"]
+    print(f"host synchronisations of a training step between log lines: at most {syncs}")
     if run["model_flops"] and run["model_flops"]["utilisation"] is not None:
         print(f"model FLOPs utilisation: {run['model_flops']['utilisation']:.2%}")
     print(

@@ -449,6 +449,9 @@ CASES: dict[str, Case | object] = {
     "scale without mirror": Case("scale", [], "required: --mirror"),
     "gpu_report no folder": Case("gpu_report", ["{none}"], "not a folder written by"),
     "gpu_report empty folder": Case("gpu_report", ["{folder}"], "incomplete benchmark folder"),
+    "gpu_syncs no config": Case(
+        "gpu_syncs", ["--config", "{none}", "--out", "{folder}/s.json"], "configuration file"
+    ),
     "results_table option": Case("results_table", ["--nope"], "unrecognized arguments: --nope"),
     "vocab size text": Case("prepare", ["--vocab-size", "many"], "--vocab-size"),
     "no data dir": Case(

@@ -240,6 +240,8 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     assert set(run["time_to_valid_bleu"]) == {"35", "40"}
     assert run["tgt_tokens_per_second"] > 0
     assert run["seconds"] < run["seconds_to_test_score"]  # training, then the test set
+    syncs = record["host_syncs"]  # a CPU waits for nothing: a check that the step runs
+    assert syncs["steps_that_logged"] == [1, 2, 4] and syncs["syncs_per_step"] == [0] * 5
     first = run["time_to_test_bleu"]  # the dry run's target is 0: the checkpoint of step 2
     assert (first["step"], first["valid_bleu_target"]) == (2, 0.0) and first["seconds"] > 0
     flops = run["model_flops"]
