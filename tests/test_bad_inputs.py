@@ -38,7 +38,8 @@ from seq2seq.config import dump_toml, load_config
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.export import export_model
 from seq2seq.decoding.loading import SHIPPED_MODELS, load_model
-from seq2seq.decoding.translator import SourceTooLong, Translator
+from seq2seq.decoding.translation import SourceTooLong
+from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.serving.app import create_app

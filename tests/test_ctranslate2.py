@@ -9,17 +9,21 @@ import hashlib
 import itertools
 import json
 import shutil
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
+from commands import stop_server
 from ctranslate2_bench import shipped_test_pairs
 from fastapi.testclient import TestClient
 
 import seq2seq
 from seq2seq.commands import export as export_command
+from seq2seq.commands import serve as serve_command
 from seq2seq.config import config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.ctranslate2 import (
@@ -33,13 +37,14 @@ from seq2seq.decoding.ctranslate2 import (
 )
 from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_model
-from seq2seq.decoding.search import Stopped
-from seq2seq.decoding.translator import SourceTooLong, Translator
+from seq2seq.decoding.translation import SourceTooLong, Stopped
+from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
+from seq2seq.serving.state import NO_EXPLORER
 
 SCORE_TOLERANCE = 2e-3
 EN_DE = "transformer-tiny.multi30k.en-de"
@@ -397,3 +402,84 @@ def test_the_server_answers_concurrent_requests_through_ctranslate2(served, engi
     assert [h["text"] for h in hypotheses] == [t.text for t in expected[0]]
     assert "maps" in hypotheses[0]
     assert too_long.status_code == 413 and "over the limit of 256 pieces" in too_long.text
+
+
+def test_a_folder_is_served_without_an_explorer(exported: Path, en_de: Inference) -> None:
+    """A CTranslate2 folder has no PyTorch model: the explorer's routes answer 409 in one line
+    saying what to serve instead, on a server of folders alone and beside a PyTorch model."""
+    args = serve_command.parse_args(["--model", str(exported), "--engine", "ctranslate2"])
+    folder_only = serve_command.load_models(args)
+    assert list(folder_only) == ["en-de"] and folder_only["en-de"].pytorch is None
+    both = {**folder_only, EN_DE: served_model(EN_DE, en_de, torch.device("cpu"))}
+    with TestClient(create_app(folder_only)) as client:
+        info = client.get("/v1/models").json()[0]
+        page = client.get("/")
+        explain = client.post("/v1/explain", json={"text": LINES[0]})
+    with TestClient(create_app(both)) as client:
+        explain_folder = client.post("/v1/explain", json={"model": "en-de", "text": LINES[0]})
+    assert info["parameters"] == sum(p.numel() for p in en_de.model.parameters())
+    assert (info["precision"], info["scores"]["bleu"]) == ("fp32", pytest.approx(40.03, abs=0.01))
+    for answer in (page, explain, explain_folder):
+        assert answer.status_code == 409
+        assert answer.json() == {"error": NO_EXPLORER.format(name="en-de")}
+
+
+# The seq2seq command in a child Python that says on its last stderr line, at exit, whether torch
+# was ever imported.
+WITHOUT_TORCH = """
+import atexit, sys
+atexit.register(lambda: print(f"torch imported: {'torch' in sys.modules}", file=sys.stderr))
+from seq2seq.commands import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow  # starts a Python that serves
+def test_a_server_of_folders_never_imports_torch(exported: Path, engines) -> None:
+    """Every route but the explorer's answers, translations equal the PyTorch engine's, and
+    neither the interpreter's modules nor the process's memory map ever held torch."""
+    command = [sys.executable, "-c", WITHOUT_TORCH, "serve", "--port", "0", "--log-level", "error"]
+    process = subprocess.Popen(
+        [*command, "--model", str(exported), "--engine", "ctranslate2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = process.stdout.readline()
+    url = first.split(" on ")[-1].strip()
+    try:
+        assert first.startswith("serving en-de on "), first + process.stderr.read()
+        answers = [
+            httpx.post(f"{url}/v1/translate", json={"lines": [line]}, timeout=60) for line in LINES
+        ]
+        libre = httpx.post(f"{url}/translate", json={"q": LINES[0], "source": "en", "target": "de"})
+        gets = {path: httpx.get(url + path) for path in ("/v1/models", "/healthz", "/metrics")}
+        docs = httpx.get(f"{url}/docs")
+        explorer = httpx.get(url)
+        maps = Path(f"/proc/{process.pid}/maps")
+        libraries = maps.read_text() if maps.exists() else ""
+    finally:
+        assert stop_server(process) == 0
+    expected = [nbest[0].text for nbest in engines[0].translate(LINES)]
+    assert [answer.json()["translations"][0][0]["text"] for answer in answers] == expected
+    assert libre.json() == {"translatedText": expected[0]}
+    assert all(answer.status_code == 200 for answer in gets.values())
+    assert docs.status_code == 200 and "swagger-ui" in docs.text
+    assert explorer.status_code == 409
+    assert "libtorch" not in libraries and "libctranslate2" in libraries
+    assert process.stderr.read().splitlines()[-1] == "torch imported: False"
+
+
+@pytest.mark.slow  # starts a Python that translates
+def test_translating_with_a_folder_never_imports_torch(exported: Path, engines) -> None:
+    command = [sys.executable, "-c", WITHOUT_TORCH, "translate", "--model", str(exported)]
+    done = subprocess.run(
+        [*command, "--engine", "ctranslate2"],
+        input="\n".join(LINES) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [nbest[0].text for nbest in engines[0].translate(LINES)]
+    assert done.stderr.splitlines()[-1] == "torch imported: False"

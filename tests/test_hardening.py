@@ -20,7 +20,8 @@ from fastapi.testclient import TestClient
 
 from seq2seq.commands.serve import access_of, parse_args
 from seq2seq.decoding.loading import SHIPPED_MODELS, load_model
-from seq2seq.decoding.search import Stopped, beam_search, greedy_search
+from seq2seq.decoding.search import beam_search, greedy_search
+from seq2seq.decoding.translation import Stopped
 from seq2seq.errors import UserError
 from seq2seq.files import read_small_file
 from seq2seq.serving.access import Access, read_keys

@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # main imports what decodes (torch), so that --help answers a
     from seq2seq.decoding.evaluation import EvalResult
     from seq2seq.decoding.loading import Inference
 
-TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+TUNE = False  # tuned for torch once a PyTorch model loads (seq2seq.commands.engine)
 ENTITIES = "entities"  # the --split of the entity test
 
 
@@ -231,18 +231,16 @@ def read_split(
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    from seq2seq.commands.engine import load_translator  # imports torch: not for --help
+    from seq2seq.commands.engine import load_translator  # not for --help
     from seq2seq.decoding.evaluation import check_aligned, evaluate, evaluate_entities
-    from seq2seq.decoding.translator import SourceTooLong
-    from seq2seq.device import pick_device
+    from seq2seq.decoding.translation import SourceTooLong
 
     if args.src:  # the files are checked before the model is loaded
         sources = read_lines(Path(args.src), f"--src {args.src}")
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
         check_aligned(sources, references, f"--src {args.src}", f"--ref {args.ref}")
         test, prepared, where = None, None, f"--src {args.src}"
-    device = pick_device(args.device)
-    translator, config, inference = load_translator(args, device)
+    translator, config, inference = load_translator(args)
     if args.record and args.split != ENTITIES and inference is None:
         raise UserError("--record: needs the PyTorch model; give the model it was exported from")
     if not args.src:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the functions import what serves and decodes, so --help ans
     from seq2seq.serving.registry import ServedModel
 
 DEFAULTS = Limits()
-TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+TUNE = False  # tuned for torch once a PyTorch model loads (load_pytorch_model)
 DESCRIPTION = (
     "Serve trained models over HTTP: a JSON translation API (docs/serve.md). "
     "On a CPU, models decode in int8 unless --precision says otherwise."
@@ -88,7 +88,7 @@ def parse_args(
     parser.add_argument(
         "--threads",
         type=number(int, AT_LEAST_1),
-        help="threads a decoding batch runs on (default: torch's, one per core)",
+        help="threads a decoding batch runs on (default: one per core)",
     )
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
@@ -189,30 +189,50 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
     """The models of --model and --checkpoint, by name (the first is the default), each with
-    the decoding options applied, on the engine --engine picks; on a CPU the PyTorch engine
-    decodes in int8 unless --precision says else (CTranslate2 in fp32: its int8 is slower one
-    sentence at a time)."""
+    the decoding options applied, on the engine --engine picks. A CTranslate2 folder is served
+    without torch (and without the attention explorer); torch is imported, and the process
+    tuned for it, only for a PyTorch model (`load_pytorch_model`)."""
+    from seq2seq.commands.engine import ctranslate2_folder, open_ctranslate2_folder
+    from seq2seq.serving.registry import served_folder
+
+    sources = [("--model", name) for name in args.model]
+    sources += [("--checkpoint", path) for path in args.checkpoint]
+    models: dict[str, ServedModel] = {}
+    for option, given in sources:
+        folder = ctranslate2_folder(given) if option == "--model" else None
+        if folder is not None:
+            translator, config = open_ctranslate2_folder(args, folder, args.threads)
+            served = served_folder(folder.name, folder, translator, config)
+        else:
+            served = load_pytorch_model(args, option, given)
+        if served.name in models:
+            raise UserError(f"{option} {given}: a second model named {served.name!r}")
+        models[served.name] = served
+    return models
+
+
+def load_pytorch_model(args: argparse.Namespace, option: str, given: str) -> ServedModel:
+    """The model of `option` (--model or --checkpoint) `given`, on the engine --engine picks;
+    on a CPU the PyTorch engine decodes in int8 unless --precision says else (CTranslate2 in
+    fp32: its int8 is slower one sentence at a time)."""
+    import torch
+
+    from seq2seq.commands.engine import pytorch_device
     from seq2seq.decoding.ctranslate2 import use_ctranslate2
     from seq2seq.decoding.loading import load_model
-    from seq2seq.device import pick_device
     from seq2seq.serving.registry import served_model, served_name
 
-    device = pick_device(args.device)
-    sources = [("--model", "exported", name) for name in args.model]
-    sources += [("--checkpoint", "checkpoint", path) for path in args.checkpoint]
-    models: dict[str, ServedModel] = {}
-    for option, kind, given in sources:
-        inference = load_model(given, device, args.plain, kind)
-        name = served_name(inference)
-        if name in models:
-            raise UserError(f"{option} {inference.path}: a second model named {name!r}")
-        decode_cfg = inference.config.decode
-        ctranslate2 = use_ctranslate2(args.engine, inference.config)
-        if args.precision is None and device.type == "cpu" and not ctranslate2:
-            decode_cfg.precision = "int8"
-        apply_decode_options(args, decode_cfg)
-        models[name] = served_model(name, inference, device, ctranslate2)
-    return models
+    device = pytorch_device(args)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    kind = "exported" if option == "--model" else "checkpoint"
+    inference = load_model(given, device, args.plain, kind)
+    decode_cfg = inference.config.decode
+    ctranslate2 = use_ctranslate2(args.engine, inference.config)
+    if args.precision is None and device.type == "cpu" and not ctranslate2:
+        decode_cfg.precision = "int8"
+    apply_decode_options(args, decode_cfg)
+    return served_model(served_name(inference), inference, device, ctranslate2)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -255,17 +275,19 @@ def main(argv: list[str]) -> None:
 
 def serve(args: argparse.Namespace) -> None:
     """Load the models `args` names, bind the port and serve until SIGTERM or Ctrl-C."""
-    import torch
     import uvicorn
 
     from seq2seq.serving.app import create_app
     from seq2seq.serving.http_errors import MAX_HEAD_BYTES
     from seq2seq.serving.protocol import GuardedH11Protocol
-    from seq2seq.training.attention_history import run_history_file
 
     if not args.model and not args.checkpoint:
         raise UserError("give at least one --model or --checkpoint (see seq2seq serve --help)")
-    history = run_history_file("--run", args.run) if args.run else None
+    history = None
+    if args.run:
+        from seq2seq.training.attention_history import run_history_file  # imports torch
+
+        history = run_history_file("--run", args.run)
     access = access_of(args, args.host)
     sock = bind(args.host, args.port)
     if not is_loopback(args.host) and not access.require_key:
@@ -274,8 +296,6 @@ def serve(args: argparse.Namespace) -> None:
             "(--require-api-key asks for a key)",
             file=sys.stderr,
         )
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     app = create_app(load_models(args), limits_of(args), access, history)
     host, port = sock.getsockname()[:2]
     print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)

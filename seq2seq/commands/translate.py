@@ -40,14 +40,14 @@ from seq2seq.files import text_lines
 
 if TYPE_CHECKING:  # the functions import what decodes (torch), so that --help answers at once
     from seq2seq.decoding.loading import Inference
-    from seq2seq.decoding.translator import Translation, Translator
+    from seq2seq.decoding.translation import LineTranslator, Translation
 
 HISTORY_FILE = Path.home() / ".seq2seq_history"
 HISTORY_LENGTH = 1000
 CHUNK_LINES = 4096  # batch mode reads, translates and writes this many lines at a time
 
 
-TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
+TUNE = False  # tuned for torch once a PyTorch model loads (seq2seq.commands.engine)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -80,18 +80,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def load_translator(args: argparse.Namespace) -> tuple[Translator, list[str], str | None]:
+def load_translator(args: argparse.Namespace) -> tuple[LineTranslator, list[str], str | None]:
     """The translator of the checkpoint (on the engine --engine picks), with the options
     applied, the lines the prompt starts with (`scope_lines`), and the note to print if a
     translation comes out empty (`untrained_note`)."""
     from seq2seq.commands.engine import ctranslate2_folder
     from seq2seq.commands.engine import load_translator as load_engine_translator
-    from seq2seq.decoding.loading import CARD
-    from seq2seq.device import pick_device
+    from seq2seq.decoding.translation import CARD
 
-    device = pick_device(args.device)
     need_attention = args.show_attention or bool(args.save_attention)
-    translator, config, inference = load_engine_translator(args, device, need_attention)
+    translator, config, inference = load_engine_translator(args, need_attention)
     beam = config.decode.beam_size
     if not 1 <= args.nbest <= beam:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
@@ -154,8 +152,6 @@ def save_attention_map(best: Translation, path: Path) -> None:
 
 def show(nbest: list[Translation], show_attention: bool) -> None:
     """Print one input's translation (or n-best list) and its attention heatmap at the prompt."""
-    from seq2seq.decoding.attention_maps import attention_text
-
     if len(nbest) == 1:
         print(nbest[0].text)
         print(f"  (score {nbest[0].score:.3f})")
@@ -164,6 +160,8 @@ def show(nbest: list[Translation], show_attention: bool) -> None:
             print(f"{rank:>2}. [{translation.score:8.3f}] {translation.text}")
     best = nbest[0]
     if show_attention and best.attention is not None:
+        from seq2seq.decoding.attention_maps import attention_text  # imports torch
+
         width = terminal_width(sys.stdout)
         print(attention_text(best.attention, best.src_pieces, best.tgt_pieces, width))
 
@@ -186,9 +184,9 @@ def start_history() -> None:
 
 
 def interactive(
-    translator: Translator, args: argparse.Namespace, scope: list[str], untrained: str | None
+    translator: LineTranslator, args: argparse.Namespace, scope: list[str], untrained: str | None
 ) -> None:
-    from seq2seq.decoding.translator import SourceTooLong
+    from seq2seq.decoding.translation import SourceTooLong
 
     take_terminal()
     start_history()
@@ -236,7 +234,7 @@ def read_chunks(lines: Iterable[str]) -> Iterator[list[str]]:
 
 
 def batch_mode(
-    translator: Translator,
+    translator: LineTranslator,
     args: argparse.Namespace,
     lines: Iterable[str],
     name: str,
@@ -249,8 +247,7 @@ def batch_mode(
     The attention map of input line k (from 0, as in the n-best lines) is FILE-k.png; an empty
     line has none.
     """
-    from seq2seq.decoding.attention_maps import attention_text
-    from seq2seq.decoding.translator import SourceTooLong
+    from seq2seq.decoding.translation import SourceTooLong
 
     need_attention = args.show_attention or bool(args.save_attention)
     limit = translator.source_limit(translator.decode_cfg.beam_size)
@@ -277,6 +274,8 @@ def batch_mode(
             best = nbest[0]
             if best.attention is not None:
                 if args.show_attention:
+                    from seq2seq.decoding.attention_maps import attention_text  # imports torch
+
                     width = terminal_width(sys.stderr)
                     heatmap = attention_text(
                         best.attention, best.src_pieces, best.tgt_pieces, width

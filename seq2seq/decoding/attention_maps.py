@@ -30,8 +30,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from seq2seq.data.specials import BOS_ID, EOS_ID, EOS_PIECE
-from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.models.base import Seq2SeqModel
 
 SHADES = " ░▒▓█"  # weight 0 .. 1, in five steps
@@ -75,12 +74,6 @@ def shown_cross_attention(maps: dict[str, Tensor], layer: int) -> Tensor:
     if "bahdanau" in maps:
         return maps["bahdanau"].unsqueeze(-3)
     return maps["cross"][..., layer, :, :, :]
-
-
-def pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
-    """The sentencepiece pieces of `ids` (no EOS), followed by the EOS piece: the labels of one
-    side of a map."""
-    return [tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE]
 
 
 # --- Views -----------------------------------------------------------------------------------

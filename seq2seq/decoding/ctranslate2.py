@@ -43,35 +43,41 @@ model.json and sentencepiece model(s), card.json when the model has one, and MAN
 SHA-256 of every file. `check_folder` verifies all of it before CTranslate2 reads anything.
 """
 
-import dataclasses
+from __future__ import annotations
+
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from seq2seq.config import Config, DecodeConfig, config_from_dict
 from seq2seq.data.specials import BOS_PIECE, EOS_PIECE, PAD_PIECE, UNK_PIECE
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.loading import (
+from seq2seq.decoding.translation import (
     CARD,
     DESCRIPTION,
     JOINT_TOKENIZER,
     SEPARATE_TOKENIZERS,
-    Inference,
-    write_description,
+    Hypothesis,
+    LineTranslator,
+    Translation,
+    check_stop,
+    gnmt_penalty,
 )
-from seq2seq.decoding.search import Hypothesis, Stopped, gnmt_penalty
-from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.errors import UserError
 
-MANIFEST = "ctranslate2.json"  # {"format": FORMAT, "sha256": {file: digest}}
+if TYPE_CHECKING:  # exporting and translating from a PyTorch model import torch; a folder does not
+    from seq2seq.decoding.loading import Inference
+
+MANIFEST = "ctranslate2.json"  # {"format": FORMAT, "parameters": N, "sha256": {file: digest}}
 FORMAT = "seq2seq-ctranslate2/1"
 POSITIONS = 1024  # positions of the stored encoding table: source and output lengths below it
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's
@@ -180,12 +186,20 @@ def _pieces(tokenizer: Tokenizer) -> list[str]:
 def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = None) -> None:
     """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
     files, our model.json and tokenizer(s), `card` (if given) and MANIFEST."""
+    from seq2seq.decoding.loading import write_description
+
     transformer_spec(inference).save(str(folder))
     write_description(inference, folder)
     if card is not None and card.is_file():
         shutil.copyfile(card, folder / CARD)
     digests = {path.name: _sha256(path) for path in sorted(folder.iterdir()) if path.name != CARD}
-    manifest = {"format": FORMAT, "positions": POSITIONS, "sha256": digests}
+    parameters = sum(parameter.numel() for parameter in inference.model.parameters())
+    manifest = {
+        "format": FORMAT,
+        "positions": POSITIONS,
+        "parameters": parameters,
+        "sha256": digests,
+    }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
@@ -248,6 +262,13 @@ def check_folder(folder: Path) -> tuple[Config, Tokenizer, Tokenizer]:
     return config, src, tgt
 
 
+def folder_parameters(folder: Path) -> int | None:
+    """The model's number of parameters, which MANIFEST records (None in a folder written
+    before it did)."""
+    parameters = _read_json(folder / MANIFEST).get("parameters")
+    return parameters if isinstance(parameters, int) else None
+
+
 EXPECTED_CONFIG = {
     "add_source_bos": False,
     "add_source_eos": False,
@@ -286,10 +307,23 @@ def cpu_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def open_engine(folder: Path, precision: str, device: str = "cpu") -> tuple[Any, str]:
-    """CTranslate2's translator of the checked `folder` on `device` ("cpu": on every core
-    this process may use; "cuda") in our `precision`, and that precision ("auto" resolved:
-    fp32 on a CPU, fp16 on a GPU)."""
+def engine_device(name: str) -> str:
+    """The device CTranslate2 runs on for --device `name`: "cpu", or "cuda" ("auto": when
+    CTranslate2 sees a GPU), without importing torch."""
+    if name not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device {name}: CTranslate2 runs on cpu or cuda (or auto)")
+    gpus = import_ctranslate2().get_cuda_device_count() if name != "cpu" else 0
+    if name == "cuda" and gpus == 0:
+        raise UserError("--device cuda: CTranslate2 sees no CUDA device on this machine")
+    return "cuda" if name != "cpu" and gpus > 0 else "cpu"
+
+
+def open_engine(
+    folder: Path, precision: str, device: str = "cpu", threads: int | None = None
+) -> tuple[Any, str]:
+    """CTranslate2's translator of the checked `folder` on `device` ("cpu": on `threads`
+    cores, by default every core this process may use; "cuda") in our `precision`, and that
+    precision ("auto" resolved: fp32 on a CPU, fp16 on a GPU)."""
     ctranslate2 = import_ctranslate2()
     if precision == "auto":
         precision = "fp16" if device == "cuda" else "fp32"
@@ -298,14 +332,14 @@ def open_engine(folder: Path, precision: str, device: str = "cpu") -> tuple[Any,
             str(folder),
             device=device,
             compute_type=COMPUTE_TYPES[precision],
-            intra_threads=cpu_threads() if device == "cpu" else 0,
+            intra_threads=(threads or cpu_threads()) if device == "cpu" else 0,
         )
     except (RuntimeError, ValueError) as err:
         raise UserError(f"{folder}: CTranslate2 cannot load it ({err})") from None
     return engine, precision
 
 
-def translator_from_inference(inference: Inference, device: str = "cpu") -> "CTranslate2Translator":
+def translator_from_inference(inference: Inference, device: str = "cpu") -> CTranslate2Translator:
     """The translator of a loaded PyTorch model (`Inference`), converted in a temporary folder
     that CTranslate2 reads into memory, with its config.decode options."""
     with tempfile.TemporaryDirectory(prefix="seq2seq-ct2-") as tmp:
@@ -337,16 +371,19 @@ def use_ctranslate2(engine: str, config: Config, need_attention: bool = False) -
     return True
 
 
-def check_stop(should_stop: Callable[[], bool] | None) -> None:
-    """Raise `Stopped` once `should_stop` (if given) returns True."""
-    if should_stop is not None and should_stop():
-        raise Stopped
-
-
 # --- Translating --------------------------------------------------------------------------
 
 
-class CTranslate2Translator(Translator):
+def check_options(decode_cfg: DecodeConfig) -> None:
+    """`UserError` for a decoding option CTranslate2 has no counterpart of."""
+    if decode_cfg.max_piece_repeat:
+        raise UserError(
+            "decode.max_piece_repeat (--max-piece-repeat): CTranslate2 has no such rule; "
+            "use --engine pytorch"
+        )
+
+
+class CTranslate2Translator(LineTranslator):
     """`Translator`'s interface and options (see the module docstring) with CTranslate2 doing
     the search: `translate`, `source_limit`, `check_beam_size`, `with_decode`, `precision`."""
 
@@ -358,11 +395,7 @@ class CTranslate2Translator(Translator):
         decode_cfg: DecodeConfig,
         precision: str,
     ) -> None:
-        if decode_cfg.max_piece_repeat:
-            raise UserError(
-                "decode.max_piece_repeat (--max-piece-repeat): CTranslate2 has no such rule; "
-                "use --engine pytorch"
-            )
+        check_options(decode_cfg)
         self.engine = engine
         self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
         self.decode_cfg = decode_cfg
@@ -370,7 +403,7 @@ class CTranslate2Translator(Translator):
         self.precision = precision
         self.target_ids = {piece: i for i, piece in enumerate(_pieces(tgt_tokenizer))}
         # the PyTorch translator that answers calls asking for attention maps (None: refused)
-        self.attention_translator: Translator | None = None
+        self.attention_translator: LineTranslator | None = None
 
     @classmethod
     def open(
@@ -380,25 +413,22 @@ class CTranslate2Translator(Translator):
         tgt_tokenizer: Tokenizer,
         decode_cfg: DecodeConfig,
         device: str = "cpu",
-    ) -> "CTranslate2Translator":
-        """The translator of a checked CTranslate2 folder (`check_folder`) with `decode_cfg`."""
-        engine, precision = open_engine(folder, decode_cfg.precision, device)
+        threads: int | None = None,
+    ) -> CTranslate2Translator:
+        """The translator of a checked CTranslate2 folder (`check_folder`) with `decode_cfg`,
+        on `threads` CPU threads (None: every core this process may use)."""
+        engine, precision = open_engine(folder, decode_cfg.precision, device, threads)
         return cls(engine, src_tokenizer, tgt_tokenizer, decode_cfg, precision)
 
-    def precision_for(self, lines: int) -> str:
-        return self.precision
-
-    def with_decode(self, **changes: Any) -> "CTranslate2Translator":
-        decode_cfg = dataclasses.replace(self.decode_cfg, **changes)
-        translator = CTranslate2Translator(
-            self.engine, self.src_tokenizer, self.tgt_tokenizer, decode_cfg, self.precision
-        )
+    def with_decode(self, **changes: Any) -> CTranslate2Translator:
+        translator = super().with_decode(**changes)
+        check_options(translator.decode_cfg)
         if self.attention_translator is not None:
             translator.attention_translator = self.attention_translator.with_decode(**changes)
         return translator
 
     def source_limit(self, beam_size: int) -> int:
-        """`Translator.source_limit`, and below the POSITIONS of the stored encodings."""
+        """`LineTranslator.source_limit`, and below the POSITIONS of the stored encodings."""
         return min(super().source_limit(beam_size), POSITIONS - 1)
 
     def translate_ids(
@@ -410,36 +440,18 @@ class CTranslate2Translator(Translator):
         on_batch: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> list[list[Translation]]:
-        """`Translator.translate_ids` (which `translate` calls); a call that asks for attention
-        maps goes to `attention_translator` (PyTorch), and is refused without one.
+        """`LineTranslator.translate_ids` (which `translate` calls); a call that asks for
+        attention maps goes to `attention_translator` (PyTorch), and is refused without one.
         `should_stop` is called before each CTranslate2 call (a call runs to its end): once it
-        returns True, `seq2seq.decoding.search.Stopped` is raised."""
+        returns True, `seq2seq.decoding.translation.Stopped` is raised."""
         if need_attention:
             if self.attention_translator is None:
                 raise UserError("attention maps come from the PyTorch engine: use --engine pytorch")
             return self.attention_translator.translate_ids(
                 sources, beam_size, nbest, need_attention, on_batch, should_stop
             )
-        beam_size = beam_size or self.decode_cfg.beam_size
-        if not 1 <= nbest <= beam_size:
-            raise UserError(f"the n-best list size ({nbest}) must be between 1 and the beam size")
-        self.check_beam_size(beam_size)
-        sources = [list(ids) for ids in sources]  # cut to the limit below, not the caller's
-        cut = self._bound_lengths(sources, beam_size)
-        results = [[Translation("", 0.0, [], [], []) for _ in range(nbest)] for _ in sources]
-        order = sorted((i for i, ids in enumerate(sources) if ids), key=lambda i: -len(sources[i]))
-        for batch in self._batches(order, sources, beam_size):
-            batch_sources = [sources[i] for i in batch]
-            hypotheses = self._search_all(batch_sources, beam_size, nbest, should_stop)
-            for i, nbest_list in zip(
-                batch, self._translations(batch_sources, hypotheses), strict=True
-            ):
-                for translation in nbest_list:
-                    translation.truncated_from = cut.get(i)
-                results[i] = nbest_list
-            if on_batch:
-                on_batch(len(batch))
-        return results
+        search = partial(self._search_all, nbest, should_stop)
+        return self._translate_batches(sources, beam_size, nbest, search, on_batch)
 
     def max_lengths(self, sources: list[list[int]]) -> list[int]:
         """Each source's maximum output length (EOS not counted): `max_output_lengths`."""
@@ -454,10 +466,10 @@ class CTranslate2Translator(Translator):
 
     def _search_all(
         self,
+        nbest: int,
+        should_stop: Callable[[], bool] | None,
         sources: list[list[int]],
         beam_size: int,
-        nbest: int,
-        should_stop: Callable[[], bool] | None = None,
     ) -> list[list[Hypothesis]]:
         """Search a batch at its longest maximum length, then again at their own the sentences
         whose search reached the last step of theirs (a hypothesis of limit - 1 tokens or

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from seq2seq.data.entity_test import EntityPair, copy_accuracy
 from seq2seq.decoding.scores import corpus_scores
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.translation import LineTranslator
 from seq2seq.errors import UserError
 
 
@@ -59,14 +59,14 @@ def check_aligned(
 
 
 def evaluate(
-    translator: Translator,
+    translator: LineTranslator,
     src_lines: list[str],
     ref_lines: list[str],
     beam_size: int | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> EvalResult:
     """Translate `src_lines` and score the detokenized output against `ref_lines`
-    (`on_batch`: see `Translator.translate`)."""
+    (`on_batch`: see `LineTranslator.translate`)."""
     check_aligned(src_lines, ref_lines)
     beam_size = beam_size or translator.decode_cfg.beam_size
     start = time.perf_counter()
@@ -92,7 +92,7 @@ def evaluate(
 
 
 def evaluate_entities(
-    translator: Translator,
+    translator: LineTranslator,
     test: list[EntityPair],
     beam_size: int | None = None,
     on_batch: Callable[[int], None] | None = None,

@@ -30,6 +30,13 @@ import torch
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.translation import (
+    CARD,
+    DESCRIPTION,
+    JOINT_TOKENIZER,
+    MAX_DESCRIPTION_BYTES,
+    SEPARATE_TOKENIZERS,
+)
 from seq2seq.errors import UserError
 from seq2seq.fast import speed_up
 from seq2seq.files import check_regular_file, read_small_file
@@ -39,15 +46,10 @@ from seq2seq.models.size import check_model_fits
 from seq2seq.training.checkpoint import checkpoint_tokenizers, load_checkpoint
 
 WEIGHTS = "model.safetensors"
-DESCRIPTION = "model.json"
-CARD = "card.json"
 # The largest file of each kind read from a model folder: anything larger, or not a regular file
-# (a FIFO, a link to /dev/zero), is refused before it is read.
-MAX_DESCRIPTION_BYTES = 1 << 20
+# (a FIFO, a link to /dev/zero), is refused before it is read (and MAX_DESCRIPTION_BYTES).
 MAX_TOKENIZER_BYTES = 64 << 20
 MAX_WEIGHTS_BYTES = 16 << 30
-JOINT_TOKENIZER = "sentencepiece.model"
-SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
 ModelKind = Literal["checkpoint", "exported"]
 
 

@@ -22,6 +22,8 @@ Both take an optional `should_stop`, called before each step: when it returns Tr
 raises `Stopped` (a server uses it to drop the work of a request nobody waits for any more).
 `beam_search` also takes an optional `trace` (seq2seq.decoding.beam_trace), which it fills with
 every step's candidates, kept and pruned, for the explorer's beam tree.
+`Hypothesis`, `Stopped` and `gnmt_penalty` live in seq2seq.decoding.translation, beside what
+CTranslate2's engine shares with this search without importing torch.
 """
 
 from collections.abc import Callable
@@ -32,36 +34,8 @@ from torch import Tensor
 
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.translation import Hypothesis, check_stop, gnmt_penalty
 from seq2seq.models.base import Seq2SeqModel, select_rows
-
-
-class Stopped(Exception):
-    """The search's `should_stop` returned True: its result is not wanted any more."""
-
-
-def _check_stop(should_stop: Callable[[], bool] | None) -> None:
-    if should_stop is not None and should_stop():
-        raise Stopped
-
-
-@dataclass
-class Hypothesis:
-    """One output of the search.
-
-    tokens: the output ids, without BOS and EOS.
-    score: the length-penalised log-probability (see the module docstring).
-    attention: (len(tokens) + 1, S_i) cross-attention averaged over heads, one row per output
-        token (the EOS included) over the sentence's S_i source tokens; None unless asked for.
-    """
-
-    tokens: list[int]
-    score: float
-    attention: Tensor | None = None
-
-
-def gnmt_penalty(lengths: Tensor | int, alpha: float) -> Tensor | float:
-    """GNMT length penalty ((5 + n) / 6) ** alpha of output lengths n (EOS included)."""
-    return ((5.0 + lengths) / 6.0) ** alpha
 
 
 def max_output_lengths(src_lens: Tensor, ratio: float, const: int) -> Tensor:
@@ -143,7 +117,7 @@ def greedy_search(
     rows = torch.arange(batch_size, device=device)  # the sentences still running
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
     for step in range(max_steps):
-        _check_stop(should_stop)
+        check_stop(should_stop)
         out = model.decode_step(state, prev, cache, need_attention)
         history, at_max_len = tokens[rows, :step], step >= max_lens[rows]
         log_probs = _banned_log_probs(
@@ -239,7 +213,7 @@ def beam_search(
     history_attention = None
 
     for step in range(int(max_lens.max()) + 1):
-        _check_stop(should_stop)
+        check_stop(should_stop)
         num_active = len(sentences)
         out = model.decode_step(beam_state, prev, cache, need_attention or trace is not None)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)

@@ -11,6 +11,9 @@
     GET  /v1/run/attention            a run's attention by step (seq2seq.serving.run_history)
     POST /v1/chapters/...             the explorer's chapter widgets (seq2seq.serving.chapters)
 
+On a server of CTranslate2 folders alone, which has no PyTorch model for the maps and never
+imports torch, the explorer's routes are not served: `GET /` and `POST /v1/explain` answer 409.
+
 Every answer carries the security headers of `seq2seq.serving.access`; with an `Access`,
 requests are checked for their Host, Origin, API key and rate limit before they are read.
 
@@ -30,7 +33,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from swagger_ui_bundle import swagger_ui_path
 
-from seq2seq.serving import chapters, explorer, libretranslate, run_history
+from seq2seq.serving import libretranslate
 from seq2seq.serving.access import Access, AccessGuard, SecurityHeaders
 from seq2seq.serving.http_errors import ApiError, CheckHead, ReadBody, add_error_handlers
 from seq2seq.serving.limits import Limits
@@ -43,7 +46,7 @@ from seq2seq.serving.schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from seq2seq.serving.state import ServerState, StateDep
+from seq2seq.serving.state import NO_EXPLORER, ServerState, StateDep
 from seq2seq.serving.worker import DecodingWorker
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -129,6 +132,16 @@ async def docs_file(name: str) -> FileResponse:
     return FileResponse(Path(str(swagger_ui_path)) / name, media_type=DOCS_FILES[name])
 
 
+translate_only = APIRouter(tags=["explorer"])
+
+
+@translate_only.get("/", include_in_schema=False)
+@translate_only.post("/v1/explain", include_in_schema=False)
+async def no_explorer(state: StateDep) -> None:
+    """The explorer's routes on a server whose models are all CTranslate2 folders."""
+    raise ApiError(409, NO_EXPLORER.format(name=next(iter(state.models))))
+
+
 @asynccontextmanager
 async def run_worker(app: FastAPI) -> AsyncIterator[None]:
     """Run the decoding worker while the app serves; on shutdown (after the requests in flight
@@ -174,7 +187,12 @@ def create_app(
     app.include_router(v1)
     app.include_router(service)
     app.include_router(libretranslate.router)
-    app.include_router(explorer.router)
-    app.include_router(run_history.router)
-    app.include_router(chapters.router)
+    if any(served.pytorch is not None for served in models.values()):
+        from seq2seq.serving import chapters, explorer, run_history  # torch computes the maps
+
+        app.include_router(explorer.router)
+        app.include_router(run_history.router)
+        app.include_router(chapters.router)
+    else:
+        app.include_router(translate_only)
     return app

@@ -27,8 +27,8 @@ from starlette.concurrency import run_in_threadpool
 from torch import Tensor, nn
 
 from seq2seq.data.specials import EOS_ID
-from seq2seq.decoding.attention_maps import pieces
 from seq2seq.decoding.explain import check_text
+from seq2seq.decoding.translation import pieces
 from seq2seq.errors import UserError
 from seq2seq.models import TransformerSeq2Seq
 from seq2seq.models.attention import (

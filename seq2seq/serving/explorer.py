@@ -162,7 +162,7 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
     (`beam_tree`): every live beam's 2K best candidates, kept, pruned or finished, the
     cross-attention row each beam read, and the finished hypotheses with their raw and
     length-penalised scores."""
-    served = state.model(request.model)
+    served = state.explorable_model(request.model)
     if len(request.text) > MAX_TEXT_CHARS:
         message = f"text: {len(request.text)} characters, over the explorer's limit of "
         raise ApiError(413, message + f"{MAX_TEXT_CHARS}")

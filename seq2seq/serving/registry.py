@@ -1,15 +1,24 @@
-"""The models a server holds: each one's translator and what GET /v1/models says about it."""
+"""The models a server holds: each one's translator and what GET /v1/models says about it.
+
+A model served from a CTranslate2 folder has no PyTorch model: such a server translates
+without ever importing torch, and its attention explorer is off (seq2seq.serving.state)."""
+
+from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from seq2seq.decoding.ctranslate2 import translator_from_inference
-from seq2seq.decoding.loading import Inference
+from seq2seq.config import Config
+from seq2seq.decoding.ctranslate2 import folder_parameters
 from seq2seq.decoding.model_result import domain_and_limits, read_card
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.translation import CARD, LineTranslator
+
+if TYPE_CHECKING:  # a PyTorch model's server imports torch; a CTranslate2 folder's does not
+    import torch
+
+    from seq2seq.decoding.loading import Inference
+    from seq2seq.decoding.translator import Translator
 
 # What GET /v1/models shows of a model card (card.json, written by seq2seq evaluate --record).
 CARD_SCORES = ("corpus", "split", "bleu", "bleu_lc", "chrf", "signatures", "beam_size")
@@ -20,14 +29,16 @@ class ServedModel:
     """One loaded model, under the name that requests give in "model"."""
 
     name: str
-    translator: Translator  # translates: PyTorch's or CTranslate2's (--engine)
-    pytorch: Translator  # the explorer's attention maps come from PyTorch whatever the engine
+    translator: LineTranslator  # translates: PyTorch's or CTranslate2's (--engine)
+    # the explorer's attention maps come from PyTorch whatever the engine; None for a
+    # CTranslate2 folder, which has no PyTorch model
+    pytorch: Translator | None
     source: str  # language codes, e.g. "en" and "de"
     target: str
     family: str  # the model preset, e.g. "transformer-tiny"
     domain: str  # the text it was trained on, so what it translates well
     limits: list[dict[str, str]]  # what it gets wrong, each with an example (its card's)
-    parameters: int
+    parameters: int | None  # None: a CTranslate2 folder that does not record it
     scores: dict[str, Any] | None  # the model card's test scores, when it has one
 
     def info(self) -> dict[str, Any]:
@@ -64,13 +75,34 @@ def served_model(
     """A model to serve, from a loaded checkpoint or exported model (decode options applied to
     inference.config.decode) and its card.json, if any; with `ctranslate2`, translated by
     CTranslate2, the attention maps still computed by PyTorch."""
-    config = inference.config
-    card = inference.card
-    domain, limits = domain_and_limits(card, config.data.corpus)
+    from seq2seq.decoding.ctranslate2 import translator_from_inference
+    from seq2seq.decoding.translator import Translator
+
     translator = pytorch = Translator.from_inference(inference, device)
     if ctranslate2:
         translator = translator_from_inference(inference, device.type)
         translator.attention_translator = pytorch
+    parameters = sum(p.numel() for p in inference.model.parameters())
+    return _served(name, translator, pytorch, inference.config, parameters, inference.card)
+
+
+def served_folder(
+    name: str, folder: Path, translator: LineTranslator, config: Config
+) -> ServedModel:
+    """A model to serve from a CTranslate2 folder (seq2seq export --format ctranslate2), opened
+    as `translator` with `config`; no PyTorch model, so no attention explorer."""
+    return _served(name, translator, None, config, folder_parameters(folder), folder / CARD)
+
+
+def _served(
+    name: str,
+    translator: LineTranslator,
+    pytorch: Translator | None,
+    config: Config,
+    parameters: int | None,
+    card: Path | None,
+) -> ServedModel:
+    domain, limits = domain_and_limits(card, config.data.corpus)
     return ServedModel(
         name=name,
         translator=translator,
@@ -80,7 +112,7 @@ def served_model(
         family=config.model.name,
         domain=domain,
         limits=limits,
-        parameters=sum(p.numel() for p in inference.model.parameters()),
+        parameters=parameters,
         scores=read_card_scores(card) if card is not None and card.is_file() else None,
     )
 

@@ -65,7 +65,7 @@ class ModelInfo(BaseModel):
     limits: list[Limit] = Field(
         description="what the model gets wrong, each with an example (empty: none recorded)"
     )
-    parameters: int
+    parameters: int | None = Field(description="None: a CTranslate2 folder that does not say")
     precision: str
     beam: int
     length_penalty: float

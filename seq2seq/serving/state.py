@@ -13,7 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from seq2seq.decoding.translator import Translation
+from seq2seq.decoding.translation import Translation
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics
@@ -26,6 +26,11 @@ from seq2seq.serving.worker import (
     Stopping,
 )
 
+# What the explorer's routes answer (409) for a model served from a CTranslate2 folder
+NO_EXPLORER = (
+    "the attention explorer needs the PyTorch model, and {name} is a CTranslate2 folder; serve "
+    "the exported model it came from (--model NAME) to explore it"
+)
 RETRY_AFTER_S = 1  # what a 503 asks the client to wait
 DISCONNECT_POLL_S = 0.25  # how often a waiting request checks that its client is still there
 
@@ -48,6 +53,13 @@ class ServerState:
             known = ", ".join(self.models)
             raise ApiError(404, f"{field}: no model named {name!r}; this server has {known}")
         return self.models[name]
+
+    def explorable_model(self, name: str | None) -> ServedModel:
+        """`model`, and 409 for one without a PyTorch model to compute its attention maps."""
+        served = self.model(name)
+        if served.pytorch is None:
+            raise ApiError(409, NO_EXPLORER.format(name=served.name))
+        return served
 
     def check_lines(self, lines: list[str], field: str = "lines") -> None:
         """413 for more lines, or a longer line, than the limits allow; 422 for a line that is

@@ -23,8 +23,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 
-from seq2seq.decoding.search import Stopped
-from seq2seq.decoding.translator import Translation
+from seq2seq.decoding.translation import Stopped, Translation
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics
 from seq2seq.serving.registry import ServedModel

@@ -40,7 +40,8 @@ from safetensors.torch import save as save_tensors
 from torch import Tensor
 
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.attention_maps import pieces, teacher_forced_maps
+from seq2seq.decoding.attention_maps import teacher_forced_maps
+from seq2seq.decoding.translation import pieces
 from seq2seq.errors import UserError
 from seq2seq.files import read_small_file, write_atomically
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
