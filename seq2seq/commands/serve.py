@@ -27,6 +27,7 @@ import argparse
 import functools
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import sys
@@ -241,7 +242,7 @@ def bind(host: str, port: int) -> socket.socket:
         family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
     except ValueError:
         family = socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -283,6 +284,9 @@ def serve(args: argparse.Namespace) -> None:
 
     if not args.model and not args.checkpoint:
         raise UserError("give at least one --model or --checkpoint (see seq2seq serve --help)")
+    # The decoding threads sleep when idle instead of spinning: they share the cores with the
+    # event loop, which parses and answers requests meanwhile (docs/benchmarks.md).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     history = None
     if args.run:
         from seq2seq.training.attention_history import run_history_file  # imports torch

@@ -53,6 +53,14 @@ BYTE_PIECES = 256  # byte fallback's pieces, one per byte value, right after the
 MIN_BYTE_FALLBACK_VOCAB = len((PAD_ID, UNK_ID, BOS_ID, EOS_ID)) + BYTE_PIECES + 1
 SAMPLE = 1_000_000  # sentences sentencepiece trains on (a random sample of larger corpora;
 # its memory grows with the sample: about 0.86 GB peak for 1M sentences, 1.6 GB for 2M)
+SMALL_CALL_LINES = 256  # fewer lines are encoded and decoded on one thread (threads_for)
+
+
+def threads_for(lines: int) -> int:
+    """sentencepiece's threads for a call of `lines` lines: one below SMALL_CALL_LINES, where
+    starting its threads (one per core, at every call) costs more than they save; else one
+    per core (-1)."""
+    return 1 if lines < SMALL_CALL_LINES else -1
 
 
 class Tokenizer:
@@ -149,12 +157,12 @@ class Tokenizer:
         that already are (`normalized=True`, the prepared text) skip that step.
         """
         lines = lines if normalized else normalize_lines(lines)
-        return self._sp.encode(lines, out_type=int)
+        return self._sp.encode(lines, out_type=int, num_threads=threads_for(len(lines)))
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text of each id sequence; pad/bos/eos ids are dropped, byte pieces become the
         characters they spell."""
-        return self._sp.decode(ids)
+        return self._sp.decode(ids, num_threads=threads_for(len(ids)))
 
     def pieces(self, line: str) -> list[str]:
         """The subword pieces of one (normalised) line, e.g. ['▁Zwei', '▁junge', '▁Männer', '.']."""

@@ -186,8 +186,9 @@ class ServerState:
         raise TimeoutError
 
 
-def server_state(request: Request) -> ServerState:
-    """The app's state (`app.state.server`)."""
+async def server_state(request: Request) -> ServerState:
+    """The app's state (`app.state.server`). A coroutine: FastAPI runs a plain function
+    dependency in a worker thread, two thread hops per request for a dictionary lookup."""
     return request.app.state.server
 
 
