@@ -470,11 +470,14 @@ def test_a_server_of_folders_never_imports_torch(exported: Path, engines) -> Non
     assert process.stderr.read().splitlines()[-1] == "torch imported: False"
 
 
-@pytest.mark.slow  # starts a Python that translates
-def test_translating_with_a_folder_never_imports_torch(exported: Path, engines) -> None:
-    command = [sys.executable, "-c", WITHOUT_TORCH, "translate", "--model", str(exported)]
+@pytest.mark.slow  # starts Pythons that translate
+def test_translating_with_a_folder_never_imports_torch(
+    exported: Path, engines, tmp_path: Path
+) -> None:
+    python = [sys.executable, "-c", WITHOUT_TORCH]
+    model = ["--model", str(exported), "--engine", "ctranslate2"]
     done = subprocess.run(
-        [*command, "--engine", "ctranslate2"],
+        [*python, "translate", *model],
         input="\n".join(LINES) + "\n",
         capture_output=True,
         text=True,
@@ -483,3 +486,12 @@ def test_translating_with_a_folder_never_imports_torch(exported: Path, engines) 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [nbest[0].text for nbest in engines[0].translate(LINES)]
     assert done.stderr.splitlines()[-1] == "torch imported: False"
+    (tmp_path / "src.en").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    (tmp_path / "ref.de").write_text(done.stdout, encoding="utf-8")
+    files = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de"), "--json"]
+    scored = subprocess.run(
+        [*python, "evaluate", *model, *files], capture_output=True, text=True, timeout=120
+    )
+    assert scored.returncode == 0, scored.stderr
+    assert json.loads(scored.stdout)["bleu"] == pytest.approx(100.0)
+    assert scored.stderr.splitlines()[-1] == "torch imported: False"
