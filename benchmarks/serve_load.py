@@ -3,17 +3,23 @@
 
     benchmarks/serve_load.py                               # 1, 8, 32, 128 clients, 20 s each
     benchmarks/serve_load.py --clients 1 32 --seconds 5    # a quick look
-    benchmarks/serve_load.py --engine ctranslate2 --precision fp32   # the CTranslate2 engine
+    benchmarks/serve_load.py --engines ctranslate2         # one engine only
 
-Starts a real server process on a free loopback port with the shipped en-de model (int8, beam 5
-by default), then for each number of clients runs that many concurrent clients for a fixed
-time, each sending one Multi30k test sentence per request and the next as soon as it has its
-answer. Measured per level: answered sentences/s, p50/p95/p99 latency of the answered
-requests, the answers by HTTP status (200, and 503 past the queue's bound), the decoding batch
-sizes the server's /metrics saw, the server's resident memory (sampled every 50 ms; its idle
-value is taken after a warm-up request), and the slowest of the health checks sent every
-100 ms meanwhile. Then, in this process, the same model decodes the whole test set as
-translate.py's batch mode does (`Translator.translate`, model loading excluded).
+For each engine (by default both, one after the other in the same run): starts a real server
+process on a free loopback port with the shipped en-de model (fp32, beam 5 by default), then for
+each number of clients runs that many concurrent clients for a fixed time, each sending one
+Multi30k test sentence per request and the next as soon as it has its answer. The PyTorch
+engine serves the shipped model; the CTranslate2 engine serves the folder `seq2seq export
+--format ctranslate2` writes of it, a translate-only server that never imports torch, whose
+peak memory is compared with CTranslate2's own, called directly on the same folder in a
+process of its own (benchmarks/ctranslate2_bench.py's `ctranslate2` system).
+
+Measured per level: answered sentences/s, p50/p95/p99 latency of the answered requests, the
+answers by HTTP status (200, and 503 past the queue's bound), the decoding batch sizes the
+server's /metrics saw, the server's resident memory (sampled every 50 ms; its idle value is
+taken after a warm-up request), and the slowest of the health checks sent every 100 ms
+meanwhile. Then, in this process, the same model on the same engine decodes the whole
+test set as translate.py's batch mode does (`translate`, model loading excluded).
 
 Writes results/bench/serve-<cpu>-<time>.json and a plot beside it (.png). The clients run in
 this process, on the same CPU as the server: their work is part of the cost measured.
@@ -26,6 +32,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,8 +44,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from seq2seq.commands.cli import run_cli
-from seq2seq.decoding.ctranslate2 import translator_from_inference
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.ctranslate2 import CTranslate2Translator, check_folder
+from seq2seq.decoding.export import export_ctranslate2
+from seq2seq.decoding.loading import CARD, find_model, load_model
+from seq2seq.decoding.translation import LineTranslator
 from seq2seq.decoding.translator import Translator
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
@@ -48,6 +57,7 @@ TEST_SET = ROOT.parent / "shared" / "data" / "multi30k" / "test_2016_flickr.en.g
 HEALTH_EVERY_S = 0.1
 HEALTH_TIMEOUT_S = 1.0
 RSS_EVERY_S = 0.05
+ENGINES = ["pytorch", "ctranslate2"]
 
 
 def parse_args() -> argparse.Namespace:
@@ -56,9 +66,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=20.0, help="time per number of clients")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--precision", default="int8")
+    parser.add_argument("--precision", default="fp32")
     parser.add_argument(
-        "--engine", choices=["pytorch", "ctranslate2"], default="pytorch", help="the decoder"
+        "--engines",
+        nargs="+",
+        choices=ENGINES,
+        default=ENGINES,
+        help="the decoders, one server each",
     )
     parser.add_argument("--threads", type=int, help="decoding threads (default: torch's)")
     parser.add_argument("--test-set", type=Path, default=TEST_SET, help="source sentences (.gz)")
@@ -73,11 +87,11 @@ def read_sentences(path: Path, limit: int | None) -> list[str]:
     return lines[:limit] if limit else lines
 
 
-def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    """seq2seq serve on a free loopback port, with a queue that holds every client."""
-    command = [*SEQ2SEQ, "serve", "--model", args.model]
+def start_server(args: argparse.Namespace, engine: str, model: str) -> tuple[subprocess.Popen, str]:
+    """seq2seq serve of `model` on `engine` on a free loopback port, with a queue that holds
+    every client."""
+    command = [*SEQ2SEQ, "serve", "--model", model, "--engine", engine]
     command += ["--beam", str(args.beam), "--precision", args.precision, "--port", "0"]
-    command += ["--engine", args.engine]
     command += ["--max-queue-lines", str(max(256, 2 * max(args.clients)))]
     command += ["--log-level", "warning"]
     command += ["--threads", str(args.threads)] if args.threads else []
@@ -219,18 +233,24 @@ async def run_level(
     }
 
 
-def batch_mode(args: argparse.Namespace, sentences: list[str]) -> dict[str, Any]:
-    """translate.py's batch mode on the same sentences, on the same engine: one `translate`
-    call."""
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def translator_of(args: argparse.Namespace, engine: str, folder: Path) -> LineTranslator:
+    """The translator a server of `engine` runs: the shipped model in PyTorch, or its
+    CTranslate2 `folder`, with the benchmark's beam and precision."""
+    if engine == "ctranslate2":
+        config, src_tokenizer, tgt_tokenizer = check_folder(folder)
+        config.decode.beam_size, config.decode.precision = args.beam, args.precision
+        return CTranslate2Translator.open(
+            folder, src_tokenizer, tgt_tokenizer, config.decode, threads=args.threads
+        )
     inference = load_model(args.model)
     inference.config.decode.beam_size = args.beam
     inference.config.decode.precision = args.precision
-    if args.engine == "ctranslate2":
-        translator = translator_from_inference(inference, "cpu")
-    else:
-        translator = Translator.from_inference(inference, "cpu")
+    return Translator.from_inference(inference, "cpu")
+
+
+def batch_mode(translator: LineTranslator, sentences: list[str]) -> dict[str, Any]:
+    """translate.py's batch mode on the same sentences, on the same engine: one `translate`
+    call."""
     start = time.perf_counter()
     translator.translate(sentences)
     seconds = time.perf_counter() - start
@@ -239,6 +259,18 @@ def batch_mode(args: argparse.Namespace, sentences: list[str]) -> dict[str, Any]
         "seconds": seconds,
         "sentences_per_s": len(sentences) / seconds,
     }
+
+
+def direct_peak_rss_mib(folder: Path, sentences: list[str], tmp: Path) -> float:
+    """The peak RSS of a process that calls CTranslate2 directly on `folder` (no seq2seq, no
+    torch) and translates `sentences` in batches and one at a time (ctranslate2_bench.py)."""
+    source = tmp / "sentences.txt"
+    source.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    script = Path(__file__).with_name("ctranslate2_bench.py")
+    command = [sys.executable, str(script), "--single", "20"]
+    command += ["--worker", "ctranslate2", "-", str(folder), str(source)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)["peak_mib"]
 
 
 def targets(levels: dict[int, dict[str, Any]], batch: dict[str, Any], idle: float) -> dict:
@@ -262,23 +294,25 @@ def targets(levels: dict[int, dict[str, Any]], batch: dict[str, Any], idle: floa
 
 
 def figure(record: dict[str, Any]) -> Figure:
-    levels = record["levels"]
-    clients = [level["clients"] for level in levels]
     figure = Figure(figsize=(10, 4), layout="constrained")
     speed, latency = figure.subplots(1, 2)
-    speed.plot(clients, [level["sentences_per_s"] for level in levels], "o-", label="server")
-    speed.axhline(
-        record["batch_mode"]["sentences_per_s"], color="gray", ls="--", label="batch mode"
-    )
+    for (engine, run), color in zip(record["engines"].items(), ("C0", "C1"), strict=False):
+        levels = run["levels"]
+        clients = [level["clients"] for level in levels]
+        speeds = [level["sentences_per_s"] for level in levels]
+        speed.plot(clients, speeds, "o-", color=color, label=f"{engine} server")
+        batch = run["batch_mode"]["sentences_per_s"]
+        speed.axhline(batch, color=color, ls="--", label=f"{engine} batch mode")
+        for q, style in (("p50", "o-"), ("p99", "s:")):
+            values = [level["latency_s"][q] for level in levels]
+            latency.plot(clients, values, style, color=color, label=f"{engine} {q}")
     speed.set(xscale="log", xlabel="concurrent clients", ylabel="sentences/s", ylim=(0, None))
-    for q in ("p50", "p95", "p99"):
-        latency.plot(clients, [level["latency_s"][q] for level in levels], "o-", label=q)
     latency.set(xscale="log", yscale="log", xlabel="concurrent clients", ylabel="latency (s)")
     for axes in (speed, latency):
         axes.set_xticks(clients, [str(n) for n in clients])
         axes.xaxis.set_minor_locator(NullLocator())
         axes.grid(True, alpha=0.3)
-        axes.legend()
+        axes.legend(fontsize="small")
     env = record["environment"]
     figure.suptitle(
         f"Server load, {record['model']} ({record['precision']}, beam "
@@ -287,10 +321,13 @@ def figure(record: dict[str, Any]) -> Figure:
     return figure
 
 
-def main() -> None:
-    args = parse_args()
-    sentences = read_sentences(args.test_set, args.sentences)
-    process, url = start_server(args)
+def run_engine(
+    args: argparse.Namespace, engine: str, folder: Path, sentences: list[str]
+) -> dict[str, Any]:
+    """One engine's server at every number of clients, then its batch mode."""
+    process, url = start_server(
+        args, engine, str(folder) if engine == "ctranslate2" else args.model
+    )
     try:
         httpx.post(f"{url}/v1/translate", json={"lines": sentences[:8]}, timeout=60)  # warm-up
         idle = rss_mib(process.pid)
@@ -299,24 +336,50 @@ def main() -> None:
             levels[clients] = asyncio.run(
                 run_level(url, process.pid, clients, args.seconds, sentences)
             )
-            print(json.dumps(levels[clients]), flush=True)
+            print(json.dumps({"engine": engine, **levels[clients]}), flush=True)
     finally:
         process.terminate()
         process.wait(timeout=60)
-    batch = batch_mode(args, sentences)
-    print(json.dumps({"batch_mode": batch}), flush=True)
+    batch = batch_mode(translator_of(args, engine, folder), sentences)
+    print(json.dumps({"engine": engine, "batch_mode": batch}), flush=True)
+    return {
+        "server_idle_rss_mib": idle,
+        "levels": list(levels.values()),
+        "batch_mode": batch,
+        "targets": targets(levels, batch, idle),
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    sentences = read_sentences(args.test_set, args.sentences)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
+        folder = Path(tmp) / "ct2"
+        if "ctranslate2" in args.engines:
+            model = find_model(args.model)
+            export_ctranslate2(load_model(args.model), folder, model / CARD)
+        for engine in args.engines:
+            runs[engine] = run_engine(args, engine, folder, sentences)
+        if "ctranslate2" in args.engines:
+            run = runs["ctranslate2"]
+            direct = direct_peak_rss_mib(folder, sentences, Path(tmp))
+            peak = max(level["server_peak_rss_mib"] for level in run["levels"])
+            run["direct_peak_rss_mib"] = direct
+            run["targets"]["translate-only server peak RSS <= 2x CTranslate2 direct"] = {
+                "ratio": peak / direct,
+                "met": peak <= 2 * direct,
+            }
     record = {
         "kind": "serve_load",
         "environment": environment(torch.device("cpu")),
         "model": args.model,
         "precision": args.precision,
-        "engine": args.engine,
         "beam": args.beam,
         "threads": args.threads or torch.get_num_threads(),
-        "server_idle_rss_mib": idle,
-        "levels": list(levels.values()),
-        "batch_mode": batch,
-        "targets": targets(levels, batch, idle),
+        "engines": runs,
     }
     out = args.out or bench_path("serve-", record["environment"]["device_name"])
     out.parent.mkdir(parents=True, exist_ok=True)

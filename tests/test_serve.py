@@ -440,12 +440,15 @@ def test_load_benchmark_runs_a_real_server(tmp_path: Path, shared_data: Path) ->
     command = [sys.executable, str(script), "--clients", "1", "4", "--seconds", "1"]
     subprocess.run([*command, "--sentences", "12", "--out", str(out)], check=True)
     record = json.loads(out.read_text(encoding="utf-8"))
-    assert [level["clients"] for level in record["levels"]] == [1, 4]
-    for level in record["levels"]:
-        assert set(level["statuses"]) == {"200"}
-        assert level["health"]["failed"] == 0
-        assert level["decoding"]["batches"] >= 1
-    assert record["batch_mode"]["sentences"] == 12
+    assert list(record["engines"]) == ["pytorch", "ctranslate2"]
+    for run in record["engines"].values():
+        assert [level["clients"] for level in run["levels"]] == [1, 4]
+        for level in run["levels"]:
+            assert set(level["statuses"]) == {"200"}
+            assert level["health"]["failed"] == 0
+            assert level["decoding"]["batches"] >= 1
+        assert run["batch_mode"]["sentences"] == 12
+    assert record["engines"]["ctranslate2"]["direct_peak_rss_mib"] > 0
     assert record["environment"]["device_name"]
     assert out.with_suffix(".png").is_file()
 
