@@ -2,6 +2,7 @@
 fast models; `POST /v1/explain` with `beam_tree` answers it as JSON, within bounds; and the
 explorer draws that answer (Debian's chromium, driven by Playwright)."""
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -23,7 +24,10 @@ from seq2seq.decoding.translator import Translator
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TREE_BEAM
+from seq2seq.serving.limits import Limits
+from seq2seq.serving.prometheus import Metrics
 from seq2seq.serving.registry import ServedModel, served_model
+from seq2seq.serving.worker import DeadlineExceeded, DecodeOptions, DecodingWorker
 
 ARCHS = ["transformer", "gru"]
 SENTENCE = "A man in a blue shirt is standing on a ladder ."
@@ -177,6 +181,91 @@ def test_the_api_tree_is_the_traced_search_of_the_served_translator(client, serv
         assert finished["score"] == pytest.approx(
             finished["raw_score"] / finished["penalty"], abs=2e-4
         )
+
+
+def test_a_tree_request_is_decoded_once_and_its_tree_gives_the_answers_nbest(
+    client, monkeypatch
+) -> None:
+    calls = []
+    translate_ids = Translator.translate_ids
+
+    def counted(self, sources, *args, **kwargs):
+        calls.append((len(sources), kwargs.get("trace") is not None))
+        return translate_ids(self, sources, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_ids", counted)
+    body = {"text": SENTENCE, "beam": 4, "nbest": 4, "beam_tree": True}
+    payload = client.post("/v1/explain", json=body).json()
+    assert calls == [(1, True)]  # one search, traced, of the one line
+    top = payload["beam_tree"]["finished"][:4]
+    hypotheses = payload["hypotheses"]
+    assert [(f["text"], f["score"]) for f in top] == [(h["text"], h["score"]) for h in hypotheses]
+
+
+def decode_in_worker(
+    served: ServedModel, trace: BeamTrace, limits: Limits, cancel: bool = False
+) -> tuple[list | None, BaseException | None]:
+    """Queue the sentence for a worker (not started) with `trace`, cancel it if asked (its
+    client left), decode the batch the worker takes; the job's result or error."""
+
+    async def run() -> tuple[list | None, BaseException | None]:
+        worker = DecodingWorker({EN_DE.name: served}, limits, Metrics())
+        ids = served.pytorch.src_tokenizer.encode([SENTENCE])[0]
+        options = DecodeOptions(beam=4, nbest=4, length_penalty=0.6, max_len_ratio=1.5)
+        future = worker.submit(EN_DE.name, [ids], options, trace)
+        batch = worker._next_batch()
+        assert batch is not None and len(batch) == 1
+        if cancel:
+            future.cancel()
+        worker._decode(batch)
+        await asyncio.sleep(0)  # the worker settles the future in the loop
+        if future.cancelled():
+            return None, None
+        return (future.result(), None) if future.exception() is None else (None, future.exception())
+
+    return asyncio.run(run())
+
+
+def test_the_worker_traces_the_search_that_finds_the_nbest(served) -> None:
+    trace = BeamTrace()
+    (nbest,), error = decode_in_worker(served, trace, Limits())
+    assert error is None and len(nbest) == 4
+    finished = trace.finished()[:4]
+    assert [f.tokens for f in finished] == [t.tokens for t in nbest]
+    assert [f.score for f in finished] == [t.score for t in nbest]  # bit for bit: one search
+
+
+def test_a_traced_request_past_its_time_limit_or_left_is_not_decoded(served) -> None:
+    late = BeamTrace()
+    result, error = decode_in_worker(served, late, Limits(timeout_s=0.0))
+    assert result is None and isinstance(error, DeadlineExceeded)
+    left = BeamTrace()
+    assert decode_in_worker(served, left, Limits(), cancel=True) == (None, None)
+    assert late.steps == [] and left.steps == []  # the search stopped before its first step
+
+
+def test_a_traced_job_is_decoded_alone(served) -> None:
+    async def batches() -> list[int]:
+        worker = DecodingWorker({EN_DE.name: served}, Limits(batch_wait_s=0.0), Metrics())
+        options = DecodeOptions(beam=4, nbest=1, length_penalty=0.6, max_len_ratio=1.5)
+        ids = served.pytorch.src_tokenizer.encode([SENTENCE])[0]
+        worker.submit(EN_DE.name, [ids], options)
+        worker.submit(EN_DE.name, [ids], options, BeamTrace())
+        worker.submit(EN_DE.name, [ids], options)
+        sizes = []
+        while worker.queued_lines:
+            sizes.append(len(worker._next_batch() or []))
+        return sizes
+
+    assert asyncio.run(batches()) == [2, 1]
+    with pytest.raises(ValueError, match="a trace records one line, got 2"):
+        asyncio.run(two_traced_lines(served))
+
+
+async def two_traced_lines(served: ServedModel) -> None:
+    worker = DecodingWorker({EN_DE.name: served}, Limits(), Metrics())
+    options = DecodeOptions(beam=4, nbest=1, length_penalty=0.6, max_len_ratio=1.5)
+    worker.submit(EN_DE.name, [[5], [6]], options, BeamTrace())
 
 
 def test_the_gru_tree_rows_are_its_bahdanau_weights_and_beam_one_is_greedy(random_gru) -> None:

@@ -22,8 +22,9 @@ one whose rows have the lowest mean entropy
 (the GRU's one Bahdanau map). Weights are rounded to `DECIMALS` decimals to keep the payload
 small.
 
-`beam_tree` gives the explorer's beam tree: the sentence decoded again by the translator's beam
-search with a `BeamTrace` (seq2seq.decoding.beam_trace), as JSON-ready steps of candidates.
+`traced_tree` gives the explorer's beam tree: what the translator's beam search recorded in a
+`BeamTrace` (seq2seq.decoding.beam_trace), as JSON-ready steps of candidates; `beam_tree`
+decodes a sentence with a trace and gives its tree.
 """
 
 import torch
@@ -160,15 +161,21 @@ def explain(
 
 
 def beam_tree(translator: Translator, src_tokens: list[int], beam_size: int, nbest: int) -> dict:
-    """The beam search of the source `src_tokens` (ids, no EOS) by `translator`, step by step:
-    its live beams, each with its score, the (beam, candidate) of the previous step it continues,
-    its cross-attention row over the source pieces, and its candidates (token, piece,
-    log-probability, score, the next beam it became or -1, whether it finished), best first; and
-    every finished hypothesis with its raw and length-penalised scores, best first (the first
-    `nbest` are the search's n-best list); `attention` names the weights of the rows. Numbers
-    are rounded (SCORE_DECIMALS, DECIMALS)."""
+    """The beam search of the source `src_tokens` (ids, no EOS) by `translator`, step by step
+    (`traced_tree`)."""
     trace = BeamTrace()
     translator.translate_ids([src_tokens], beam_size, nbest, trace=trace)
+    return traced_tree(translator, trace, beam_size, nbest)
+
+
+def traced_tree(translator: Translator, trace: BeamTrace, beam_size: int, nbest: int) -> dict:
+    """The beam search that `trace` recorded (of one sentence by `translator`, at `beam_size`),
+    step by step: its live beams, each with its score, the (beam, candidate) of the previous
+    step it continues, its cross-attention row over the source pieces, and its candidates
+    (token, piece, log-probability, score, the next beam it became or -1, whether it finished),
+    best first; and every finished hypothesis with its raw and length-penalised scores, best
+    first (the first `nbest` are the search's n-best list); `attention` names the weights of
+    the rows. Numbers are rounded (SCORE_DECIMALS, DECIMALS)."""
     tokenizer = translator.tgt_tokenizer
     finished = trace.finished()
     texts = tokenizer.decode([hypothesis.tokens for hypothesis in finished]) if finished else []
@@ -203,7 +210,7 @@ def beam_tree(translator: Translator, src_tokens: list[int], beam_size: int, nbe
 
 def traced_beams(step: TraceStep, tokenizer: Tokenizer) -> list[dict]:
     """The live beams of one traced step (score > -inf), each with its candidates of
-    probability > 0 (see `beam_tree`)."""
+    probability > 0 (see `traced_tree`)."""
     beams = []
     for beam in step.beam_scores.isfinite().nonzero().squeeze(1).tolist():
         count = int(step.log_probs[beam].isfinite().sum())  # best first: the finite ones lead

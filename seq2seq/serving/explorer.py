@@ -6,8 +6,9 @@ nothing fetched from elsewhere). It asks `POST /v1/explain` for what
 `seq2seq.decoding.explain.explain`
 computes: the n-best translations, pieces, words, every attention map and the word alignment.
 The sentence is decoded by the server's decoding worker, like a /v1/translate request; the maps
-are computed in a thread of the pool, never in the event loop. With `beam_tree`, the PyTorch
-beam search runs again in that thread with a trace (`seq2seq.decoding.explain.beam_tree`).
+are computed in a thread of the pool, never in the event loop. With `beam_tree`, the worker
+decodes the sentence alone with PyTorch's beam search, which records its steps in a `BeamTrace`
+(`seq2seq.decoding.explain.traced_tree`): one search gives both the tree and the n-best list.
 """
 
 import json
@@ -18,7 +19,8 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from seq2seq.decoding.explain import beam_tree, check_text, explain
+from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.explain import check_text, explain, traced_tree
 from seq2seq.errors import UserError
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.serving.http_errors import ApiError
@@ -178,16 +180,17 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
         raise ApiError(422, f"beam: {options.beam}, over the beam tree's limit of {MAX_TREE_BEAM}")
     sources = state.tokenize(served, [request.text])
     check_answer_size(served, request, options.beam, sources[0])
+    trace = BeamTrace() if request.beam_tree else None
     (nbest,) = await state.translate_ids(
-        served, sources, options, field="text", disconnected=http.is_disconnected
+        served, sources, options, field="text", disconnected=http.is_disconnected, trace=trace
     )
     try:
         payload = await run_in_threadpool(
             explain, served.pytorch, nbest, request.hypothesis, request.all_maps
         )
-        if request.beam_tree:
+        if trace is not None:
             payload["beam_tree"] = await run_in_threadpool(
-                beam_tree, served.pytorch, sources[0], options.beam, request.nbest
+                traced_tree, served.pytorch, trace, options.beam, request.nbest
             )
     except UserError as err:
         raise ApiError(422, str(err)) from None

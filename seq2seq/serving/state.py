@@ -13,6 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.translation import Translation
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.limits import Limits
@@ -144,6 +145,7 @@ class ServerState:
         options: DecodeOptions,
         field: str = "lines",
         disconnected: Callable[[], Awaitable[bool]] | None = None,
+        trace: BeamTrace | None = None,
     ) -> list[list[Translation]]:
         """Queue the tokenized lines `sources` (`tokenize`) for the worker and wait for their
         translations, in input order.
@@ -153,10 +155,11 @@ class ServerState:
         stopping; 504 when the answer takes longer than `Limits.timeout_s`. `disconnected`
         (e.g. `Request.is_disconnected`) is asked every DISCONNECT_POLL_S while waiting; once
         the client has left, or the time is up, the job is cancelled and the worker drops it
-        (see `seq2seq.serving.worker`)."""
+        (see `seq2seq.serving.worker`). With a `trace` (one line), PyTorch's beam search that
+        finds the translations records itself in it."""
         self.check_pieces(served, sources, options.beam, field)
         try:
-            future = self.worker.submit(served.name, sources, options)
+            future = self.worker.submit(served.name, sources, options, trace)
         except (QueueFull, Stopping) as err:
             why = "the server is busy" if isinstance(err, QueueFull) else "the server is stopping"
             headers = {"Retry-After": str(RETRY_AFTER_S)}

@@ -7,6 +7,9 @@ and a token budget, waiting at most `Limits.batch_wait_s` for more to join (coun
 oldest one's arrival, or from the end of the previous batch if that came later). It decodes
 their lines together (`Translator.translate_ids`: the lines come tokenized) and answers each
 request with its own lines, in order. Requests with other options wait for a later batch.
+A traced request (the explorer's beam tree: one line and a `BeamTrace` to fill) is decoded
+alone, by the PyTorch translator whose maps the explorer shows, so that its tree and its n-best
+list come from one search.
 
 The event loop never runs the model: `submit` queues a job and returns an asyncio future,
 which the worker settles from its thread with `loop.call_soon_threadsafe`. Work nobody waits
@@ -23,6 +26,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 
+from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.translation import Stopped, Translation
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics
@@ -64,6 +68,7 @@ class Job:
     options: DecodeOptions
     future: asyncio.Future[list[list[Translation]]]
     loop: asyncio.AbstractEventLoop
+    trace: BeamTrace | None = None  # the beam search to record: one line, decoded alone
     queued_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -100,14 +105,21 @@ class DecodingWorker:
         return self._queued_lines
 
     def submit(
-        self, model: str, sources: list[list[int]], options: DecodeOptions
+        self,
+        model: str,
+        sources: list[list[int]],
+        options: DecodeOptions,
+        trace: BeamTrace | None = None,
     ) -> asyncio.Future[list[list[Translation]]]:
         """Queue the lines `sources` (each line's ids from `model`'s source tokenizer, no EOS)
         for `model` (from the event loop); the future gets, in input order, each line's n-best
-        translations. Raises QueueFull or Stopping instead of queueing."""
+        translations. With a `trace` (one line), the beam search that finds them fills it.
+        Raises QueueFull or Stopping instead of queueing."""
+        if trace is not None and len(sources) != 1:
+            raise ValueError(f"a trace records one line, got {len(sources)}")
         tokens = sum(len(ids) + 1 for ids in sources)
         loop = asyncio.get_running_loop()
-        job = Job(model, sources, tokens, options, loop.create_future(), loop)
+        job = Job(model, sources, tokens, options, loop.create_future(), loop, trace)
         with self._changed:
             if self._stopping:
                 raise Stopping
@@ -145,11 +157,14 @@ class DecodingWorker:
 
     def _matching_jobs(self) -> tuple[list[Job], bool]:
         """The oldest job and the queued jobs that can join its batch, oldest first, within the
-        budgets; and whether the batch is full (a matching job did not fit)."""
+        budgets; and whether the batch is full (a matching job did not fit). A traced job
+        makes a batch of its own."""
         first = self._jobs[0]
+        if first.trace is not None:
+            return [first], True
         batch, sentences, tokens = [first], len(first.sources), first.tokens
         for job in list(self._jobs)[1:]:
-            if job.key != first.key:
+            if job.key != first.key or job.trace is not None:
                 continue
             sentences += len(job.sources)
             tokens += job.tokens
@@ -168,16 +183,21 @@ class DecodingWorker:
         if not jobs:
             return
         model, options = jobs[0].key
-        translator = self.models[model].translator.with_decode(
+        trace = jobs[0].trace  # a traced job is alone in its batch
+        served = self.models[model]
+        translator = (served.translator if trace is None else served.pytorch).with_decode(
             beam_size=options.beam,
             length_penalty=options.length_penalty,
             max_len_ratio=options.max_len_ratio,
         )
+        translate = translator.translate_ids
+        if trace is not None:  # PyTorch's beam search, which records what it does
+            translate = partial(translator.translate_ids, trace=trace)
         sources = [ids for job in jobs for ids in job.sources]
         self.metrics.batch_sentences.observe(len(sources))
         self.metrics.batch_requests.observe(len(jobs))
         try:
-            results = translator.translate_ids(
+            results = translate(
                 sources,
                 nbest=options.nbest,
                 need_attention=options.need_attention,
