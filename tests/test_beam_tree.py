@@ -17,7 +17,7 @@ from tiny import tiny_model
 import seq2seq
 from seq2seq.data.specials import EOS_ID
 from seq2seq.decoding.beam_trace import BeamTrace
-from seq2seq.decoding.explain import beam_tree
+from seq2seq.decoding.explain import beam_tree, rounded, traced_tree
 from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.search import beam_search, gnmt_penalty, max_output_lengths
 from seq2seq.decoding.translator import Translator
@@ -181,6 +181,22 @@ def test_the_api_tree_is_the_traced_search_of_the_served_translator(client, serv
         assert finished["score"] == pytest.approx(
             finished["raw_score"] / finished["penalty"], abs=2e-4
         )
+
+
+def test_the_tree_numbers_are_the_traces_rounded(served) -> None:
+    trace = BeamTrace()
+    src_ids = served.pytorch.src_tokenizer.encode([SENTENCE])[0]
+    served.pytorch.translate_ids([src_ids], 3, 3, trace=trace)
+    tree = traced_tree(served.pytorch, trace, 3, 3)
+    for shown, step in zip(tree["steps"], trace.steps, strict=True):
+        for beam in shown["beams"]:
+            b, count = beam["beam"], len(beam["tokens"])
+            assert beam["score"] == round(float(step.beam_scores[b]), 4)
+            assert beam["attention"] == rounded(step.attention[b])
+            assert beam["log_probs"] == rounded(step.log_probs[b, :count], 4)
+            assert beam["scores"] == rounded(step.scores[b, :count], 4)
+            assert beam["finished"] == step.finished[b, :count].tolist()
+            assert all(isinstance(p, float) for p in beam["log_probs"] + beam["attention"])
 
 
 def test_a_tree_request_is_decoded_once_and_its_tree_gives_the_answers_nbest(

@@ -210,24 +210,28 @@ def traced_tree(translator: Translator, trace: BeamTrace, beam_size: int, nbest:
 
 def traced_beams(step: TraceStep, tokenizer: Tokenizer) -> list[dict]:
     """The live beams of one traced step (score > -inf), each with its candidates of
-    probability > 0 (see `traced_tree`)."""
+    probability > 0 (see `traced_tree`). Each tensor of the step is rounded and listed once,
+    then cut into beams."""
+    counts = step.log_probs.isfinite().sum(dim=1).tolist()  # best first: the finite ones lead
+    beam_scores, parents = step.beam_scores.tolist(), step.parents.tolist()
+    attention = rounded(step.attention)
+    tokens, next_beam, finished = (t.tolist() for t in (step.tokens, step.next_beam, step.finished))
+    log_probs, scores = (rounded(t, SCORE_DECIMALS) for t in (step.log_probs, step.scores))
     beams = []
     for beam in step.beam_scores.isfinite().nonzero().squeeze(1).tolist():
-        count = int(step.log_probs[beam].isfinite().sum())  # best first: the finite ones lead
-        tokens = step.tokens[beam, :count].tolist()
-        parent = step.parents[beam].tolist()
+        count, parent = counts[beam], parents[beam]
         beams.append(
             {
                 "beam": beam,
-                "score": round(float(step.beam_scores[beam]), SCORE_DECIMALS),
+                "score": round(beam_scores[beam], SCORE_DECIMALS),
                 "parent": parent if parent[0] >= 0 else None,
-                "attention": rounded(step.attention[beam]),
-                "tokens": tokens,
-                "pieces": [tokenizer.id_to_piece(token) for token in tokens],
-                "log_probs": rounded(step.log_probs[beam, :count], SCORE_DECIMALS),
-                "scores": rounded(step.scores[beam, :count], SCORE_DECIMALS),
-                "next_beam": step.next_beam[beam, :count].tolist(),
-                "finished": step.finished[beam, :count].tolist(),
+                "attention": attention[beam],
+                "tokens": tokens[beam][:count],
+                "pieces": [tokenizer.id_to_piece(token) for token in tokens[beam][:count]],
+                "log_probs": log_probs[beam][:count],
+                "scores": scores[beam][:count],
+                "next_beam": next_beam[beam][:count],
+                "finished": finished[beam][:count],
             }
         )
     return beams
