@@ -112,6 +112,16 @@ def test_transformer_maps_are_the_models_teacher_forced_weights(client, models) 
     torch.testing.assert_close(positional, encodings, rtol=0, atol=ROUNDING)
 
 
+def test_the_answer_is_compact_json_as_pythons_encoder_writes_it(client) -> None:
+    """orjson writes the answer: the same bytes as json.dumps, non-ASCII text kept as it is."""
+    body = {"model": DE_EN.name, "text": "Ein Mädchen läuft über die Straße .", "all_maps": True}
+    answer = client.post("/v1/explain", json={**body, "beam": 2, "nbest": 2})
+    assert answer.status_code == 200
+    payload = answer.json()
+    assert "ä" in json.dumps(payload["source"], ensure_ascii=False)
+    assert answer.content == json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def test_gru_answers_one_bahdanau_map_per_step(client, models) -> None:
     answer = client.post("/v1/explain", json={"model": GRU_NAME, "text": SENTENCE, "beam": 2})
     assert answer.status_code == 200, answer.text
