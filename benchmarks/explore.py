@@ -10,7 +10,7 @@ Starts seq2seq serve on a free port of 127.0.0.1 with the shipped models and sen
 20-word sentence, one request at a time, to POST /v1/translate (the baseline: the translation
 alone), then to POST /v1/explain (the translation, every map of the best hypothesis and the
 word alignment), then to POST /v1/explain with the beam tree, as the page asks once its
-"Beam search" section is open ("beam_tree": true: the beam search again, step by step), after
+"Beam search" section is open ("beam_tree": true: the search recorded step by step), after
 `--warmup` untimed requests of each; prints the median and 90th percentile of the wall-clock
 time of each, the server process's CPU time per request (with --threads 1, about the time the
 request takes on an idle core), the CPU and its load. The payload is what the page loads for
