@@ -421,7 +421,9 @@ def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
     assert_one_line_error(missing, "none.pt: checkpoint not found")
 
     checkpoint = load_checkpoint(run / "best.pt")
-    other = Tokenizer.train(["Lorem ipsum dolor sit amet."] * 50, tmp_path / "other.model", 30)
+    other = Tokenizer.train(
+        ["Lorem ipsum dolor sit amet."] * 50, tmp_path / "other.model", 30, byte_fallback=False
+    )
     checkpoint["tokenizers"] = tokenizer_entry(other, other)
     save_checkpoint(checkpoint, tmp_path / "mismatch.pt")
     mismatch = script("evaluate", "--checkpoint", str(tmp_path / "mismatch.pt"))
