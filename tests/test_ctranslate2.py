@@ -9,13 +9,17 @@ import hashlib
 import itertools
 import json
 import shutil
+import struct
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+import safetensors.numpy
+import safetensors.torch
 import torch
 from commands import stop_server
 from ctranslate2_bench import shipped_test_pairs
@@ -32,15 +36,20 @@ from seq2seq.decoding.ctranslate2 import (
     check_folder,
     import_ctranslate2,
     position_table,
+    state_arrays,
+    transformer_spec,
     translator_from_inference,
+    translator_from_weights,
     use_ctranslate2,
 )
 from seq2seq.decoding.export import export_ctranslate2
+from seq2seq.decoding.exported import WEIGHTS, read_description, read_weights
 from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_model
 from seq2seq.decoding.translation import SourceTooLong, Stopped
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
+from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
@@ -210,6 +219,113 @@ def test_the_position_table_interleaves_sines_and_cosines() -> None:
     assert table[0].tolist() == [0.0, 1.0, 0.0, 1.0]
     expected = [torch.sin(torch.tensor(2.0)), torch.cos(torch.tensor(2.0))]
     assert table[2, :2].tolist() == pytest.approx([float(x) for x in expected], abs=1e-6)
+    ours = PositionalEncoding(128)(torch.arange(1024)).numpy()
+    assert table.dtype == np.float32
+    assert np.abs(position_table(128) - ours).max() <= 1e-4  # float32 sin/cos of angles < 1024
+
+
+# --- Converting without torch -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+def test_the_weights_read_without_torch_are_the_pytorch_ones(name: str) -> None:
+    """Every array of the shipped file, bf16 widened with numpy, equals the state dict's
+    (torch's bf16 -> fp32), tied names included; so do the converted model's variables."""
+    inference = load_model(name)
+    expected = state_arrays(inference.model)
+    weights = read_weights(SHIPPED_MODELS / name / WEIGHTS)
+    assert sorted(weights) == sorted(expected)
+    for key, array in expected.items():
+        assert weights[key].dtype == np.float32 and np.array_equal(weights[key], array), key
+    assert weights["src_embed.weight"] is weights["output.weight"]
+    tokenizers = (inference.src_tokenizer, inference.tgt_tokenizer)
+    theirs = transformer_spec(weights, inference.config, *tokenizers).variables()
+    ours = transformer_spec(expected, inference.config, *tokenizers).variables()
+    assert sorted(theirs) == sorted(ours)
+    for key, variable in ours.items():  # an array, or the name of the variable it aliases
+        if isinstance(variable, str):
+            assert theirs[key] == variable
+        else:
+            assert np.array_equal(theirs[key].numpy(), variable.numpy()), key
+
+
+def test_a_model_converted_without_torch_translates_the_same(engines) -> None:
+    description = read_description(SHIPPED_MODELS / EN_DE)
+    description.config.decode.precision = "fp32"
+    weights = read_weights(SHIPPED_MODELS / EN_DE / WEIGHTS)
+    ct2 = translator_from_weights(
+        weights, description.config, description.src_tokenizer, description.tgt_tokenizer
+    )
+    expected, got = engines[1].translate(LINES, nbest=3), ct2.translate(LINES, nbest=3)
+    assert [[(t.tokens, t.score) for t in n] for n in got] == [
+        [(t.tokens, t.score) for t in n] for n in expected
+    ]
+
+
+def test_f32_and_f16_tensors_load_through_safetensors(tmp_path: Path) -> None:
+    arrays = {"a": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}
+    arrays["b"] = np.array([0.5, -1.25, 3.0], dtype=np.float16)
+    safetensors.numpy.save_file(arrays, tmp_path / "w.safetensors")
+    weights = read_weights(tmp_path / "w.safetensors")
+    assert weights["a"].tolist() == arrays["a"].tolist()
+    assert weights["b"].dtype == np.float32 and weights["b"].tolist() == [0.5, -1.25, 3.0]
+
+
+def bf16_file(path: Path) -> bytes:
+    """The bytes of a small safetensors file of two bf16 tensors, "a" (2, 3) and "b" (4,)."""
+    tensors = {"a": torch.arange(6.0).reshape(2, 3), "b": torch.tensor([0.1, -2.0, 1e30, -0.0])}
+    safetensors.torch.save_file({k: t.bfloat16() for k, t in tensors.items()}, path)
+    return path.read_bytes()
+
+
+def with_header(data: bytes, change: dict) -> bytes:
+    """`data` (a safetensors file) with its JSON header updated by `change`."""
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + size])
+    for name, fields in change.items():
+        header[name].update(fields)
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data[8 + size :]
+
+
+def test_bf16_is_widened_as_torch_does(tmp_path: Path) -> None:
+    bf16_file(tmp_path / "w.safetensors")
+    weights = read_weights(tmp_path / "w.safetensors")
+    expected = safetensors.torch.load_file(tmp_path / "w.safetensors")
+    for name, tensor in expected.items():
+        assert np.array_equal(weights[name], tensor.float().numpy())
+    assert weights["b"].tolist()[1:] == [-2.0, float(torch.tensor(1e30).bfloat16()), -0.0]
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("truncated", "not a readable safetensors file"),
+        ("bad header", "not a readable safetensors file"),
+        ("huge header size", "not a readable safetensors file"),
+        ("wrong dtype", "a is I16, not a float weight"),
+        ("offsets out of range", "not a readable safetensors file"),
+        ("shape and size differ", "not a readable safetensors file"),
+        ("empty", "not a readable safetensors file"),
+    ],
+)
+def test_a_damaged_safetensors_file_is_one_line(tmp_path: Path, how: str, message: str) -> None:
+    path = tmp_path / "w.safetensors"
+    data = bf16_file(path)
+    damaged = {
+        "truncated": data[:-3],
+        "bad header": data[:8] + b"[" + data[9:],
+        "huge header size": struct.pack("<Q", 1 << 40) + data[8:],
+        "wrong dtype": with_header(data, {"a": {"dtype": "I16"}}),
+        "offsets out of range": with_header(data, {"b": {"data_offsets": [12, 1 << 20]}}),
+        "shape and size differ": with_header(data, {"a": {"shape": [3, 3]}}),
+        "empty": b"",
+    }[how]
+    assert damaged != data
+    path.write_bytes(damaged)
+    with pytest.raises(UserError, match=message) as caught:
+        read_weights(path)
+    assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
 
 
 # --- Exported folders ---------------------------------------------------------------------
@@ -424,6 +540,19 @@ def test_a_folder_is_served_without_an_explorer(exported: Path, en_de: Inference
         assert answer.json() == {"error": NO_EXPLORER.format(name="en-de")}
 
 
+def test_a_shipped_model_is_served_converted_with_engine_ctranslate2(en_de: Inference) -> None:
+    """--engine ctranslate2 converts a shipped Transformer without torch (no explorer, the
+    parameters counted from its file); --engine auto keeps PyTorch beside it for the explorer."""
+    args = serve_command.parse_args(["--model", EN_DE, "--engine", "ctranslate2"])
+    served = serve_command.load_models(args)[EN_DE]
+    assert isinstance(served.translator, CTranslate2Translator) and served.pytorch is None
+    assert served.parameters == sum(p.numel() for p in en_de.model.parameters())
+    assert served.scores is not None and served.translator.precision == "fp32"
+    args = serve_command.parse_args(["--model", EN_DE, "--engine", "auto"])
+    served = serve_command.load_models(args)[EN_DE]
+    assert isinstance(served.translator, CTranslate2Translator) and served.pytorch is not None
+
+
 # The seq2seq command in a child Python that says on its last stderr line, at exit, whether torch
 # was ever imported.
 WITHOUT_TORCH = """
@@ -434,13 +563,21 @@ main(sys.argv[1:])
 """
 
 
+def model_and_name(which: str, exported: Path) -> tuple[str, str]:
+    """The --model of a CTranslate2 folder or of the shipped model it was exported from (which
+    --engine ctranslate2 converts without torch), and the name it is served under."""
+    return (str(exported), "en-de") if which == "folder" else (EN_DE, EN_DE)
+
+
 @pytest.mark.slow  # starts a Python that serves
-def test_a_server_of_folders_never_imports_torch(exported: Path, engines) -> None:
+@pytest.mark.parametrize("which", ["folder", "shipped"])
+def test_a_server_of_folders_never_imports_torch(exported: Path, engines, which: str) -> None:
     """Every route but the explorer's answers, translations equal the PyTorch engine's, and
     neither the interpreter's modules nor the process's memory map ever held torch."""
+    model, name = model_and_name(which, exported)
     command = [sys.executable, "-c", WITHOUT_TORCH, "serve", "--port", "0", "--log-level", "error"]
     process = subprocess.Popen(
-        [*command, "--model", str(exported), "--engine", "ctranslate2"],
+        [*command, "--model", model, "--engine", "ctranslate2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -448,7 +585,7 @@ def test_a_server_of_folders_never_imports_torch(exported: Path, engines) -> Non
     first = process.stdout.readline()
     url = first.split(" on ")[-1].strip()
     try:
-        assert first.startswith("serving en-de on "), first + process.stderr.read()
+        assert first.startswith(f"serving {name} on "), first + process.stderr.read()
         answers = [
             httpx.post(f"{url}/v1/translate", json={"lines": [line]}, timeout=60) for line in LINES
         ]
@@ -471,11 +608,12 @@ def test_a_server_of_folders_never_imports_torch(exported: Path, engines) -> Non
 
 
 @pytest.mark.slow  # starts Pythons that translate
+@pytest.mark.parametrize("which", ["folder", "shipped"])
 def test_translating_with_a_folder_never_imports_torch(
-    exported: Path, engines, tmp_path: Path
+    exported: Path, engines, tmp_path: Path, which: str
 ) -> None:
     python = [sys.executable, "-c", WITHOUT_TORCH]
-    model = ["--model", str(exported), "--engine", "ctranslate2"]
+    model = ["--model", model_and_name(which, exported)[0], "--engine", "ctranslate2"]
     done = subprocess.run(
         [*python, "translate", *model],
         input="\n".join(LINES) + "\n",

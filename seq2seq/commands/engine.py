@@ -1,13 +1,18 @@
 """The engine a command decodes with (--engine): our PyTorch search or CTranslate2
 (seq2seq.decoding.ctranslate2), for seq2seq translate, evaluate and serve.
 
-A CTranslate2 folder (seq2seq export --format ctranslate2) translates without torch: nothing
-here imports it until a PyTorch model is loaded, and only then is the process tuned for torch
-(seq2seq.fast.process), so such a command starts in a fraction of the time."""
+Two kinds of --model translate with CTranslate2 without torch: a CTranslate2 folder (seq2seq
+export --format ctranslate2), and a shipped or exported model (model.safetensors) when --engine
+picks CTranslate2 for it, converted from its weights read with numpy at each start
+(docs/benchmarks.md measures it) unless the command needs the PyTorch model beside it
+(attention maps, the explorer, evaluate --record). Nothing here imports torch until a PyTorch
+model is loaded, and only then is the process tuned for torch (seq2seq.fast.process), so such a
+command starts in a fraction of the time."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,8 +22,12 @@ from seq2seq.decoding.ctranslate2 import (
     CTranslate2Translator,
     check_folder,
     engine_device,
+    folder_parameters,
     is_ctranslate2_folder,
+    translator_from_weights,
+    use_ctranslate2,
 )
+from seq2seq.decoding.exported import WEIGHTS, find_model, read_description, read_weights
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.decoding.translation import LineTranslator
 from seq2seq.errors import UserError
@@ -27,6 +36,16 @@ if TYPE_CHECKING:
     import torch
 
     from seq2seq.decoding.loading import Inference
+
+
+@dataclass
+class TorchFree:
+    """A model that --model names, opened on CTranslate2 without torch."""
+
+    translator: CTranslate2Translator
+    config: Config
+    folder: Path  # the folder it came from, where its card.json is
+    parameters: int | None  # None: a CTranslate2 folder that does not record it
 
 
 def ctranslate2_folder(model: str | None) -> Path | None:
@@ -39,21 +58,46 @@ def ctranslate2_folder(model: str | None) -> Path | None:
     return None
 
 
-def open_ctranslate2_folder(
-    args: argparse.Namespace, folder: Path, threads: int | None = None
-) -> tuple[CTranslate2Translator, Config]:
-    """The translator of the CTranslate2 folder that --model names (--engine must not be
-    pytorch), on --device and `threads` CPU threads (None: every core), with the decoding
-    options applied; and its configuration."""
-    if args.engine == "pytorch":
-        raise UserError(f"--model {folder}: a CTranslate2 folder; use --engine ctranslate2")
-    config, src_tokenizer, tgt_tokenizer = check_folder(folder)
+def open_without_torch(
+    args: argparse.Namespace,
+    model: str | None,
+    threads: int | None = None,
+    need_pytorch: bool = False,
+) -> TorchFree | None:
+    """The model `model` (a --model) opened on CTranslate2 without torch, on --device and
+    `threads` CPU threads (None: every core), with the decoding options applied: a CTranslate2
+    folder (--engine must not be pytorch), or a shipped or exported model when --engine picks
+    CTranslate2 for it and the caller does not `need_pytorch`; else None."""
+    folder = ctranslate2_folder(model)
+    if folder is not None:
+        if args.engine == "pytorch":
+            raise UserError(f"--model {folder}: a CTranslate2 folder; use --engine ctranslate2")
+        config, src_tokenizer, tgt_tokenizer = check_folder(folder)
+        apply_decode_options(args, config.decode)
+        translator = CTranslate2Translator.open(
+            folder, src_tokenizer, tgt_tokenizer, config.decode, engine_device(args.device), threads
+        )
+        return TorchFree(translator, config, folder, folder_parameters(folder))
+    if model is None or args.engine == "pytorch" or need_pytorch:
+        return None
+    folder = find_model(model)
+    description = read_description(folder)
+    config = description.config
     apply_decode_options(args, config.decode)
-    device = engine_device(args.device)
-    translator = CTranslate2Translator.open(
-        folder, src_tokenizer, tgt_tokenizer, config.decode, device, threads
+    if not use_ctranslate2(args.engine, config):
+        return None
+    weights = read_weights(folder / WEIGHTS)
+    # a tied weight is one array under several names: each array counted once
+    parameters = sum({id(array): array.size for array in weights.values()}.values())
+    translator = translator_from_weights(
+        weights,
+        config,
+        description.src_tokenizer,
+        description.tgt_tokenizer,
+        engine_device(args.device),
+        threads,
     )
-    return translator, config
+    return TorchFree(translator, config, folder, parameters)
 
 
 def pytorch_device(args: argparse.Namespace) -> torch.device:
@@ -65,18 +109,22 @@ def pytorch_device(args: argparse.Namespace) -> torch.device:
     return pick_device(args.device)
 
 
+def model_folder(model: str) -> Path:
+    """The folder of --model: a CTranslate2 folder or an exported (or shipped) model."""
+    return ctranslate2_folder(model) or find_model(model)
+
+
 def load_translator(
-    args: argparse.Namespace, need_attention: bool = False
+    args: argparse.Namespace, need_attention: bool = False, need_pytorch: bool = False
 ) -> tuple[LineTranslator, Config, Inference | None]:
     """The translator of --checkpoint or --model with the decoding options applied, on the
     engine --engine picks (seq2seq.decoding.ctranslate2.use_ctranslate2); its configuration;
-    and the PyTorch model, None for a CTranslate2 folder (which has none, and translates
-    without importing torch)."""
-    folder = ctranslate2_folder(args.model)
-    if folder is not None:
-        translator, config = open_ctranslate2_folder(args, folder)
-        return translator, config, None
-    from seq2seq.decoding.ctranslate2 import translator_from_inference, use_ctranslate2
+    and the PyTorch model, None for a model opened without torch (`open_without_torch`,
+    unless the caller needs the PyTorch model: `need_attention` maps, or `need_pytorch`)."""
+    opened = open_without_torch(args, args.model, need_pytorch=need_attention or need_pytorch)
+    if opened is not None:
+        return opened.translator, opened.config, None
+    from seq2seq.decoding.ctranslate2 import translator_from_inference
     from seq2seq.decoding.translator import Translator
 
     device = pytorch_device(args)

@@ -240,8 +240,9 @@ def main(argv: list[str]) -> None:
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
         check_aligned(sources, references, f"--src {args.src}", f"--ref {args.ref}")
         test, prepared, where = None, None, f"--src {args.src}"
-    translator, config, inference = load_translator(args)
-    if args.record and args.split != ENTITIES and inference is None:
+    record = args.record and args.split != ENTITIES
+    translator, config, inference = load_translator(args, need_pytorch=record)
+    if record and inference is None:
         raise UserError("--record: needs the PyTorch model; give the model it was exported from")
     if not args.src:
         sources, references, test, prepared, where = read_split(args, config)

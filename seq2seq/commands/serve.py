@@ -190,20 +190,25 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 def load_models(args: argparse.Namespace) -> dict[str, ServedModel]:
     """The models of --model and --checkpoint, by name (the first is the default), each with
-    the decoding options applied, on the engine --engine picks. A CTranslate2 folder is served
-    without torch (and without the attention explorer); torch is imported, and the process
-    tuned for it, only for a PyTorch model (`load_pytorch_model`)."""
-    from seq2seq.commands.engine import ctranslate2_folder, open_ctranslate2_folder
+    the decoding options applied, on the engine --engine picks. A CTranslate2 folder, and with
+    --engine ctranslate2 a shipped or exported Transformer, is served without torch (and
+    without the attention explorer); torch is imported, and the process tuned for it, only for
+    a PyTorch model (`load_pytorch_model`), which --engine auto keeps beside CTranslate2 for the
+    explorer."""
+    from seq2seq.commands.engine import open_without_torch
     from seq2seq.serving.registry import served_folder
 
     sources = [("--model", name) for name in args.model]
     sources += [("--checkpoint", path) for path in args.checkpoint]
     models: dict[str, ServedModel] = {}
     for option, given in sources:
-        folder = ctranslate2_folder(given) if option == "--model" else None
-        if folder is not None:
-            translator, config = open_ctranslate2_folder(args, folder, args.threads)
-            served = served_folder(folder.name, folder, translator, config)
+        opened = None
+        if option == "--model":
+            explorer = args.engine == "auto"
+            opened = open_without_torch(args, given, args.threads, need_pytorch=explorer)
+        if opened is not None:
+            folder, translator, config = opened.folder, opened.translator, opened.config
+            served = served_folder(folder.name, folder, translator, config, opened.parameters)
         else:
             served = load_pytorch_model(args, option, given)
         if served.name in models:

@@ -84,8 +84,8 @@ def load_translator(args: argparse.Namespace) -> tuple[LineTranslator, list[str]
     """The translator of the checkpoint (on the engine --engine picks), with the options
     applied, the lines the prompt starts with (`scope_lines`), and the note to print if a
     translation comes out empty (`untrained_note`)."""
-    from seq2seq.commands.engine import ctranslate2_folder
     from seq2seq.commands.engine import load_translator as load_engine_translator
+    from seq2seq.commands.engine import model_folder
     from seq2seq.decoding.translation import CARD
 
     need_attention = args.show_attention or bool(args.save_attention)
@@ -95,7 +95,7 @@ def load_translator(args: argparse.Namespace) -> tuple[LineTranslator, list[str]
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
     translator.check_beam_size(beam)
     note = untrained_note(args, inference) if inference is not None else None
-    card = inference.card if inference is not None else ctranslate2_folder(args.model) / CARD
+    card = inference.card if inference is not None else model_folder(args.model) / CARD
     domain, limits = domain_and_limits(card, config.data.corpus)
     return translator, scope_lines(args.model or args.checkpoint, domain, limits), note
 

@@ -46,11 +46,13 @@ SHA-256 of every file. `check_folder` verifies all of it before CTranslate2 read
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -101,82 +103,115 @@ def import_ctranslate2() -> ModuleType:
 # --- Export -------------------------------------------------------------------------------
 
 
-def _array(tensor: Any) -> np.ndarray:
-    return tensor.detach().float().cpu().numpy()
+def import_specs() -> ModuleType:
+    """ctranslate2.specs, the model description API, imported without torch. It imports torch
+    where it is installed, only to take torch tensors, and the converter gives it numpy arrays:
+    while it is imported (once per process, unless torch already is), `import torch` fails."""
+    ctranslate2 = import_ctranslate2()
+    if "torch" in sys.modules or "ctranslate2.specs" in sys.modules:
+        return ctranslate2.specs
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    try:
+        return importlib.import_module("ctranslate2.specs")
+    finally:
+        del sys.modules["torch"]
 
 
-def _set_linear(spec: Any, *linears: Any) -> None:
-    """Set a LinearSpec from one or more nn.Linear layers, stacked (fused) along the outputs."""
-    spec.weight = np.concatenate([_array(linear.weight) for linear in linears])
-    if linears[0].bias is not None:
-        spec.bias = np.concatenate([_array(linear.bias) for linear in linears])
-
-
-def _set_norm(spec: Any, norm: Any) -> None:
-    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+def state_arrays(model: Any) -> dict[str, np.ndarray]:
+    """The float32 arrays by name of a PyTorch model's state dict (on the CPU)."""
+    state = model.state_dict()
+    return {name: tensor.detach().float().cpu().numpy() for name, tensor in state.items()}
 
 
 def position_table(dim: int, positions: int = POSITIONS) -> np.ndarray:
-    """(positions, dim) our interleaved sinusoidal encodings (seq2seq.models.positional)."""
-    import torch
+    """(positions, dim) our interleaved sinusoidal encodings (seq2seq.models.positional),
+    computed in float32 as it does."""
+    two_i = np.arange(0, dim, 2, dtype=np.float32)
+    angles = np.arange(positions, dtype=np.float32)[:, None] / np.float32(10000.0) ** (two_i / dim)
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(positions, -1)[:, :dim]
 
-    from seq2seq.models.positional import PositionalEncoding
 
-    return _array(PositionalEncoding(dim)(torch.arange(positions)))
-
-
-def transformer_spec(inference: Inference) -> Any:
-    """The CTranslate2 TransformerSpec of `inference`'s Transformer (see the module docstring)."""
-    ctranslate2 = import_ctranslate2()
-    model, cfg = inference.model, inference.config.model
+def transformer_spec(
+    weights: Mapping[str, np.ndarray], config: Config, src: Tokenizer, tgt: Tokenizer
+) -> Any:
+    """The CTranslate2 TransformerSpec (see the module docstring) of our Transformer of
+    `config` with `weights`: float32 arrays by our state dict's names (`state_arrays`, or
+    seq2seq.decoding.exported.read_weights), and its source and target tokenizers."""
+    specs = import_specs()
+    cfg = config.model
     if cfg.arch != "transformer":
         raise UserError(
             f"{cfg.name}: CTranslate2 has no recurrent models; only a Transformer exports to it"
         )
-    spec = ctranslate2.specs.TransformerSpec.from_config(
+    spec = specs.TransformerSpec.from_config(
         (cfg.encoder_layers, cfg.decoder_layers), cfg.num_heads, pre_norm=cfg.pre_norm
     )
+    weight = partial(_weight, weights)
     table = position_table(cfg.embed_dim)
     encoder, decoder = spec.encoder, spec.decoder
-    encoder.embeddings[0].weight = _array(model.src_embed.weight)
-    decoder.embeddings.weight = _array(model.tgt_embed.weight)
+    encoder.embeddings[0].weight = weight("src_embed.weight")
+    decoder.embeddings.weight = weight("tgt_embed.weight")
     encoder.position_encodings.encodings = table
     decoder.position_encodings.encodings = table
-    for ours, theirs in zip(model.encoder_layers, encoder.layer, strict=True):
-        _set_self_attention(theirs.self_attention, ours.self_attn, ours.self_attn_res.norm)
-        _set_ffn(theirs.ffn, ours)
-    for ours, theirs in zip(model.decoder_layers, decoder.layer, strict=True):
-        _set_self_attention(theirs.self_attention, ours.self_attn, ours.self_attn_res.norm)
-        cross = ours.cross_attn
-        _set_norm(theirs.attention.layer_norm, ours.cross_attn_res.norm)
-        _set_linear(theirs.attention.linear[0], cross.q_proj)
-        _set_linear(theirs.attention.linear[1], cross.k_proj, cross.v_proj)
-        _set_linear(theirs.attention.linear[2], cross.out_proj)
-        _set_ffn(theirs.ffn, ours)
+    for i, theirs in enumerate(encoder.layer):
+        _set_self_attention(theirs.self_attention, weight, f"encoder_layers.{i}")
+        _set_ffn(theirs.ffn, weight, f"encoder_layers.{i}")
+    for i, theirs in enumerate(decoder.layer):
+        ours = f"decoder_layers.{i}"
+        _set_self_attention(theirs.self_attention, weight, ours)
+        _set_norm(theirs.attention.layer_norm, weight, f"{ours}.cross_attn_res.norm")
+        _set_linear(theirs.attention.linear[0], weight, f"{ours}.cross_attn.q_proj")
+        _set_linear(
+            theirs.attention.linear[1], weight, *(f"{ours}.cross_attn.{n}_proj" for n in "kv")
+        )
+        _set_linear(theirs.attention.linear[2], weight, f"{ours}.cross_attn.out_proj")
+        _set_ffn(theirs.ffn, weight, ours)
     if cfg.pre_norm:
-        _set_norm(encoder.layer_norm, model.encoder_norm)
-        _set_norm(decoder.layer_norm, model.decoder_norm)
-    decoder.projection.weight = _array(model.output.weight)
+        _set_norm(encoder.layer_norm, weight, "encoder_norm")
+        _set_norm(decoder.layer_norm, weight, "decoder_norm")
+    decoder.projection.weight = weight("output.weight")
     spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
     spec.config.unk_token, spec.config.bos_token = UNK_PIECE, BOS_PIECE
     spec.config.eos_token, spec.config.decoder_start_token = EOS_PIECE, BOS_PIECE
-    spec.register_source_vocabulary(_pieces(inference.src_tokenizer))
-    spec.register_target_vocabulary(_pieces(inference.tgt_tokenizer))
-    spec.validate()
+    spec.register_source_vocabulary(_pieces(src))
+    spec.register_target_vocabulary(_pieces(tgt))
+    try:
+        spec.validate()
+    except ValueError as err:
+        raise UserError(f"{cfg.name}: the weights do not fit the model ({err})") from None
     spec.optimize(quantization="float32")
     return spec
 
 
-def _set_self_attention(spec: Any, attention: Any, norm: Any) -> None:
-    _set_norm(spec.layer_norm, norm)
-    _set_linear(spec.linear[0], attention.q_proj, attention.k_proj, attention.v_proj)
-    _set_linear(spec.linear[1], attention.out_proj)
+def _weight(weights: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """weights[name], or a one-line `UserError` saying the weights lack it."""
+    if name not in weights:
+        raise UserError(f"the weights have no {name}: not those of this model")
+    return weights[name]
 
 
-def _set_ffn(spec: Any, layer: Any) -> None:
-    _set_norm(spec.layer_norm, layer.ffn_res.norm)
-    _set_linear(spec.linear_0, layer.ffn.linear1)
-    _set_linear(spec.linear_1, layer.ffn.linear2)
+def _set_linear(spec: Any, weight: Callable[[str], np.ndarray], *linears: str) -> None:
+    """Set a LinearSpec from one or more of our nn.Linear layers (by name), stacked (fused)
+    along the outputs."""
+    spec.weight = np.concatenate([weight(f"{linear}.weight") for linear in linears])
+    spec.bias = np.concatenate([weight(f"{linear}.bias") for linear in linears])
+
+
+def _set_norm(spec: Any, weight: Callable[[str], np.ndarray], norm: str) -> None:
+    spec.gamma, spec.beta = weight(f"{norm}.weight"), weight(f"{norm}.bias")
+
+
+def _set_self_attention(spec: Any, weight: Callable[[str], np.ndarray], layer: str) -> None:
+    _set_norm(spec.layer_norm, weight, f"{layer}.self_attn_res.norm")
+    projections = (f"{layer}.self_attn.{n}_proj" for n in "qkv")
+    _set_linear(spec.linear[0], weight, *projections)
+    _set_linear(spec.linear[1], weight, f"{layer}.self_attn.out_proj")
+
+
+def _set_ffn(spec: Any, weight: Callable[[str], np.ndarray], layer: str) -> None:
+    _set_norm(spec.layer_norm, weight, f"{layer}.ffn_res.norm")
+    _set_linear(spec.linear_0, weight, f"{layer}.ffn.linear1")
+    _set_linear(spec.linear_1, weight, f"{layer}.ffn.linear2")
 
 
 def _pieces(tokenizer: Tokenizer) -> list[str]:
@@ -188,7 +223,13 @@ def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = No
     files, our model.json and tokenizer(s), `card` (if given) and MANIFEST."""
     from seq2seq.decoding.loading import write_description
 
-    transformer_spec(inference).save(str(folder))
+    spec = transformer_spec(
+        state_arrays(inference.model),
+        inference.config,
+        inference.src_tokenizer,
+        inference.tgt_tokenizer,
+    )
+    spec.save(str(folder))
     write_description(inference, folder)
     if card is not None and card.is_file():
         shutil.copyfile(card, folder / CARD)
@@ -340,16 +381,33 @@ def open_engine(
 
 
 def translator_from_inference(inference: Inference, device: str = "cpu") -> CTranslate2Translator:
-    """The translator of a loaded PyTorch model (`Inference`), converted in a temporary folder
-    that CTranslate2 reads into memory, with its config.decode options."""
+    """The translator of a loaded PyTorch model (`Inference`) with its config.decode options
+    (`translator_from_weights`)."""
+    return translator_from_weights(
+        state_arrays(inference.model),
+        inference.config,
+        inference.src_tokenizer,
+        inference.tgt_tokenizer,
+        device,
+    )
+
+
+def translator_from_weights(
+    weights: Mapping[str, np.ndarray],
+    config: Config,
+    src_tokenizer: Tokenizer,
+    tgt_tokenizer: Tokenizer,
+    device: str = "cpu",
+    threads: int | None = None,
+) -> CTranslate2Translator:
+    """The translator of our Transformer of `config` with `weights` (see `transformer_spec`),
+    converted in a temporary folder that CTranslate2 reads into memory, with its config.decode
+    options, on `device` and `threads` CPU threads (None: every core this process may use)."""
+    spec = transformer_spec(weights, config, src_tokenizer, tgt_tokenizer)
     with tempfile.TemporaryDirectory(prefix="seq2seq-ct2-") as tmp:
-        write_ctranslate2(inference, Path(tmp))
+        spec.save(tmp)
         return CTranslate2Translator.open(
-            Path(tmp),
-            inference.src_tokenizer,
-            inference.tgt_tokenizer,
-            inference.config.decode,
-            device,
+            Path(tmp), src_tokenizer, tgt_tokenizer, config.decode, device, threads
         )
 
 

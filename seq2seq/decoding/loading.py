@@ -29,27 +29,17 @@ import torch
 
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import (
-    CARD,
-    DESCRIPTION,
-    JOINT_TOKENIZER,
-    MAX_DESCRIPTION_BYTES,
-    SEPARATE_TOKENIZERS,
-)
+from seq2seq.decoding.exported import MAX_WEIGHTS_BYTES, WEIGHTS, find_model, read_description
+from seq2seq.decoding.model_result import SHIPPED_MODELS  # noqa: F401 (its users import it here)
+from seq2seq.decoding.translation import CARD, DESCRIPTION, JOINT_TOKENIZER, SEPARATE_TOKENIZERS
 from seq2seq.errors import UserError
 from seq2seq.fast import speed_up
-from seq2seq.files import check_regular_file, read_small_file
+from seq2seq.files import check_regular_file
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.size import check_model_fits
 from seq2seq.training.checkpoint import checkpoint_tokenizers, load_checkpoint
 
-WEIGHTS = "model.safetensors"
-# The largest file of each kind read from a model folder: anything larger, or not a regular file
-# (a FIFO, a link to /dev/zero), is refused before it is read (and MAX_DESCRIPTION_BYTES).
-MAX_TOKENIZER_BYTES = 64 << 20
-MAX_WEIGHTS_BYTES = 16 << 30
 ModelKind = Literal["checkpoint", "exported"]
 
 
@@ -104,28 +94,6 @@ def load_model(
     return _load_exported(find_model(str(name)), device, plain)
 
 
-def is_exported_model(path: str | Path) -> bool:
-    """Whether `path` holds a weights file (a special file there is refused when read)."""
-    return (Path(path) / WEIGHTS).exists()
-
-
-def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
-    """The folder of an exported model given by path, or by name under `models_dir` (by
-    default the shipped models)."""
-    for folder in (Path(name), models_dir / name):
-        if is_exported_model(folder):
-            return folder
-    left = Path(name).with_name(f".{Path(name).name}.old")
-    if (left / WEIGHTS).is_file():  # a kill between the two renames of `seq2seq export --force`
-        raise UserError(
-            f"--model {name}: missing; an interrupted export left the model in {left} "
-            f"(the next seq2seq export --out {name} puts it back, or rename it)"
-        )
-    shipped = sorted(p.parent.name for p in models_dir.glob(f"*/{WEIGHTS}"))
-    known = f"; shipped models: {', '.join(shipped)}" if shipped else ""
-    raise UserError(f"--model {name}: not an exported model folder{known}")
-
-
 def _load_checkpoint(path: Path, device: str | torch.device, plain: bool) -> Inference:
     """A checkpoint's model (eval mode, on `device`, plain or not) and its tokenizers."""
     checkpoint = load_checkpoint(path)
@@ -156,16 +124,9 @@ def _load_checkpoint(path: Path, device: str | torch.device, plain: bool) -> Inf
 def _load_exported(folder: Path, device: str | torch.device, plain: bool) -> Inference:
     """An exported model (weights cast to fp32, eval mode, on `device`, plain or not) and its
     tokenizers."""
-    description_bytes = read_small_file(folder / DESCRIPTION, MAX_DESCRIPTION_BYTES)
-    try:
-        description = json.loads(description_bytes)
-        config = config_from_dict(description["config"])
-    except (OSError, ValueError, KeyError, TypeError, UserError) as err:
-        raise UserError(f"{folder / DESCRIPTION}: unreadable model description ({err})") from None
-    if config.data.joint_vocab:
-        src_tokenizer = tgt_tokenizer = _tokenizer(folder / JOINT_TOKENIZER)
-    else:
-        src_tokenizer, tgt_tokenizer = (_tokenizer(folder / n) for n in SEPARATE_TOKENIZERS)
+    description = read_description(folder)
+    config = description.config
+    src_tokenizer, tgt_tokenizer = description.src_tokenizer, description.tgt_tokenizer
     vocab_sizes = (src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
     try:
         check_model_fits(config, *vocab_sizes, torch.device("cpu"), training=False)
@@ -185,20 +146,10 @@ def _load_exported(folder: Path, device: str | torch.device, plain: bool) -> Inf
         config,
         src_tokenizer,
         tgt_tokenizer,
-        step=int(description.get("step", 0)),
-        averaged_checkpoints=int(description.get("averaged_checkpoints", 1)),
+        step=description.step,
+        averaged_checkpoints=description.averaged_checkpoints,
         path=folder,
     )
-
-
-def _tokenizer(path: Path) -> Tokenizer:
-    model_bytes = read_small_file(path, MAX_TOKENIZER_BYTES)
-    try:
-        return Tokenizer(model_bytes)
-    except OSError as err:
-        raise UserError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
-    except UserError as err:
-        raise UserError(f"{path}: {err}") from None
 
 
 def write_description(inference: Inference, folder: Path) -> None:

@@ -1,7 +1,8 @@
 """The models a server holds: each one's translator and what GET /v1/models says about it.
 
-A model served from a CTranslate2 folder has no PyTorch model: such a server translates
-without ever importing torch, and its attention explorer is off (seq2seq.serving.state)."""
+A model served from a CTranslate2 folder (or converted for it, --engine ctranslate2) has no
+PyTorch model: such a server translates without ever importing torch, and its attention
+explorer is off (seq2seq.serving.state)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seq2seq.config import Config
-from seq2seq.decoding.ctranslate2 import folder_parameters
 from seq2seq.decoding.model_result import domain_and_limits, read_card
 from seq2seq.decoding.translation import CARD, LineTranslator
 
@@ -87,11 +87,12 @@ def served_model(
 
 
 def served_folder(
-    name: str, folder: Path, translator: LineTranslator, config: Config
+    name: str, folder: Path, translator: LineTranslator, config: Config, parameters: int | None
 ) -> ServedModel:
-    """A model to serve from a CTranslate2 folder (seq2seq export --format ctranslate2), opened
-    as `translator` with `config`; no PyTorch model, so no attention explorer."""
-    return _served(name, translator, None, config, folder_parameters(folder), folder / CARD)
+    """A model to serve from a folder opened without torch (a CTranslate2 folder, or a shipped
+    or exported model converted for CTranslate2) as `translator` with `config`, and its
+    `parameters`; no PyTorch model, so no attention explorer."""
+    return _served(name, translator, None, config, parameters, folder / CARD)
 
 
 def _served(
