@@ -262,6 +262,28 @@ def test_a_model_converted_without_torch_translates_the_same(engines) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("one layer more", r"\(encoder_layers.4.ffn.linear1.bias: missing\)"),
+        ("a stray array", r"\(extra.weight: unknown\)"),
+        ("another shape", r"\(decoder_norm.bias: \[127\], not \[128\]\)"),
+    ],
+)
+def test_weights_that_do_not_fit_the_configuration_are_one_line(how: str, message: str) -> None:
+    description = read_description(SHIPPED_MODELS / EN_DE)
+    weights = read_weights(SHIPPED_MODELS / EN_DE / WEIGHTS)
+    if how == "one layer more":
+        description.config.model.encoder_layers += 1
+    elif how == "a stray array":
+        weights["extra.weight"] = np.zeros(3, dtype=np.float32)
+    else:
+        weights["decoder_norm.bias"] = weights["decoder_norm.bias"][:-1]
+    tokenizers = (description.src_tokenizer, description.tgt_tokenizer)
+    with pytest.raises(UserError, match="the weights are not those of transformer-tiny " + message):
+        transformer_spec(weights, description.config, *tokenizers)
+
+
 def test_f32_and_f16_tensors_load_through_safetensors(tmp_path: Path) -> None:
     arrays = {"a": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}
     arrays["b"] = np.array([0.5, -1.25, 3.0], dtype=np.float16)

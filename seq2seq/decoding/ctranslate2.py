@@ -146,72 +146,111 @@ def transformer_spec(
     spec = specs.TransformerSpec.from_config(
         (cfg.encoder_layers, cfg.decoder_layers), cfg.num_heads, pre_norm=cfg.pre_norm
     )
-    weight = partial(_weight, weights)
+    check_shapes(weights, config, src.vocab_size, tgt.vocab_size)
     table = position_table(cfg.embed_dim)
     encoder, decoder = spec.encoder, spec.decoder
-    encoder.embeddings[0].weight = weight("src_embed.weight")
-    decoder.embeddings.weight = weight("tgt_embed.weight")
+    encoder.embeddings[0].weight = weights["src_embed.weight"]
+    decoder.embeddings.weight = weights["tgt_embed.weight"]
     encoder.position_encodings.encodings = table
     decoder.position_encodings.encodings = table
     for i, theirs in enumerate(encoder.layer):
-        _set_self_attention(theirs.self_attention, weight, f"encoder_layers.{i}")
-        _set_ffn(theirs.ffn, weight, f"encoder_layers.{i}")
+        _set_self_attention(theirs.self_attention, weights, f"encoder_layers.{i}")
+        _set_ffn(theirs.ffn, weights, f"encoder_layers.{i}")
     for i, theirs in enumerate(decoder.layer):
         ours = f"decoder_layers.{i}"
-        _set_self_attention(theirs.self_attention, weight, ours)
-        _set_norm(theirs.attention.layer_norm, weight, f"{ours}.cross_attn_res.norm")
-        _set_linear(theirs.attention.linear[0], weight, f"{ours}.cross_attn.q_proj")
+        _set_self_attention(theirs.self_attention, weights, ours)
+        _set_norm(theirs.attention.layer_norm, weights, f"{ours}.cross_attn_res.norm")
+        _set_linear(theirs.attention.linear[0], weights, f"{ours}.cross_attn.q_proj")
         _set_linear(
-            theirs.attention.linear[1], weight, *(f"{ours}.cross_attn.{n}_proj" for n in "kv")
+            theirs.attention.linear[1], weights, *(f"{ours}.cross_attn.{n}_proj" for n in "kv")
         )
-        _set_linear(theirs.attention.linear[2], weight, f"{ours}.cross_attn.out_proj")
-        _set_ffn(theirs.ffn, weight, ours)
+        _set_linear(theirs.attention.linear[2], weights, f"{ours}.cross_attn.out_proj")
+        _set_ffn(theirs.ffn, weights, ours)
     if cfg.pre_norm:
-        _set_norm(encoder.layer_norm, weight, "encoder_norm")
-        _set_norm(decoder.layer_norm, weight, "decoder_norm")
-    decoder.projection.weight = weight("output.weight")
+        _set_norm(encoder.layer_norm, weights, "encoder_norm")
+        _set_norm(decoder.layer_norm, weights, "decoder_norm")
+    decoder.projection.weight = weights["output.weight"]
     spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
     spec.config.unk_token, spec.config.bos_token = UNK_PIECE, BOS_PIECE
     spec.config.eos_token, spec.config.decoder_start_token = EOS_PIECE, BOS_PIECE
     spec.register_source_vocabulary(_pieces(src))
     spec.register_target_vocabulary(_pieces(tgt))
-    try:
-        spec.validate()
-    except ValueError as err:
-        raise UserError(f"{cfg.name}: the weights do not fit the model ({err})") from None
+    spec.validate()
     spec.optimize(quantization="float32")
     return spec
 
 
-def _weight(weights: Mapping[str, np.ndarray], name: str) -> np.ndarray:
-    """weights[name], or a one-line `UserError` saying the weights lack it."""
-    if name not in weights:
-        raise UserError(f"the weights have no {name}: not those of this model")
-    return weights[name]
+def check_shapes(
+    weights: Mapping[str, np.ndarray], config: Config, src_vocab: int, tgt_vocab: int
+) -> None:
+    """A one-line `UserError` unless `weights` holds every weight of our Transformer of
+    `config` and nothing else, each of its shape (as loading it into the PyTorch model needs)."""
+    cfg = config.model
+    dim, ffn = cfg.embed_dim, cfg.ffn_size
+    shapes = {
+        "src_embed.weight": (src_vocab, dim),
+        "tgt_embed.weight": (tgt_vocab, dim),
+        "output.weight": (tgt_vocab, dim),
+    }
+    for i in range(cfg.encoder_layers):
+        shapes |= _layer_shapes(f"encoder_layers.{i}", ("self_attn",), dim, ffn)
+    for i in range(cfg.decoder_layers):
+        shapes |= _layer_shapes(f"decoder_layers.{i}", ("self_attn", "cross_attn"), dim, ffn)
+    if cfg.pre_norm:
+        shapes |= _shapes("encoder_norm", dim) | _shapes("decoder_norm", dim)
+    problems = [(name, "missing") for name in sorted(shapes.keys() - weights.keys())]
+    problems += [(name, "unknown") for name in sorted(weights.keys() - shapes.keys())]
+    problems += [
+        (name, f"{list(weights[name].shape)}, not {list(shape)}")
+        for name, shape in shapes.items()
+        if name in weights and weights[name].shape != shape
+    ]
+    if problems:
+        name, problem = problems[0]
+        raise UserError(f"the weights are not those of {cfg.name} ({name}: {problem})")
 
 
-def _set_linear(spec: Any, weight: Callable[[str], np.ndarray], *linears: str) -> None:
+def _layer_shapes(
+    layer: str, attentions: tuple[str, ...], dim: int, ffn: int
+) -> dict[str, tuple[int, ...]]:
+    """The shapes of an encoder or decoder layer's weights, by name."""
+    shapes = _shapes(f"{layer}.ffn_res.norm", dim)
+    shapes |= _shapes(f"{layer}.ffn.linear1", ffn, dim) | _shapes(f"{layer}.ffn.linear2", dim, ffn)
+    for attention in attentions:
+        shapes |= _shapes(f"{layer}.{attention}_res.norm", dim)
+        for projection in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            shapes |= _shapes(f"{layer}.{attention}.{projection}", dim, dim)
+    return shapes
+
+
+def _shapes(name: str, outputs: int, *inputs: int) -> dict[str, tuple[int, ...]]:
+    """The shapes of an nn.Linear's weight (outputs, inputs) and bias (outputs,), or of a
+    LayerNorm's (no `inputs`: both (outputs,))."""
+    return {f"{name}.weight": (outputs, *inputs), f"{name}.bias": (outputs,)}
+
+
+def _set_linear(spec: Any, weights: Mapping[str, np.ndarray], *linears: str) -> None:
     """Set a LinearSpec from one or more of our nn.Linear layers (by name), stacked (fused)
     along the outputs."""
-    spec.weight = np.concatenate([weight(f"{linear}.weight") for linear in linears])
-    spec.bias = np.concatenate([weight(f"{linear}.bias") for linear in linears])
+    spec.weight = np.concatenate([weights[f"{linear}.weight"] for linear in linears])
+    spec.bias = np.concatenate([weights[f"{linear}.bias"] for linear in linears])
 
 
-def _set_norm(spec: Any, weight: Callable[[str], np.ndarray], norm: str) -> None:
-    spec.gamma, spec.beta = weight(f"{norm}.weight"), weight(f"{norm}.bias")
+def _set_norm(spec: Any, weights: Mapping[str, np.ndarray], norm: str) -> None:
+    spec.gamma, spec.beta = weights[f"{norm}.weight"], weights[f"{norm}.bias"]
 
 
-def _set_self_attention(spec: Any, weight: Callable[[str], np.ndarray], layer: str) -> None:
-    _set_norm(spec.layer_norm, weight, f"{layer}.self_attn_res.norm")
+def _set_self_attention(spec: Any, weights: Mapping[str, np.ndarray], layer: str) -> None:
+    _set_norm(spec.layer_norm, weights, f"{layer}.self_attn_res.norm")
     projections = (f"{layer}.self_attn.{n}_proj" for n in "qkv")
-    _set_linear(spec.linear[0], weight, *projections)
-    _set_linear(spec.linear[1], weight, f"{layer}.self_attn.out_proj")
+    _set_linear(spec.linear[0], weights, *projections)
+    _set_linear(spec.linear[1], weights, f"{layer}.self_attn.out_proj")
 
 
-def _set_ffn(spec: Any, weight: Callable[[str], np.ndarray], layer: str) -> None:
-    _set_norm(spec.layer_norm, weight, f"{layer}.ffn_res.norm")
-    _set_linear(spec.linear_0, weight, f"{layer}.ffn.linear1")
-    _set_linear(spec.linear_1, weight, f"{layer}.ffn.linear2")
+def _set_ffn(spec: Any, weights: Mapping[str, np.ndarray], layer: str) -> None:
+    _set_norm(spec.layer_norm, weights, f"{layer}.ffn_res.norm")
+    _set_linear(spec.linear_0, weights, f"{layer}.ffn.linear1")
+    _set_linear(spec.linear_1, weights, f"{layer}.ffn.linear2")
 
 
 def _pieces(tokenizer: Tokenizer) -> list[str]:
