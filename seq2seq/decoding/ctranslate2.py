@@ -5,7 +5,9 @@
 
 The textbook decoder (seq2seq.decoding.search) stays the reference; CTranslate2 runs the same
 weights with the same search, much faster one sentence at a time. `transformer_spec` describes
-our Transformer with CTranslate2's public spec API:
+our Transformer with CTranslate2's public spec API, from float32 arrays by our state dict's
+names: a PyTorch model's (`state_arrays`), or a shipped or exported model's file read with numpy
+(seq2seq.decoding.exported), which converts without torch:
 
     our model                              CTranslate2 TransformerSpec
     E[token] * sqrt(D) + PE(position)      scale_embeddings, position_encodings (our table)
