@@ -1,6 +1,7 @@
 """The benchmarks (benchmarks/bench.py): every field of a benchmark record, and the work of
 cached and uncached decoding counted in positions (timings are never asserted)."""
 
+import gzip
 import json
 import os
 import re
@@ -17,7 +18,11 @@ from results_table import bench_section
 from reversal import prepare_reversal
 
 from seq2seq.config import dump_toml, load_config
+from seq2seq.data.corpora import UserFiles
+from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.loading import SHIPPED_MODELS
+from seq2seq.decoding.model_result import ModelResult
 from seq2seq.device import autocast_dtype, precision_name
 from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
@@ -259,6 +264,133 @@ def test_gpu_benchmark_refuses_an_unknown_option() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == "error: unknown option --fast (expected --dry-run or nothing)\n"
+
+
+# What the GPU machine of benchmarks/tatoeba_gpu.sh lacks: the serving and CTranslate2 packages
+ABSENT_ON_THE_GPU = ["fastapi", "uvicorn", "pydantic", "prometheus_client", "ctranslate2"]
+
+
+def tiny_tatoeba(shared_data: Path, folder: Path) -> Path:
+    """`folder`/data with tatoeba-copy.en-fr and tatoeba-copy.fr-en prepared from every 100th
+    Tatoeba pair (1,200 to train, 20 to validate, 20 to test), copy-teaching on as in the
+    committed configurations, a vocabulary of 400."""
+    with gzip.open(shared_data / "tatoeba-eng-fra" / "fra.txt.gz", "rt", encoding="utf-8") as f:
+        pairs = [line.rstrip("\n").split("\t")[:2] for n, line in enumerate(f) if n % 100 == 0]
+    splits = {"train": pairs[:1200], "valid": pairs[1200:1220], "test": pairs[1220:1240]}
+    raw = folder / "raw"
+    raw.mkdir(parents=True)
+    for split, split_pairs in splits.items():
+        for side, lang in enumerate(("en", "fr")):
+            lines = "".join(pair[side] + "\n" for pair in split_pairs)
+            (raw / f"{split}.{lang}").write_text(lines, encoding="utf-8")
+    for src, tgt in (("en", "fr"), ("fr", "en")):
+        files = UserFiles.from_options(src, tgt, str(raw), {})
+        out = folder / "data" / f"tatoeba-copy.{src}-{tgt}"
+        prepare("files", src, tgt, out, vocab_size=400, files=files, augment_entities=2.0)
+    return folder / "data"
+
+
+def without_packages(folder: Path, names: list[str]) -> str:
+    """A folder for PYTHONPATH in which importing each of `names` fails, as where none is
+    installed."""
+    for name in names:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text(f"raise ImportError('no {name} here')\n")
+    return str(folder)
+
+
+@pytest.mark.slow  # trains two models and decodes in other processes
+def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path) -> None:
+    """benchmarks/tatoeba_gpu.sh --dry-run trains both directions (tiny), averages the last 5
+    checkpoints, exports and evaluates each on the test and entity tests, without the packages
+    the GPU machine lacks, and leaves each exported folder, record, log and the summary."""
+    env = {**os.environ, "DATA_DIR": str(tiny_tatoeba(shared_data, tmp_path)), "OUT": "unused"}
+    env["PYTHONPATH"] = without_packages(tmp_path / "absent", ABSENT_ON_THE_GPU)
+    env["PYTHON"] = sys.executable
+    out = tmp_path / "out"
+    done = subprocess.run(
+        ["bash", "benchmarks/tatoeba_gpu.sh", "--dry-run", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1].startswith(f"results in {out}: summary.json ")
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["device"] == "cpu (a dry run)" and summary["train_seconds"] == 420
+    for direction in ("en-fr", "fr-en"):
+        name = f"transformer-small.tatoeba.{direction}"
+        files = sorted(path.name for path in (out / name).iterdir())
+        assert files == ["model.json", "model.safetensors", "sentencepiece.model"]
+        record = ModelResult.load(out / f"{name}.json")
+        assert (record.model, record.direction, record.split) == (
+            "transformer-small",
+            direction,
+            "test",
+        )
+        assert (record.beam_size, record.decode_precision) == (5, "fp32")
+        assert (record.averaged_checkpoints, record.train_steps) == (5, 10)
+        assert record.commands[1].startswith(
+            f"seq2seq train --config configs/transformer.tatoeba.{direction}.toml train.device=cpu "
+        )
+        entities = record.entity_test
+        assert entities["sentences"] == 300 and entities["beam_size"] == 5
+        assert entities["names"] == 300 and "number_copy_accuracy" in entities
+        log = (out / f"{name}.train.log").read_text(encoding="utf-8")
+        assert log.count(" step 10 ") >= 1
+        model = summary["models"][name]
+        assert [step for step, _ in model["valid_bleu"]] == [2, 4, 6, 8, 10]
+        assert model["new"]["bleu"] == round(record.bleu, 2)
+        card = ModelResult.load(SHIPPED_MODELS / name / "card.json")
+        assert model["shipped"]["chrf"] == round(card.chrf, 2)
+        assert model["shipped"]["entities_name_copy_accuracy"] == round(
+            card.entity_test["name_copy_accuracy"], 2
+        )
+
+
+def test_tatoeba_gpu_names_a_missing_folder(tmp_path: Path) -> None:
+    env = {**os.environ, "DATA_DIR": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", "benchmarks/tatoeba_gpu.sh", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"error: {tmp_path}/tatoeba-copy.en-fr: not a prepared corpus; prepare it (see "
+        "benchmarks/tatoeba_gpu.sh) and carry it here\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_tatoeba_gpu_leaves_earlier_results_as_they_are(tmp_path: Path) -> None:
+    for direction in ("en-fr", "fr-en"):
+        (tmp_path / f"tatoeba-copy.{direction}").mkdir()
+        (tmp_path / f"tatoeba-copy.{direction}" / "manifest.json").write_text("{}")
+    earlier = tmp_path / "out" / "transformer-small.tatoeba.en-fr"
+    earlier.mkdir(parents=True)
+    (earlier / "model.json").write_text("{}")
+    done = subprocess.run(
+        ["bash", "benchmarks/tatoeba_gpu.sh", str(tmp_path / "out")],
+        cwd=ROOT,
+        env={**os.environ, "DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"error: {earlier} exists; give another folder\n"
+    assert [path.name for path in (tmp_path / "out").rglob("*")] == [earlier.name, "model.json"]
+
+
+def test_tatoeba_gpu_refuses_an_unknown_option() -> None:
+    done = subprocess.run(
+        ["bash", "benchmarks/tatoeba_gpu.sh", "--fast"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr == "error: unknown option --fast (expected --dry-run or a folder)\n"
 
 
 def test_the_repetition_benchmark_counts_words_repeated_at_once() -> None:

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Retrain the two shipped Tatoeba models (transformer-small.tatoeba.en-fr and .fr-en) at once on
+# one GPU, for a bare machine with a CUDA GPU and PyTorch but no internet: torch, sentencepiece,
+# sacrebleu, tensorboard, safetensors, numpy, tqdm and matplotlib installed, this repository run
+# in place (PYTHONPATH=., no install), the two prepared folders carried. Prepare them here first
+# (about 50 MB together):
+#
+#     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 --seed 1 \
+#         --mirror ../shared/data --out data/tatoeba-copy.en-fr
+#     .venv/bin/seq2seq prepare --corpus tatoeba --src fr --tgt en --augment-entities 2 --seed 1 \
+#         --mirror ../shared/data --out data/tatoeba-copy.fr-en
+#
+# then, from the repository root on the GPU machine:
+#
+#     bash benchmarks/tatoeba_gpu.sh [FOLDER]        # about 9 minutes; results in FOLDER
+#     bash benchmarks/tatoeba_gpu.sh --dry-run [FOLDER]  # seconds on a CPU: every step, tiny
+#
+# Steps, for both directions side by side: (1) `seq2seq train` with the committed configuration
+# (configs/transformer.tatoeba.<src>-<tgt>.toml), changed only in where it runs (train.device,
+# train.run_dir), stopped after TRAIN_SECONDS as Ctrl-C stops it (SIGTERM: the update ends,
+# last.pt is saved; the step-<N>.pt of the last 5 validations stand); (2) `seq2seq average` of
+# those 5; (3) `seq2seq export` (safetensors, bf16 weights, the shipped format); (4) `seq2seq
+# evaluate` of the exported model on the Tatoeba test and the entity test, beam 5, fp32, as the
+# shipped cards were, recorded with --record.
+#
+# FOLDER (default $OUT, else results/tatoeba-gpu) then holds, per model NAME
+# (transformer-small.tatoeba.en-fr, ...): NAME/ (the exported folder: model.safetensors,
+# sentencepiece.model, model.json), NAME.json (its record: test scores, the entity test under
+# entity_test, how it was trained; a card without limits, see benchmarks/ship_model.py),
+# NAME.train.log (the training log, valid BLEU at each validation); and summary.json: the
+# device, each model's steps, valid BLEU history and scores beside the shipped card's.
+#
+# Environment: TRAIN_SECONDS (default 420: with start-up, averaging, export and evaluation the
+# script takes about 9 minutes), DATA_DIR (default data: the folder holding tatoeba-copy.en-fr
+# and tatoeba-copy.fr-en), PYTHON (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+TRAIN_SECONDS=${TRAIN_SECONDS:-420}
+DATA_DIR=${DATA_DIR:-data}
+DIRECTIONS=(en-fr fr-en)
+
+dry_run=false
+out=${OUT:-results/tatoeba-gpu}
+for arg in "$@"; do
+    case "$arg" in
+        --dry-run) dry_run=true ;;
+        -*) echo "error: unknown option $arg (expected --dry-run or a folder)" >&2; exit 2 ;;
+        *) out=$arg ;;
+    esac
+done
+for direction in "${DIRECTIONS[@]}"; do
+    data="$DATA_DIR/tatoeba-copy.$direction"
+    if [ ! -f "$data/manifest.json" ]; then
+        echo "error: $data: not a prepared corpus; prepare it (see benchmarks/tatoeba_gpu.sh)" \
+            "and carry it here" >&2
+        exit 2
+    fi
+    if [ -e "$out/transformer-small.tatoeba.$direction" ]; then
+        echo "error: $out/transformer-small.tatoeba.$direction exists; give another folder" >&2
+        exit 2
+    fi
+done
+mkdir -p "$out"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if $dry_run; then
+    device=cpu
+    echo "cpu (a dry run)" >"$work/device"
+    # a tiny model on the tiny corpus of DATA_DIR (its own vocabulary): 10 steps, a validation
+    # every 2
+    vocab=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['settings']['vocab_size'])" \
+        "$DATA_DIR/tatoeba-copy.en-fr/manifest.json")
+    train_args=("data.vocab_size=$vocab" model.encoder_layers=1 model.decoder_layers=1 model.ffn_size=64
+        train.max_steps=10 train.valid_every=2 train.valid_max_sentences=4 train.warmup_steps=2
+        train.log_every=1 train.max_tokens=512 train.precision=fp32 train.attention_samples=0
+        train.attention_history=0)
+else
+    device=cuda
+    nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 >"$work/device"
+    nvidia-smi >"$out/nvidia-smi.txt"
+    train_args=()
+fi
+
+echo "== 1/4 training both directions for at most $TRAIN_SECONDS s (seq2seq train)"
+date +%s >"$work/start"
+pids=()
+for direction in "${DIRECTIONS[@]}"; do
+    config=configs/transformer.tatoeba.$direction.toml
+    changes=("train.device=$device" "train.run_dir=$work/$direction")
+    if [ "$DATA_DIR" != data ]; then changes+=("data.prepared=\"$DATA_DIR/tatoeba-copy.$direction\""); fi
+    timeout --signal=TERM --kill-after=120 "$TRAIN_SECONDS" $PY -m seq2seq train \
+        --config "$config" "${changes[@]}" "${train_args[@]}" >"$work/$direction.out" 2>&1 &
+    pids+=($!)
+done
+failed=0
+for i in "${!DIRECTIONS[@]}"; do
+    status=0
+    wait "${pids[$i]}" || status=$?
+    if [ "$status" != 0 ] && [ "$status" != 124 ]; then
+        echo "error: training ${DIRECTIONS[$i]} failed (exit $status): $(tail -n 1 "$work/${DIRECTIONS[$i]}.out")" >&2
+        failed=1
+    fi
+done
+if [ "$failed" != 0 ]; then exit 1; fi
+date +%s >"$work/end"
+trained_on="1x $(cat "$work/device"), bf16 autocast, the GPU shared by two runs"
+if $dry_run; then trained_on=$(cat "$work/device"); fi
+hours=$($PY -c "import sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / 3600, 2))" \
+    "$(cat "$work/start")" "$(cat "$work/end")")
+
+echo "== 2/4 averaging the last 5 checkpoints, 3/4 exporting, 4/4 evaluating (beam 5, fp32)"
+ship() { # DIRECTION: average, export and evaluate one direction's run
+    local run="$work/$1" name="transformer-small.tatoeba.$1" record="$out/transformer-small.tatoeba.$1.json"
+    $PY -m seq2seq average --out "$run/avg5.pt" --last 5 "$run"
+    $PY -m seq2seq export --checkpoint "$run/avg5.pt" --out "$out/$name"
+    $PY -m seq2seq evaluate --model "$out/$name" --split test --beam 5 --precision fp32 \
+        --device "$device" --record "$record" \
+        --name "Transformer small (4+2 layers), GPU bf16, the last 5 checkpoints averaged (shipped, bf16 weights)" \
+        --trained-on "$trained_on" --train-hours "$hours" \
+        --command "seq2seq prepare --corpus tatoeba --src ${1%-*} --tgt ${1#*-} --augment-entities 2 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.$1" \
+        --command "seq2seq train --config configs/transformer.tatoeba.$1.toml train.device=$device train.run_dir=checkpoints/transformer.tatoeba.$1  # run by benchmarks/tatoeba_gpu.sh beside the other direction; stopped with SIGTERM after $TRAIN_SECONDS s" \
+        --command "seq2seq average --out checkpoints/transformer.tatoeba.$1/avg5.pt --last 5 checkpoints/transformer.tatoeba.$1" \
+        --command "seq2seq export --checkpoint checkpoints/transformer.tatoeba.$1/avg5.pt --out exported/$name"
+    $PY -m seq2seq evaluate --model "$out/$name" --split entities --beam 5 --precision fp32 \
+        --device "$device" --record "$record"
+    cp "$run/train.log" "$out/$name.train.log"
+}
+pids=()
+for direction in "${DIRECTIONS[@]}"; do
+    ship "$direction" >"$work/$direction.ship.out" 2>&1 &
+    pids+=($!)
+done
+for i in "${!DIRECTIONS[@]}"; do
+    if ! wait "${pids[$i]}"; then
+        echo "error: averaging, exporting or evaluating ${DIRECTIONS[$i]} failed:" \
+            "$(tail -n 1 "$work/${DIRECTIONS[$i]}.ship.out")" >&2
+        failed=1
+    fi
+done
+if [ "$failed" != 0 ]; then exit 1; fi
+
+$PY - "$out" "$work" "$(cat "$work/device")" "$TRAIN_SECONDS" "${DIRECTIONS[@]}" <<'EOF'
+"""summary.json: the device, and per model its valid BLEU history and scores beside the card's."""
+import json
+import sys
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+out, work, device, seconds, *directions = sys.argv[1:]
+SCORES = ("bleu", "chrf")
+COPIES = ("number_copy_accuracy", "name_copy_accuracy")
+
+
+def scores(record: dict) -> dict:
+    entities = record["entity_test"]
+    return {
+        **{key: round(record[key], 2) for key in SCORES},
+        **{f"entities_{key}": round(entities[key], 2) for key in SCORES + COPIES},
+        "signatures": record["signatures"],
+    }
+
+
+models = {}
+for direction in directions:
+    name = f"transformer-small.tatoeba.{direction}"
+    events = EventAccumulator(f"{work}/{direction}", size_guidance={"scalars": 0})
+    events.Reload()
+    record = json.loads(Path(out, f"{name}.json").read_text(encoding="utf-8"))
+    card = json.loads(Path("seq2seq/shipped_models", name, "card.json").read_text("utf-8"))
+    models[name] = {
+        "train_steps": record["train_steps"],
+        "valid_bleu": [[e.step, round(e.value, 2)] for e in events.Scalars("valid/bleu")],
+        "new": scores(record),
+        "shipped": scores(card),
+    }
+summary = {"device": device, "train_seconds": int(seconds), "models": models}
+Path(out, "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+for name, model in models.items():
+    new, old = model["new"], model["shipped"]
+    print(f"{name}: step {model['train_steps']}, " + ", ".join(
+        f"{key} {new[key]} (shipped {old[key]})" for key in new if key != "signatures"))
+EOF
+echo "results in $out: $(cd "$out" && echo *)"
