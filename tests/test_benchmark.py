@@ -319,6 +319,7 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
     assert done.stdout.splitlines()[-1].startswith(f"results in {out}: summary.json ")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["device"] == "cpu (a dry run)" and summary["train_seconds"] == 420
+    assert set(summary["seconds"]) == {"training", "after_training", "script"}
     for direction in ("en-fr", "fr-en"):
         name = f"transformer-small.tatoeba.{direction}"
         files = sorted(path.name for path in (out / name).iterdir())
@@ -342,6 +343,12 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         model = summary["models"][name]
         assert [step for step, _ in model["valid_bleu"]] == [2, 4, 6, 8, 10]
         assert model["new"]["bleu"] == round(record.bleu, 2)
+        assert model["targets_met"] == {  # 10 steps: none of issue 44's targets
+            "bleu": False,
+            "chrf": False,
+            "entities_number_copy_accuracy": False,
+            "entities_name_copy_accuracy": False,
+        }
         card = ModelResult.load(SHIPPED_MODELS / name / "card.json")
         assert model["shipped"]["chrf"] == round(card.chrf, 2)
         assert model["shipped"]["entities_name_copy_accuracy"] == round(
