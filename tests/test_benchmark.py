@@ -5,12 +5,14 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import bench as benchmark
 import pytest
+import ship_model
 import torch
 from bench import SYNTHETIC_VOCAB, BenchmarkSettings
 from repetition import GUARDS, Guard, doubled_words
@@ -21,7 +23,7 @@ from seq2seq.config import dump_toml, load_config
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
-from seq2seq.decoding.loading import SHIPPED_MODELS
+from seq2seq.decoding.loading import CARD, SHIPPED_MODELS
 from seq2seq.decoding.model_result import ModelResult
 from seq2seq.device import autocast_dtype, precision_name
 from seq2seq.errors import UserError
@@ -398,6 +400,88 @@ def test_tatoeba_gpu_refuses_an_unknown_option() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == "error: unknown option --fast (expected --dry-run or a folder)\n"
+
+
+def exported_with_record(folder: Path, name: str, **changes: object) -> Path:
+    """`folder`/NAME: the shipped model NAME's files as `seq2seq export` writes them, and beside
+    them NAME.json: its card as a record of tatoeba_gpu.sh would be (evaluated from the folder,
+    with an entity test, no limits), changed by `changes`."""
+    exported = folder / name
+    exported.mkdir(parents=True)
+    for file in ("model.json", "model.safetensors", "sentencepiece.model"):
+        shutil.copyfile(SHIPPED_MODELS / name / file, exported / file)
+    card = json.loads((SHIPPED_MODELS / name / CARD).read_text(encoding="utf-8"))
+    evaluation = f"seq2seq evaluate --model {exported} --split SPLIT --beam 5 --precision fp32"
+    record = {
+        **card,
+        "commands": [*card["commands"][:-1], evaluation.replace("SPLIT", "test")],
+        "limits": [],
+        "entity_test": {
+            "number_copy_accuracy": 99.3,
+            "name_copy_accuracy": 96.0,
+            "command": evaluation.replace("SPLIT", "entities"),
+        },
+        **changes,
+    }
+    exported.with_name(f"{name}.json").write_text(json.dumps(record), encoding="utf-8")
+    return exported
+
+
+def test_ship_model_makes_the_exported_folder_the_shipped_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The files are copied as they are; the card is the record, evaluated by the model's name,
+    with the replaced card's limits translated again (the same weights here: the same outputs)."""
+    name = "transformer-tiny.multi30k.en-de"
+    card = json.loads((SHIPPED_MODELS / name / CARD).read_text(encoding="utf-8"))
+    exported = exported_with_record(tmp_path / "results", name)
+    models, records = tmp_path / "models", tmp_path / "records"
+    (models / name).mkdir(parents=True)
+    (models / name / "model.safetensors").write_bytes(b"the old weights")
+    stale = {**card, "limits": [{**limit, "output": "stale"} for limit in card["limits"]]}
+    (models / name / CARD).write_text(json.dumps(stale), encoding="utf-8")
+    ship_model.main([str(exported), "--models-dir", str(models), "--results-dir", str(records)])
+    shipped = models / name
+    assert sorted(path.name for path in shipped.iterdir()) == [
+        CARD,
+        "model.json",
+        "model.safetensors",
+        "sentencepiece.model",
+    ]
+    for file in ("model.json", "model.safetensors", "sentencepiece.model"):
+        assert (shipped / file).read_bytes() == (exported / file).read_bytes()
+    new = json.loads((shipped / CARD).read_text(encoding="utf-8"))
+    assert new["limits"] == card["limits"] and len(card["limits"]) >= 2
+    evaluation = f"seq2seq evaluate --model {name} --split SPLIT --beam 5 --precision fp32"
+    assert new["commands"][:-1] == card["commands"][:-1]
+    assert new["commands"][-1] == evaluation.replace("SPLIT", "test")
+    assert new["entity_test"]["command"] == evaluation.replace("SPLIT", "entities")
+    assert json.loads((records / f"{name}.shipped.json").read_text(encoding="utf-8")) == new
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == (
+        f"shipped {name}: test BLEU {card['bleu']:.2f}, chrF {card['chrf']:.2f}; entity test: "
+        "numbers copied 99.3%, names 96.0%"
+    )
+    first = card["limits"][0]
+    assert printed[1] == f"  limit {first['problem']}: {first['source']} -> {first['output']}"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"direction": "de-en"}, "the record is of de-en, not the model's direction"),
+        ({"entity_test": {}}, "no entity_test; add it with seq2seq evaluate --model"),
+    ],
+)
+def test_ship_model_refuses_a_record_that_does_not_fit(
+    tmp_path: Path, changes: dict, message: str
+) -> None:
+    name = "transformer-tiny.multi30k.en-de"
+    exported = exported_with_record(tmp_path / "results", name, **changes)
+    models = tmp_path / "models"
+    with pytest.raises(UserError, match=re.escape(message)):
+        ship_model.ship(exported, models, tmp_path / "records")
+    assert not models.exists() and not (tmp_path / "records").exists()
 
 
 def test_the_repetition_benchmark_counts_words_repeated_at_once() -> None:
