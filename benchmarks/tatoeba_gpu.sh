@@ -65,7 +65,12 @@ done
 mkdir -p "$out"
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+pids=()
+# stopped itself (Ctrl-C, SIGTERM), the script stops its trainings as cleanly, then cleans up
+stop() { if [ ${#pids[@]} != 0 ]; then kill -TERM "${pids[@]}" 2>/dev/null || true; wait; fi; }
+trap 'stop; rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 date +%s >"$work/begin"
 if $dry_run; then
     device=cpu
@@ -87,7 +92,6 @@ fi
 
 echo "== 1/4 training both directions for at most $TRAIN_SECONDS s (seq2seq train)"
 date +%s >"$work/start"
-pids=()
 for direction in "${DIRECTIONS[@]}"; do
     config=configs/transformer.tatoeba.$direction.toml
     changes=("train.device=$device" "train.run_dir=$work/$direction")
@@ -105,6 +109,7 @@ for i in "${!DIRECTIONS[@]}"; do
         failed=1
     fi
 done
+pids=()
 if [ "$failed" != 0 ]; then exit 1; fi
 date +%s >"$work/end"
 trained_on="1x $(cat "$work/device"), bf16 autocast, the GPU shared by two runs"
