@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ship a retrained model: an exported folder and its record become a shipped model and its card.
 
-    .venv/bin/python benchmarks/ship_model.py results/tatoeba-gpu/transformer-small.tatoeba.en-fr
+    .venv/bin/python benchmarks/ship_model.py exported/tatoeba-gpu/transformer-small.tatoeba.en-fr
 
 FOLDER is a folder written by `seq2seq export` and named after the shipped model it replaces;
 FOLDER.json is its record (`seq2seq evaluate --record`, then `--split entities --record`), as

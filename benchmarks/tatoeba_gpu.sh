@@ -2,20 +2,24 @@
 # Retrain the two shipped Tatoeba models (transformer-small.tatoeba.en-fr and .fr-en) at once on
 # one GPU, for a bare machine with a CUDA GPU and PyTorch but no internet: torch, sentencepiece,
 # sacrebleu, tensorboard, safetensors, numpy, tqdm and matplotlib installed, this repository run
-# in place (PYTHONPATH=., no install), the two prepared folders carried. Prepare them here first
-# (about 50 MB together):
+# in place (PYTHONPATH=., no install), the two prepared folders carried. Prepare them here first,
+# and pack them (52 MB as folders, 15 MB packed: beside the repository's 43 MB, only the archive
+# fits a 64 MiB transfer):
 #
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 --seed 1 \
 #         --mirror ../shared/data --out data/tatoeba-copy.en-fr
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src fr --tgt en --augment-entities 2 --seed 1 \
 #         --mirror ../shared/data --out data/tatoeba-copy.fr-en
+#     tar czf data/tatoeba-copy.tar.gz -C data tatoeba-copy.en-fr tatoeba-copy.fr-en
 #
-# then, from the repository root on the GPU machine:
+# then, from the repository root on the GPU machine, with data/tatoeba-copy.tar.gz (or the two
+# folders) carried:
 #
 #     bash benchmarks/tatoeba_gpu.sh [FOLDER]        # about 9 minutes; results in FOLDER
-#     bash benchmarks/tatoeba_gpu.sh --dry-run [FOLDER]  # seconds on a CPU: every step, tiny
+#     bash benchmarks/tatoeba_gpu.sh --dry-run [FOLDER]  # a minute on a CPU: every step, tiny
 #
-# Steps, for both directions side by side: (1) `seq2seq train` with the committed configuration
+# Steps, for both directions side by side: (0) the folders missing from DATA_DIR are unpacked
+# from DATA_DIR/tatoeba-copy.tar.gz; (1) `seq2seq train` with the committed configuration
 # (configs/transformer.tatoeba.<src>-<tgt>.toml), changed only in where it runs (train.device,
 # train.run_dir), stopped after TRAIN_SECONDS as Ctrl-C stops it (SIGTERM: the update ends,
 # last.pt is saved; the step-<N>.pt of the last 5 validations stand); (2) `seq2seq average` of
@@ -23,16 +27,17 @@
 # evaluate` of the exported model on the Tatoeba test and the entity test, beam 5, fp32, as the
 # shipped cards were, recorded with --record.
 #
-# FOLDER (default $OUT, else results/tatoeba-gpu) then holds, per model NAME
+# FOLDER (default $OUT, else exported/tatoeba-gpu) then holds, per model NAME
 # (transformer-small.tatoeba.en-fr, ...): NAME/ (the exported folder: model.safetensors,
 # sentencepiece.model, model.json), NAME.json (its record: test scores, the entity test under
 # entity_test, how it was trained; a card without limits, see benchmarks/ship_model.py),
-# NAME.train.log (the training log, valid BLEU at each validation); and summary.json: the
-# device, each model's steps, valid BLEU history and scores beside the shipped card's.
+# NAME.train.log (the training log, valid BLEU at each validation); on a GPU nvidia-smi.txt; and
+# summary.json: the device, the seconds of each phase, each model's valid BLEU history, its
+# scores beside the shipped card's and which of issue 44's targets it meets.
 #
 # Environment: TRAIN_SECONDS (default 420: with start-up, averaging, export and evaluation the
 # script takes about 9 minutes), DATA_DIR (default data: the folder holding tatoeba-copy.en-fr
-# and tatoeba-copy.fr-en), PYTHON (default python3).
+# and tatoeba-copy.fr-en, or tatoeba-copy.tar.gz), PYTHON (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
@@ -42,7 +47,7 @@ DATA_DIR=${DATA_DIR:-data}
 DIRECTIONS=(en-fr fr-en)
 
 dry_run=false
-out=${OUT:-results/tatoeba-gpu}
+out=${OUT:-exported/tatoeba-gpu}
 for arg in "$@"; do
     case "$arg" in
         --dry-run) dry_run=true ;;
@@ -50,11 +55,19 @@ for arg in "$@"; do
         *) out=$arg ;;
     esac
 done
+archive="$DATA_DIR/tatoeba-copy.tar.gz"
+if [ -f "$archive" ]; then # unpacks only what is missing, never over a folder there
+    if ! tar xzf "$archive" -C "$DATA_DIR" --skip-old-files 2>/dev/null; then
+        echo "error: $archive: not a gzipped tar of the prepared folders" >&2
+        exit 2
+    fi
+    echo "unpacked $archive"
+fi
 for direction in "${DIRECTIONS[@]}"; do
     data="$DATA_DIR/tatoeba-copy.$direction"
     if [ ! -f "$data/manifest.json" ]; then
-        echo "error: $data: not a prepared corpus; prepare it (see benchmarks/tatoeba_gpu.sh)" \
-            "and carry it here" >&2
+        echo "error: $data: not a prepared corpus, nor in $archive; prepare and pack it (see" \
+            "benchmarks/tatoeba_gpu.sh) and carry it here" >&2
         exit 2
     fi
     if [ -e "$out/transformer-small.tatoeba.$direction" ]; then

@@ -306,7 +306,12 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
     """benchmarks/tatoeba_gpu.sh --dry-run trains both directions (tiny), averages the last 5
     checkpoints, exports and evaluates each on the test and entity tests, without the packages
     the GPU machine lacks, and leaves each exported folder, record, log and the summary."""
-    env = {**os.environ, "DATA_DIR": str(tiny_tatoeba(shared_data, tmp_path)), "OUT": "unused"}
+    data = tiny_tatoeba(shared_data, tmp_path)
+    folders = ["tatoeba-copy.en-fr", "tatoeba-copy.fr-en"]
+    subprocess.run(["tar", "czf", "tatoeba-copy.tar.gz", *folders], cwd=data, check=True)
+    for folder in folders:  # carried packed, as they fit a transfer beside the repository
+        shutil.rmtree(data / folder)
+    env = {**os.environ, "DATA_DIR": str(data), "OUT": "unused"}
     env["PYTHONPATH"] = without_packages(tmp_path / "absent", ABSENT_ON_THE_GPU)
     env["PYTHON"] = sys.executable
     out = tmp_path / "out"
@@ -318,7 +323,9 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[-1].startswith(f"results in {out}: summary.json ")
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"unpacked {data}/tatoeba-copy.tar.gz"
+    assert lines[-1].startswith(f"results in {out}: summary.json ")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["device"] == "cpu (a dry run)" and summary["train_seconds"] == 420
     assert set(summary["seconds"]) == {"training", "after_training", "script"}
@@ -369,8 +376,9 @@ def test_tatoeba_gpu_names_a_missing_folder(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        f"error: {tmp_path}/tatoeba-copy.en-fr: not a prepared corpus; prepare it (see "
-        "benchmarks/tatoeba_gpu.sh) and carry it here\n"
+        f"error: {tmp_path}/tatoeba-copy.en-fr: not a prepared corpus, nor in "
+        f"{tmp_path}/tatoeba-copy.tar.gz; prepare and pack it (see benchmarks/tatoeba_gpu.sh) "
+        "and carry it here\n"
     )
     assert not (tmp_path / "out").exists()
 
@@ -392,6 +400,21 @@ def test_tatoeba_gpu_leaves_earlier_results_as_they_are(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == f"error: {earlier} exists; give another folder\n"
     assert [path.name for path in (tmp_path / "out").rglob("*")] == [earlier.name, "model.json"]
+
+
+def test_tatoeba_gpu_names_an_archive_it_cannot_unpack(tmp_path: Path) -> None:
+    (tmp_path / "tatoeba-copy.tar.gz").write_bytes(b"not gzip")
+    done = subprocess.run(
+        ["bash", "benchmarks/tatoeba_gpu.sh", str(tmp_path / "out")],
+        cwd=ROOT,
+        env={**os.environ, "DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"error: {tmp_path}/tatoeba-copy.tar.gz: not a gzipped tar of the prepared folders\n"
+    )
 
 
 def test_tatoeba_gpu_refuses_an_unknown_option() -> None:
