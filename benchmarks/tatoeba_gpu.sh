@@ -90,12 +90,13 @@ if $dry_run; then
     echo "cpu (a dry run)" >"$work/device"
     # a tiny model on the tiny corpus of DATA_DIR (its own vocabulary): 10 steps, a validation
     # every 2
-    vocab=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['settings']['vocab_size'])" \
-        "$DATA_DIR/tatoeba-copy.en-fr/manifest.json")
-    train_args=("data.vocab_size=$vocab" model.encoder_layers=1 model.decoder_layers=1 model.ffn_size=64
-        train.max_steps=10 train.valid_every=2 train.valid_max_sentences=4 train.warmup_steps=2
-        train.log_every=1 train.max_tokens=512 train.precision=fp32 train.attention_samples=0
-        train.attention_history=0)
+    vocab=$(
+        $PY -c "import json, sys; print(json.load(open(sys.argv[1]))['settings']['vocab_size'])" \
+            "$DATA_DIR/tatoeba-copy.en-fr/manifest.json")
+    train_args=("data.vocab_size=$vocab" model.encoder_layers=1 model.decoder_layers=1
+        model.ffn_size=64 train.max_steps=10 train.valid_every=2 train.valid_max_sentences=4
+        train.warmup_steps=2 train.log_every=1 train.max_tokens=512 train.precision=fp32
+        train.attention_samples=0 train.attention_history=0)
 else
     device=cuda
     nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 >"$work/device"
@@ -108,7 +109,9 @@ date +%s >"$work/start"
 for direction in "${DIRECTIONS[@]}"; do
     config=configs/transformer.tatoeba.$direction.toml
     changes=("train.device=$device" "train.run_dir=$work/$direction")
-    if [ "$DATA_DIR" != data ]; then changes+=("data.prepared=\"$DATA_DIR/tatoeba-copy.$direction\""); fi
+    if [ "$DATA_DIR" != data ]; then
+        changes+=("data.prepared=\"$DATA_DIR/tatoeba-copy.$direction\"")
+    fi
     timeout --signal=TERM --kill-after=120 "$TRAIN_SECONDS" $PY -m seq2seq train \
         --config "$config" "${changes[@]}" "${train_args[@]}" >"$work/$direction.out" 2>&1 &
     pids+=($!)
@@ -118,7 +121,8 @@ for i in "${!DIRECTIONS[@]}"; do
     status=0
     wait "${pids[$i]}" || status=$?
     if [ "$status" != 0 ] && [ "$status" != 124 ]; then
-        echo "error: training ${DIRECTIONS[$i]} failed (exit $status): $(tail -n 1 "$work/${DIRECTIONS[$i]}.out")" >&2
+        echo "error: training ${DIRECTIONS[$i]} failed (exit $status):" \
+            "$(tail -n 1 "$work/${DIRECTIONS[$i]}.out")" >&2
         failed=1
     fi
 done
@@ -132,17 +136,22 @@ hours=$($PY -c "import sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / 
 
 echo "== 2/4 averaging the last 5 checkpoints, 3/4 exporting, 4/4 evaluating (beam 5, fp32)"
 ship() { # DIRECTION: average, export and evaluate one direction's run
-    local run="$work/$1" name="transformer-small.tatoeba.$1" record="$out/transformer-small.tatoeba.$1.json"
+    local run="$work/$1" name="transformer-small.tatoeba.$1"
+    local record="$out/$name.json" runs="checkpoints/transformer.tatoeba.$1"
+    # the commands that made the model, as they run here (the record's commands)
+    local prepare="seq2seq prepare --corpus tatoeba --src ${1%-*} --tgt ${1#*-}"
+    prepare+=" --augment-entities 2 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.$1"
+    local train="seq2seq train --config configs/transformer.tatoeba.$1.toml"
+    train+=" train.device=$device train.run_dir=$runs  # by benchmarks/tatoeba_gpu.sh beside the"
+    train+=" other direction, stopped with SIGTERM after at most $TRAIN_SECONDS s"
     $PY -m seq2seq average --out "$run/avg5.pt" --last 5 "$run"
     $PY -m seq2seq export --checkpoint "$run/avg5.pt" --out "$out/$name"
     $PY -m seq2seq evaluate --model "$out/$name" --split test --beam 5 --precision fp32 \
         --device "$device" --record "$record" \
-        --name "Transformer small (4+2 layers), GPU bf16, the last 5 checkpoints averaged (shipped, bf16 weights)" \
-        --trained-on "$trained_on" --train-hours "$hours" \
-        --command "seq2seq prepare --corpus tatoeba --src ${1%-*} --tgt ${1#*-} --augment-entities 2 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.$1" \
-        --command "seq2seq train --config configs/transformer.tatoeba.$1.toml train.device=$device train.run_dir=checkpoints/transformer.tatoeba.$1  # run by benchmarks/tatoeba_gpu.sh beside the other direction; stopped with SIGTERM after $TRAIN_SECONDS s" \
-        --command "seq2seq average --out checkpoints/transformer.tatoeba.$1/avg5.pt --last 5 checkpoints/transformer.tatoeba.$1" \
-        --command "seq2seq export --checkpoint checkpoints/transformer.tatoeba.$1/avg5.pt --out exported/$name"
+        --name "Transformer small (4+2 layers), GPU bf16, last 5 checkpoints averaged (shipped)" \
+        --trained-on "$trained_on" --train-hours "$hours" --command "$prepare" --command "$train" \
+        --command "seq2seq average --out $runs/avg5.pt --last 5 $runs" \
+        --command "seq2seq export --checkpoint $runs/avg5.pt --out exported/$name"
     $PY -m seq2seq evaluate --model "$out/$name" --split entities --beam 5 --precision fp32 \
         --device "$device" --record "$record"
     cp "$run/train.log" "$out/$name.train.log"
@@ -172,7 +181,9 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 out, work, device, train_seconds, *directions = sys.argv[1:]
-begin, start, end, done = (int(Path(work, n).read_text()) for n in ("begin", "start", "end", "done"))
+begin, start, end, done = (
+    int(Path(work, moment).read_text()) for moment in ("begin", "start", "end", "done")
+)
 SCORES = ("bleu", "chrf")
 COPIES = ("number_copy_accuracy", "name_copy_accuracy")
 TARGETS = {"entities_number_copy_accuracy": 99.0, "entities_name_copy_accuracy": 95.0}  # issue 44

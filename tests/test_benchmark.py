@@ -341,9 +341,18 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         )
         assert (record.beam_size, record.decode_precision) == (5, "fp32")
         assert (record.averaged_checkpoints, record.train_steps) == (5, 10)
-        assert record.commands[1].startswith(
-            f"seq2seq train --config configs/transformer.tatoeba.{direction}.toml train.device=cpu "
-        )
+        src, tgt = direction.split("-")
+        runs = f"checkpoints/transformer.tatoeba.{direction}"
+        assert record.commands == [  # as they run here, the evaluation as it ran there
+            f"seq2seq prepare --corpus tatoeba --src {src} --tgt {tgt} --augment-entities 2 "
+            f"--seed 1 --mirror ../shared/data --out data/tatoeba-copy.{direction}",
+            f"seq2seq train --config configs/transformer.tatoeba.{direction}.toml "
+            f"train.device=cpu train.run_dir={runs}  # by benchmarks/tatoeba_gpu.sh beside the "
+            "other direction, stopped with SIGTERM after at most 420 s",
+            f"seq2seq average --out {runs}/avg5.pt --last 5 {runs}",
+            f"seq2seq export --checkpoint {runs}/avg5.pt --out exported/{name}",
+            f"seq2seq evaluate --model {out / name} --split test --beam 5 --precision fp32",
+        ]
         entities = record.entity_test
         assert entities["sentences"] == 300 and entities["beam_size"] == 5
         assert entities["names"] == 300 and "number_copy_accuracy" in entities
