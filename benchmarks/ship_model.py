@@ -14,7 +14,9 @@ benchmarks/tatoeba_gpu.sh leaves them. They become:
 - results/models/NAME.shipped.json (--results-dir): the same card.
 
 In both, the evaluations name the shipped model (`--model NAME`) instead of FOLDER, so their
-commands reproduce the scores once it is shipped. The shipped folder is replaced at once, never
+commands reproduce the scores once it is shipped, and `--revision` gives the commit that
+evaluated it where the record could not tell (a copy of the repository without its .git folder:
+`unknown`). The shipped folder is replaced at once, never
 left half written. Then update the README's tables: `benchmarks/results_table.py --update` for
 the results, and by hand the row of the models in the box (size and first limit).
 """
@@ -33,6 +35,7 @@ from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
+UNKNOWN = "unknown"  # the git revision of an evaluation outside a git checkout
 
 
 def shipped_command(command: str, name: str) -> str:
@@ -59,9 +62,15 @@ def translated_limits(folder: Path, record: ModelResult, limits: list[dict]) -> 
     ]
 
 
-def new_card(folder: Path, old_card: Path) -> ModelResult:
+def known_revision(recorded: str, revision: str | None) -> str:
+    """The `recorded` git revision, or `revision` where it is unknown and given."""
+    return revision if revision and recorded == UNKNOWN else recorded
+
+
+def new_card(folder: Path, old_card: Path, revision: str | None = None) -> ModelResult:
     """The card of the model exported to `folder`: its record (FOLDER.json), evaluated by the
-    shipped model's name, with the limits of `old_card` (if any) translated again."""
+    shipped model's name, with the limits of `old_card` (if any) translated again, and
+    `revision` as the git revision where the record has none."""
     name = folder.name
     record = ModelResult.load(folder.with_name(f"{name}.json"))
     if not name.endswith(f".{record.direction}"):
@@ -74,6 +83,7 @@ def new_card(folder: Path, old_card: Path) -> ModelResult:
     entities = {
         **record.entity_test,
         "command": shipped_command(record.entity_test["command"], name),
+        "git_revision": known_revision(record.entity_test.get("git_revision", UNKNOWN), revision),
     }
     limits = ModelResult.load(old_card).limits if old_card.is_file() else []
     return dataclasses.replace(
@@ -81,16 +91,19 @@ def new_card(folder: Path, old_card: Path) -> ModelResult:
         commands=[shipped_command(command, name) for command in record.commands],
         limits=translated_limits(folder, record, limits),
         entity_test=entities,
+        git_revision=known_revision(record.git_revision, revision),
     )
 
 
-def ship(folder: Path, models_dir: Path, results_dir: Path) -> ModelResult:
+def ship(
+    folder: Path, models_dir: Path, results_dir: Path, revision: str | None = None
+) -> ModelResult:
     """Put the model exported to `folder` in `models_dir` with its card, and the card in
     `results_dir` (see the module docstring); returns the card."""
     if not is_exported_model(folder):
         raise UserError(f"{folder}: not a folder written by seq2seq export")
     target = models_dir / folder.name
-    card = new_card(folder, target / CARD)
+    card = new_card(folder, target / CARD, revision)
 
     def fill(tmp: Path) -> None:
         for path in folder.iterdir():
@@ -109,8 +122,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("folder", type=Path, help="a folder written by seq2seq export")
     parser.add_argument("--models-dir", type=Path, default=SHIPPED_MODELS)
     parser.add_argument("--results-dir", type=Path, default=ROOT / "results" / "models")
+    parser.add_argument(
+        "--revision", help="the commit that evaluated it, where its record says unknown"
+    )
     args = parser.parse_args(argv)
-    card = ship(args.folder, args.models_dir, args.results_dir)
+    card = ship(args.folder, args.models_dir, args.results_dir, args.revision)
     entities = card.entity_test
     print(
         f"shipped {args.folder.name}: test BLEU {card.bleu:.2f}, chrF {card.chrf:.2f}; entity "

@@ -448,7 +448,9 @@ def exported_with_record(folder: Path, name: str, **changes: object) -> Path:
         **card,
         "commands": [*card["commands"][:-1], evaluation.replace("SPLIT", "test")],
         "limits": [],
+        "git_revision": "unknown",
         "entity_test": {
+            "git_revision": "unknown",
             "number_copy_accuracy": 99.3,
             "name_copy_accuracy": 96.0,
             "command": evaluation.replace("SPLIT", "entities"),
@@ -472,7 +474,9 @@ def test_ship_model_makes_the_exported_folder_the_shipped_model(
     (models / name / "model.safetensors").write_bytes(b"the old weights")
     stale = {**card, "limits": [{**limit, "output": "stale"} for limit in card["limits"]]}
     (models / name / CARD).write_text(json.dumps(stale), encoding="utf-8")
-    ship_model.main([str(exported), "--models-dir", str(models), "--results-dir", str(records)])
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    options = ["--models-dir", str(models), "--results-dir", str(records), "--revision", revision]
+    ship_model.main([str(exported), *options])
     shipped = models / name
     assert sorted(path.name for path in shipped.iterdir()) == [
         CARD,
@@ -488,6 +492,8 @@ def test_ship_model_makes_the_exported_folder_the_shipped_model(
     assert new["commands"][:-1] == card["commands"][:-1]
     assert new["commands"][-1] == evaluation.replace("SPLIT", "test")
     assert new["entity_test"]["command"] == evaluation.replace("SPLIT", "entities")
+    # evaluated without .git on the GPU machine: the revision given
+    assert new["git_revision"] == new["entity_test"]["git_revision"] == revision
     assert json.loads((records / f"{name}.shipped.json").read_text(encoding="utf-8")) == new
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == (
