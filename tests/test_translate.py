@@ -184,7 +184,7 @@ def test_int8_decodes_with_a_quantized_copy_on_a_cpu_only(translator, run):
         Translator(translator.model, *tokenizers, decode_cfg, "cuda")
 
 
-def test_auto_decodes_a_single_line_in_int8_on_a_cpu(translator):
+def test_auto_decodes_a_single_line_in_int8_on_a_cpu(translator, monkeypatch):
     """decode.precision "auto" on a CPU: one line decodes with an int8 copy of the model (made
     at the first such call, reused, made again once the weights change); two lines decode with
     the model itself, in `precision`; an explicit precision is kept for one line too."""
@@ -197,19 +197,24 @@ def test_auto_decodes_a_single_line_in_int8_on_a_cpu(translator):
     assert (translator.precision_for(1), translator.precision_for(2)) == ("int8", same.precision)
     assert (same.precision_for(1), int8.precision_for(2)) == (same.precision, "int8")
     line, other = "The dog sees a cat.", "A cat."
-    translator.one_line_model = None
+    translator.one_line_models.clear()
     (alone,) = translator.translate([line], beam_size=3)
     assert alone[0].tokens == int8.translate([line], beam_size=3)[0][0].tokens
-    version, copy = translator.one_line_model
+    ((version, copy),) = translator.one_line_models.items()
     assert copy is not translator.model and type(copy.output) is not torch.nn.Linear
+    copies = []
+    monkeypatch.setattr(translator.model, "int8_copy", lambda: copies.append(1) or copy)
     translator.translate([other], beam_size=3)
-    assert translator.one_line_model[1] is copy
+    translator.with_decode(length_penalty=0.6).translate([other], beam_size=3)
+    assert copies == [] and translator.one_line_models == {version: copy}  # made once, shared
+    monkeypatch.undo()
     two = translator.translate([line, other], beam_size=3)
     assert [n[0].tokens for n in two] == [n[0].tokens for n in same.translate([line, other], 3)]
     with torch.no_grad():
         translator.model.output.weight.mul_(1.0)  # an in-place write, as an optimizer step
     translator.translate([line], beam_size=3)
-    assert translator.one_line_model[0] > version and translator.one_line_model[1] is not copy
+    ((newer, newer_copy),) = translator.one_line_models.items()
+    assert newer > version and newer_copy is not copy
     assert evaluate(translator, [line], ["Der Hund sieht eine Katze."]).precision == "int8"
 
 

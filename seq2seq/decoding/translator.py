@@ -59,8 +59,9 @@ class Translator(LineTranslator):
         self.model = model.int8_copy() if int8 else model
         # What the model computes in: "int8", "bf16", "fp16" or "fp32".
         self.precision = "int8" if int8 else precision_name(self.dtype)
-        # "auto" on a CPU: the int8 copy for single lines, and the weights' version it copied
-        self.one_line_model: tuple[int, Seq2SeqModel] | None = None
+        # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
+        # one dictionary shared with every `with_decode` copy, so that they quantize once
+        self.one_line_models: dict[int, Seq2SeqModel] = {}
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
@@ -89,9 +90,10 @@ class Translator(LineTranslator):
         if self.precision_for(lines) == self.precision:
             return self.model, self.dtype
         version = weights_version(self.model)
-        if self.one_line_model is None or self.one_line_model[0] != version:
-            self.one_line_model = (version, self.model.int8_copy())
-        return self.one_line_model[1], None
+        if version not in self.one_line_models:
+            self.one_line_models.clear()  # an older version's copy
+            self.one_line_models[version] = self.model.int8_copy()
+        return self.one_line_models[version], None
 
     def translate_ids(
         self,
