@@ -61,13 +61,7 @@ def _banned_log_probs(
     touched for the forced EOS.
     """
     log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
-    n = no_repeat_ngram
-    if n > 0 and history.shape[1] >= n:
-        windows = history.unfold(1, n, 1)  # (R, W, n): every n-gram of the history
-        suffix = history[:, history.shape[1] - n + 1 :]  # (R, n - 1): the last n - 1 tokens
-        repeats = (windows[:, :, :-1] == suffix[:, None, :]).all(dim=2)  # (R, W)
-        counts = torch.zeros_like(log_probs).scatter_add_(1, windows[:, :, -1], repeats.float())
-        log_probs.masked_fill_(counts > 0, float("-inf"))
+    _ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
     r = max_piece_repeat
     if r > 0 and history.shape[1] >= r:
         last = history[:, history.shape[1] - r :]  # (R, r)
@@ -79,6 +73,17 @@ def _banned_log_probs(
         log_probs[ending] = float("-inf")
         log_probs[ending, EOS_ID] = eos_log_probs
     return log_probs
+
+
+def _ban_repeated_ngrams(log_probs: Tensor, history: Tensor, n: int) -> None:
+    """Mask (in place) each token of log_probs (R, V) that would complete an n-gram already in
+    its row's history (R, t); n = 0: none."""
+    if n > 0 and history.shape[1] >= n:
+        windows = history.unfold(1, n, 1)  # (R, W, n): every n-gram of the history
+        suffix = history[:, history.shape[1] - n + 1 :]  # (R, n - 1): the last n - 1 tokens
+        repeats = (windows[:, :, :-1] == suffix[:, None, :]).all(dim=2)  # (R, W)
+        counts = torch.zeros_like(log_probs).scatter_add_(1, windows[:, :, -1], repeats.float())
+        log_probs.masked_fill_(counts > 0, float("-inf"))
 
 
 def _mean_heads(attention: Tensor | None) -> Tensor | None:
@@ -244,7 +249,8 @@ def beam_search(
             )
 
         below_max = step < max_lens[sentences]
-        running = _running(finished_count[sentences], ends[:, 0], below_max, k, nbest, stop_early)
+        still = _running(finished_count[sentences], ends[:, 0], below_max, k, nbest, stop_early)
+        running = still.nonzero().squeeze(1)  # (A',) the sentences that stay in the batch
         if len(running) == 0:
             break
         new_beams, new_tokens = new_beams[running], new_tokens[running]
@@ -277,7 +283,7 @@ def _top_candidates(
 def _running(
     ended_count: Tensor, best_ends: Tensor, below_max: Tensor, k: int, nbest: int, stop_early: bool
 ) -> Tensor:
-    """The indices of the sentences still running after a step: (A,) -> (A',).
+    """Which sentences still run after a step: (A,), True where one does.
 
     A sentence is done once it has K finished hypotheses (fairseq's rule), or with `stop_early`
     as soon as its most probable candidate ends (`best_ends`) and it has `nbest` finished ones
@@ -289,7 +295,7 @@ def _running(
     done = ended_count >= k
     if stop_early:
         done |= best_ends & (ended_count >= nbest)
-    return (~done & below_max).nonzero().squeeze(1)
+    return ~done & below_max
 
 
 def _first_beams(
