@@ -1,7 +1,8 @@
 """The speed work (seq2seq.fast), each piece against the plain version it replaces: the packed
 dropout mask (its distribution, scale, gradient and seeding), the hand-written loss, the chunked
-top-k, beam-grouped, fused and inference attention, the int8 linear layer, and a whole fast
-model (and its int8 copy) against its plain twin; and the switch between them (model.fast,
+top-k, beam-grouped, fused and inference attention, the int8 linear layer, a whole fast
+model (and its int8 copy) against its plain twin, the GPU's searches against the textbook ones;
+and the switch between them (model.fast,
 --plain): the textbook modules import nothing of seq2seq.fast, and the plain product translates
 and trains as the fast one while running the textbook code."""
 
@@ -22,10 +23,14 @@ from seq2seq.commands import serve, translate
 from seq2seq.config import Config, config_from_dict, load_config
 from seq2seq.data.batching import Batch
 from seq2seq.data.specials import EOS_ID, PAD_ID
+from seq2seq.decoding import search
+from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import beam_search, max_output_lengths
+from seq2seq.decoding.translation import Hypothesis, Stopped
 from seq2seq.fast import FAST_TWINS, FastModel, FastTransformerSeq2Seq, speed_up
 from seq2seq.fast import loss as fast_loss
+from seq2seq.fast import search as gpu_search
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.dropout import packed_dropout as dropout
@@ -149,6 +154,100 @@ def test_best_candidates_equal_topk_of_the_sum(vocab_size, beams):
     beam_scores = torch.randn(sentences, beams, generator=generator)
     check(beam_scores, log_probs, beams)
     assert best_candidates(beam_scores, log_probs, n)[0][:, beams:].isneginf().all()
+
+
+# The GPU's searches ------------------------------------------------------------------------
+
+
+def outputs(nbest_lists: list[list[Hypothesis]]) -> list:
+    """Every hypothesis's tokens, score and attention, per sentence, in order."""
+    return [[(h.tokens, h.score, h.attention.tolist()) for h in nbest] for nbest in nbest_lists]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_gpu_searches_checking_every_step_equal_the_textbook_bit_for_bit(arch, fast, alpha):
+    """With check_every = 1 the rows of each step are the textbook's, so every product is the
+    same: the same n-best lists, scores and attention to the last bit, on fp32."""
+    model = new_model(arch, fast)
+    src, src_lens, _ = held_out(size=13, seed=1)
+    max_lens = max_output_lengths(src_lens, 1.5, 3)
+    bans = dict(no_repeat_ngram=2, max_piece_repeat=2)
+    expected = search.greedy_search(model, src, src_lens, max_lens, True, alpha, **bans)
+    got = gpu_search.greedy_search(
+        model, src, src_lens, max_lens, True, alpha, **bans, check_every=1
+    )
+    assert outputs([expected]) == outputs([got])
+    for k in (1, 5):
+        for stop_early in (False, True):
+            options = dict(nbest=k, need_attention=True, stop_early=stop_early, **bans)
+            expected = search.beam_search(model, src, src_lens, k, max_lens, alpha, **options)
+            got = gpu_search.beam_search(
+                model, src, src_lens, k, max_lens, alpha, **options, check_every=1
+            )
+            assert outputs(expected) == outputs(got)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gpu_searches_checking_every_8_steps_find_the_textbook_translations(arch):
+    """With finished sentences kept until the next check, a step's matrix products have more
+    rows than the textbook's, and a CPU's products round a row differently by the row count
+    (as batched decoding does against one sentence at a time): the same tokens, and scores
+    equal within that rounding."""
+    model = new_model(arch)
+    src, src_lens, _ = held_out(size=13, seed=1)
+    max_lens = max_output_lengths(src_lens, 1.5, 3)
+    expected = search.greedy_search(model, src, src_lens, max_lens)
+    got = gpu_search.greedy_search(model, src, src_lens, max_lens, check_every=8)
+    assert [h.tokens for h in got] == [h.tokens for h in expected]
+    assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-5)
+    expected_beams = search.beam_search(model, src, src_lens, 3, max_lens, 0.6)
+    got_beams = gpu_search.beam_search(model, src, src_lens, 3, max_lens, 0.6, check_every=8)
+    assert [n[0].tokens for n in got_beams] == [n[0].tokens for n in expected_beams]
+    best = [n[0].score for n in expected_beams]
+    assert [n[0].score for n in got_beams] == pytest.approx(best, abs=1e-5)
+
+
+def test_gpu_beam_search_traces_as_the_textbook():
+    model = new_model("transformer")
+    src, src_lens, _ = held_out(size=1, seed=3)
+    max_lens = max_output_lengths(src_lens, 1.5, 3)
+    traces = BeamTrace(), BeamTrace()
+    expected = search.beam_search(model, src, src_lens, 4, max_lens, nbest=4, trace=traces[0])
+    got = gpu_search.beam_search(model, src, src_lens, 4, max_lens, nbest=4, trace=traces[1])
+    assert [(h.tokens, h.score) for h in got[0]] == [(h.tokens, h.score) for h in expected[0]]
+    assert len(traces[1].steps) == len(traces[0].steps) > 2
+    for ours, theirs in zip(traces[1].steps, traces[0].steps, strict=True):
+        assert torch.equal(ours.tokens, theirs.tokens)
+        assert torch.equal(ours.next_beam, theirs.next_beam)
+        assert torch.equal(ours.finished, theirs.finished)
+
+
+def test_gpu_searches_honour_should_stop():
+    model = new_model("gru")
+    src, src_lens, _ = held_out(size=4, seed=3)
+    max_lens = max_output_lengths(src_lens, 1.5, 3)
+    calls: list[int] = []
+
+    def stop_at_third_step() -> bool:
+        calls.append(1)
+        return len(calls) == 3
+
+    with pytest.raises(Stopped):
+        gpu_search.beam_search(model, src, src_lens, 3, max_lens, should_stop=stop_at_third_step)
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(Stopped):
+        gpu_search.greedy_search(model, src, src_lens, max_lens, should_stop=stop_at_third_step)
+    assert len(calls) == 3
+
+
+def test_searches_for_a_device():
+    cpu = gpu_search.searches_for(torch.device("cpu"))
+    assert cpu == (search.greedy_search, search.beam_search)
+    gpu = gpu_search.searches_for(torch.device("cuda"))
+    assert gpu == (gpu_search.greedy_search, gpu_search.beam_search)
 
 
 # Attention ---------------------------------------------------------------------------------

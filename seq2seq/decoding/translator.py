@@ -20,10 +20,21 @@ from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.loading import Inference
-from seq2seq.decoding.search import beam_search, greedy_search, max_output_lengths
+from seq2seq.decoding.search import max_output_lengths
 from seq2seq.decoding.translation import MAX_BATCH_TOKENS, Hypothesis, LineTranslator, Translation
 from seq2seq.device import decode_dtype, precision_name
+from seq2seq.fast.search import searches_for
 from seq2seq.models.base import Seq2SeqModel
+
+GPU_BATCH_TOKENS = 256_000  # MAX_BATCH_TOKENS on a GPU, where a batch should fill the device
+
+
+def batch_tokens_for(device: torch.device) -> int:
+    """The padded source tokens times beams of a decoding batch on `device`: MAX_BATCH_TOKENS on
+    a CPU, where larger batches gain nothing; GPU_BATCH_TOKENS on a GPU, which a few hundred
+    sentences' beams at a time keep busy (the Multi30k test set in one or two batches at beam
+    5, with decode.batch_size = 1024)."""
+    return MAX_BATCH_TOKENS if device.type == "cpu" else GPU_BATCH_TOKENS
 
 
 class Translator(LineTranslator):
@@ -47,13 +58,14 @@ class Translator(LineTranslator):
         tgt_tokenizer: Tokenizer,
         decode_cfg: DecodeConfig,
         device: str | torch.device,
-        max_batch_tokens: int = MAX_BATCH_TOKENS,
+        max_batch_tokens: int | None = None,
     ):
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
-        self.max_batch_tokens = max_batch_tokens  # padded source tokens times beams per batch
+        # padded source tokens times beams per batch (None: `batch_tokens_for` the device)
+        self.max_batch_tokens = max_batch_tokens or batch_tokens_for(self.device)
         self.dtype = decode_dtype(decode_cfg.precision, self.device)
         int8 = decode_cfg.precision == "int8"
         self.model = model.int8_copy() if int8 else model
@@ -106,8 +118,9 @@ class Translator(LineTranslator):
         trace: BeamTrace | None = None,
     ) -> list[list[Translation]]:
         """`LineTranslator.translate_ids`: each batch searched by `_search` with the model of
-        `precision_for`, in eval mode. `trace`: a `BeamTrace` for the beam search to fill (one
-        line only; beam search even at beam 1)."""
+        `precision_for`, in eval mode, with the searches for the device
+        (`seq2seq.fast.search.searches_for`). `trace`: a `BeamTrace` for the beam search to fill
+        (one line only; beam search even at beam 1)."""
         model, dtype = self._model_for(len(sources))
         search = partial(self._search, model, dtype, nbest, need_attention, should_stop, trace)
         was_training = model.training
@@ -140,6 +153,7 @@ class Translator(LineTranslator):
         src, src_lens = src.to(self.device), src_lens.to(self.device)
         max_lens = max_output_lengths(src_lens, cfg.max_len_ratio, cfg.max_len_const)
         autocast = torch.autocast(self.device.type, dtype, enabled=dtype is not None)
+        greedy_search, beam_search = searches_for(self.device)
         if beam_size == 1 and trace is None:
             with autocast:
                 hypotheses = greedy_search(

@@ -1,0 +1,130 @@
+"""How often a decoding step reads the device. On a GPU each read of a device tensor to the host
+(the size of a `nonzero`, `bool(t)`, an index by a boolean mask, `.tolist()`, `.cpu()`) makes
+the host wait for the GPU, which then idles while the host prepares the next step. The textbook
+searches (seq2seq.decoding.search) read after every step, to drop the finished sentences and set
+the ended hypotheses aside; the GPU's (seq2seq.fast.search) once every `check_every` steps.
+
+Counted on a CPU as tests/test_host_sync.py counts training's reads: a dispatch mode counts the
+operators that hand a value to the host, and the methods that read a tensor's values without an
+operator are patched to count their calls. A step's reads are those from its `decode_step` call
+to the next one's; the last step, which also assembles the outputs, is left out."""
+
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Any
+
+import pytest
+import torch
+from test_host_sync import HOST_READING_METHODS, HOST_READING_OPERATORS
+from test_search import held_out, new_model
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from seq2seq.decoding import search
+from seq2seq.decoding.search import max_output_lengths
+from seq2seq.fast import search as gpu_search
+from seq2seq.models.base import Seq2SeqModel
+
+aten = torch.ops.aten
+MASK_INDEXING = {aten.index.Tensor, aten.index_put_.default, aten.index_put.default}
+
+
+class StepReadCounter(TorchDispatchMode):
+    """Counts the reads of tensors to the host, and the count at each decoding step's start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.reads_before_step: list[int] = []
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        boolean_index = func in MASK_INDEXING and any(
+            index is not None and index.dtype == torch.bool for index in args[1]
+        )
+        if func in HOST_READING_OPERATORS or boolean_index:
+            self.reads += 1
+        return func(*args, **(kwargs or {}))
+
+    def counting(self, method: Callable) -> Callable:
+        def counted(*args: object, **kwargs: object) -> object:
+            self.reads += 1
+            return method(*args, **kwargs)
+
+        return counted
+
+    def reads_per_step(self) -> list[int]:
+        marks = self.reads_before_step
+        return [b - a for a, b in pairwise(marks)]
+
+
+def count_reads(
+    run_search: Callable[[Seq2SeqModel], object], monkeypatch: pytest.MonkeyPatch
+) -> list[int]:
+    """The reads of each step but the last of `run_search(model)` on a tiny Transformer."""
+    counter = StepReadCounter()
+    model = new_model("transformer")
+    decode_step = model.decode_step
+
+    def marked_step(*args: object, **kwargs: object) -> object:
+        counter.reads_before_step.append(counter.reads)
+        return decode_step(*args, **kwargs)
+
+    monkeypatch.setattr(model, "decode_step", marked_step)
+    for name in HOST_READING_METHODS:
+        monkeypatch.setattr(torch.Tensor, name, counter.counting(getattr(torch.Tensor, name)))
+    with counter:
+        run_search(model)
+    monkeypatch.undo()
+    assert len(counter.reads_before_step) > 8
+    return counter.reads_per_step()
+
+
+SRC, SRC_LENS, _ = held_out(size=6, seed=2)
+MAX_LENS = max_output_lengths(SRC_LENS, 2.0, 6)  # an untrained model: most run to the limit
+
+
+def test_textbook_beam_search_reads_four_times_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows with a repeated piece, the rows at their maximum length, the hypotheses that
+    ended and the sentences still running: a nonzero each (the first from the third step on,
+    with two pieces to compare)."""
+    reads = count_reads(
+        lambda model: search.beam_search(model, SRC, SRC_LENS, 5, MAX_LENS, max_piece_repeat=2),
+        monkeypatch,
+    )
+    assert reads == [3, 3] + [4] * (len(reads) - 2)
+
+
+def test_textbook_greedy_search_reads_four_times_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows at their maximum length, the rows that finished (a boolean index), whether all
+    did, and the rows still running."""
+    reads = count_reads(
+        lambda model: search.greedy_search(model, SRC, SRC_LENS, MAX_LENS), monkeypatch
+    )
+    assert reads == [4] * len(reads)
+
+
+@pytest.mark.parametrize("check_every", [1, 4, 8])
+def test_gpu_beam_search_reads_once_every_check(
+    monkeypatch: pytest.MonkeyPatch, check_every: int
+) -> None:
+    reads = count_reads(
+        lambda model: gpu_search.beam_search(
+            model, SRC, SRC_LENS, 5, MAX_LENS, max_piece_repeat=2, check_every=check_every
+        ),
+        monkeypatch,
+    )
+    assert reads == [int(step % check_every == 0) for step in range(1, len(reads) + 1)]
+
+
+@pytest.mark.parametrize("check_every", [1, 4, 8])
+def test_gpu_greedy_search_reads_once_every_check(
+    monkeypatch: pytest.MonkeyPatch, check_every: int
+) -> None:
+    reads = count_reads(
+        lambda model: gpu_search.greedy_search(
+            model, SRC, SRC_LENS, MAX_LENS, no_repeat_ngram=2, check_every=check_every
+        ),
+        monkeypatch,
+    )
+    assert reads == [int(step % check_every == 0) for step in range(1, len(reads) + 1)]
