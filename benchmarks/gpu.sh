@@ -12,13 +12,17 @@
 # wait for the GPU (none but at the log lines, every 20 steps, is the aim);
 # (3) the tiny Transformer trained with CONFIG (the GPU speed recipe by default), validated
 # with beam 5, the device's memory sampled meanwhile, every validation's checkpoint kept;
-# (4) its best checkpoint decodes the test set with beam 5 and with greedy search in bf16, and
-# so does, with beam 5, the first checkpoint whose valid BLEU reached 40.
+# (4) its best checkpoint decodes the test set with beam 5 and with greedy search in bf16, in
+# batches of up to 1,024 sentences (seq2seq evaluate: the command's time, start-up included),
+# and so does, with beam 5, the first checkpoint whose valid BLEU reached 40;
+# (5) benchmarks/gpu_decode.py: the best checkpoint decodes the test set again, warm, with beam 1
+# and 5, timed, the host's waits of each decoding step counted, and 200 sentences also with the
+# textbook searches, which read the device after every step, for comparison.
 # benchmarks/gpu_report.py then writes results/bench/gpu-<device>-<time>.json: seconds from the
 # training command's start to a valid BLEU of 35 and of 40, to a test BLEU from the first
 # checkpoint at 40 (its validation's time plus the test decoding's command) and to the best
 # checkpoint's beam-5 test score, target tokens/s, model FLOPs utilisation, peak memory and
-# sentences/s, with the device named.
+# sentences/s (the command's, and the warm decoder's), with the device named.
 #
 # Environment: DATA (default data/multi30k.en-de), CONFIG (default
 # configs/transformer.multi30k.en-de.gpu.toml), STEPS (default: the config's train.max_steps),
@@ -61,6 +65,7 @@ if $dry_run; then
     sync_args=(train.precision=fp32 train.max_tokens=2048 train.warmup_steps=2 train.max_steps=6
         train.log_every=2 train.valid_every=6 train.valid_max_sentences=4)
     test_target=0 # the first validation's checkpoint decodes the test set again
+    decode_args=(--precision fp32 --sync-sentences 10)
 else
     device=cuda
     steps=${STEPS:-0}
@@ -70,6 +75,7 @@ else
     sync_args=(train.max_steps=60 train.log_every=20 train.valid_every=60
         train.valid_max_sentences=16)
     test_target=40
+    decode_args=(--precision bf16 --textbook-too)
 fi
 if [ "$steps" != 0 ]; then train_args+=("train.max_steps=$steps"); fi
 read -r src tgt < <($PY -c "import json, sys; m = json.load(open(sys.argv[1])); print(m['src'], m['tgt'])" "$DATA/manifest.json")
@@ -77,15 +83,15 @@ sentences=$($dry_run && echo 10 || wc -l <"$DATA/test.$src")
 head -n "$sentences" "$DATA/test.$src" >"$work/test.src"
 head -n "$sentences" "$DATA/test.$tgt" >"$work/test.ref"
 
-echo "== 1/4 training throughput and memory (benchmarks/bench.py)"
+echo "== 1/5 training throughput and memory (benchmarks/bench.py)"
 $PY benchmarks/bench.py --device "$device" --data "$DATA" "${bench_args[@]}" --out "$work/bench.json"
 
-echo "== 2/4 host synchronisations per training step (benchmarks/gpu_syncs.py, $CONFIG)"
+echo "== 2/5 host synchronisations per training step (benchmarks/gpu_syncs.py, $CONFIG)"
 $PY benchmarks/gpu_syncs.py --config "$CONFIG" --out "$work/syncs.json" \
     "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/syncs-run" \
     train.compile=false train.log_every_seconds=0 train.attention_history=0 "${sync_args[@]}"
 
-echo "== 3/4 training to BLEU ($CONFIG)"
+echo "== 3/5 training to BLEU ($CONFIG)"
 if command -v nvidia-smi >/dev/null && ! $dry_run; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$work/memory.csv" &
     sampler=$!
@@ -100,10 +106,10 @@ if [ "$status" != 0 ] && [ "$status" != 124 ]; then exit "$status"; fi
 date +%s.%N >"$work/end"
 stop_sampler
 
-echo "== 4/4 decoding the test set (bf16): the best checkpoint, the first at valid BLEU 40"
+echo "== 4/5 decoding the test set (bf16): the best checkpoint, the first at valid BLEU 40"
 evaluate() { # CHECKPOINT BEAM OUT
     $PY seq2seq evaluate --checkpoint "$1" --device "$device" --precision bf16 --beam "$2" \
-        --src "$work/test.src" --ref "$work/test.ref" --json >"$3"
+        --batch-size 1024 --src "$work/test.src" --ref "$work/test.ref" --json >"$3"
 }
 for beam in 5 1; do
     evaluate "$work/run/best.pt" "$beam" "$work/decode-beam$beam.json"
@@ -115,6 +121,10 @@ if [ -n "$first" ]; then
     evaluate "$work/run/step-$first.pt" 5 "$work/decode-first.json"
     date +%s.%N >"$work/first-end"
 fi
+
+echo "== 5/5 warm decoding: sentences/s and host synchronisations per step (benchmarks/gpu_decode.py)"
+$PY benchmarks/gpu_decode.py --checkpoint "$work/run/best.pt" --src "$work/test.src" \
+    --device "$device" --beams 1 5 "${decode_args[@]}" --out "$work/decode.json"
 
 $PY benchmarks/gpu_report.py "$work" --out-dir "$OUT_DIR" \
     --command "bash benchmarks/gpu.sh${1:+ $1}" --config "$CONFIG" --test-target "$test_target"

@@ -10,7 +10,8 @@ events, config.toml and every validation's checkpoint), `start` and `end` (Unix 
 training), `tested` (the Unix time the beam-5 test score was written), `decode-beam5.json` and
 `decode-beam1.json` (seq2seq evaluate --json), `decode-first.json` (the beam-5 test score of
 the first checkpoint at the test target, when a validation reached it) between the Unix times
-`first-start` and `first-end`, `syncs.json` (benchmarks/gpu_syncs.py), and, on a GPU,
+`first-start` and `first-end`, `syncs.json` (benchmarks/gpu_syncs.py), `decode.json`
+(benchmarks/gpu_decode.py), and, on a GPU,
 `memory.csv` (nvidia-smi's memory.used in MiB, sampled every 0.5 s). The record,
 `gpu-<device>-<time>.json`, holds:
 
@@ -25,7 +26,10 @@ the first checkpoint at the test target, when a validation reached it) between t
 - the host synchronisations of each training step (benchmarks/gpu_syncs.py), and the most
   that a step between log lines had;
 - each preset's training throughput and peak memory from bench.py;
-- test-set decoding of the best checkpoint: sentences/s and BLEU with beam 5 and greedy.
+- test-set decoding of the best checkpoint: sentences/s and BLEU with beam 5 and greedy;
+- the same decoding warm (`warm_decoding`): sentences/s with beam 1 and 5, the host
+  synchronisations of each decoding step and their mean, and on a GPU the textbook searches'
+  sentences/s on 200 sentences for comparison.
 """
 
 import json
@@ -208,6 +212,7 @@ def report(work: Path, command: str, config: str, test_target: float) -> dict[st
             f"beam{beam}": decoding(json.loads((work / f"decode-beam{beam}.json").read_text()))
             for beam in (5, 1)
         },
+        "warm_decoding": json.loads((work / "decode.json").read_text()),
     }
 
 
@@ -266,6 +271,13 @@ def main() -> None:
         print(
             f"decoding {name}: {figures['sentences_per_second']:.1f} sentences/s, "
             f"BLEU {figures['bleu']:.2f}"
+        )
+    warm = record["warm_decoding"]
+    for beam in (1, 5):
+        figures = warm[f"beam{beam}"]
+        print(
+            f"warm decoding beam{beam}: {figures['sentences_per_second']:.1f} sentences/s, "
+            f"{figures['mean_syncs_per_step']:.2f} host synchronisations per step"
         )
 
 

@@ -258,6 +258,11 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     for beam in ("beam5", "beam1"):
         assert record["decoding"][beam]["sentences"] == 10
         assert record["decoding"][beam]["beam_size"] == int(beam[4:])
+    warm = record["warm_decoding"]  # a CPU: no waits, and the batches of a CPU
+    assert (warm["sentences"], warm["batch_size"], warm["batch_tokens"]) == (10, 1024, 16_000)
+    for beam in ("beam5", "beam1"):
+        assert warm[beam]["sentences_per_second"] > 0 and warm[beam]["batches"] == 1
+        assert set(warm[beam]["syncs_per_step"]) == {0} and warm[beam]["mean_syncs_per_step"] == 0
 
 
 def test_gpu_benchmark_refuses_an_unknown_option() -> None:
