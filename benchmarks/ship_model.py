@@ -29,8 +29,10 @@ from pathlib import Path
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.decoding.export import write_folder
-from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, is_exported_model, load_model
-from seq2seq.decoding.model_result import ModelResult
+from seq2seq.decoding.exported import is_exported_model
+from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
+from seq2seq.decoding.translation import CARD
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 
