@@ -6,14 +6,15 @@ A router added to the app (e.g. another endpoint that decodes) gets the state wi
 `state: StateDep` and decodes through `ServerState.translate`, so that its requests are
 batched, limited and counted like those of /v1/translate."""
 
+from __future__ import annotations
+
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.translation import Translation
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.limits import Limits
@@ -32,6 +33,9 @@ NO_EXPLORER = (
     "the attention explorer needs the PyTorch model, and {name} is a CTranslate2 folder; serve "
     "the exported model it came from (--model NAME) to explore it"
 )
+
+if TYPE_CHECKING:  # beam_trace imports torch, which a translate-only server never loads
+    from seq2seq.decoding.beam_trace import BeamTrace
 RETRY_AFTER_S = 1  # what a 503 asks the client to wait
 DISCONNECT_POLL_S = 0.25  # how often a waiting request checks that its client is still there
 

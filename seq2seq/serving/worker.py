@@ -17,6 +17,8 @@ for is dropped: before each decoding step the search asks `_nobody_waits`, and o
 of the batch is past its time limit or cancelled (its client left), the batch stops there.
 """
 
+from __future__ import annotations
+
 import asyncio
 import logging
 import threading
@@ -25,12 +27,15 @@ from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
-from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.translation import Stopped, Translation
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics
 from seq2seq.serving.registry import ServedModel
+
+if TYPE_CHECKING:  # beam_trace imports torch, which a translate-only server never loads
+    from seq2seq.decoding.beam_trace import BeamTrace
 
 log = logging.getLogger(__name__)
 
