@@ -80,8 +80,9 @@ def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
 
 def read_description(folder: Path) -> Description:
     """The configuration, tokenizers, step and averaged checkpoints of an exported folder."""
+    text = read_small_file(folder / DESCRIPTION, MAX_DESCRIPTION_BYTES)  # its own one line
     try:
-        description = json.loads(read_small_file(folder / DESCRIPTION, MAX_DESCRIPTION_BYTES))
+        description = json.loads(text)
         config = config_from_dict(description["config"])
         step = int(description.get("step", 0))
         averaged = int(description.get("averaged_checkpoints", 1))
