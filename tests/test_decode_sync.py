@@ -26,19 +26,27 @@ from seq2seq.models.base import Seq2SeqModel
 
 aten = torch.ops.aten
 MASK_INDEXING = {aten.index.Tensor, aten.index_put_.default, aten.index_put.default}
+# a tensor made from Python data (an index by a list, `torch.tensor`): on a GPU it is copied
+# to the device from the host's memory, and the host waits for the copy
+FROM_HOST_DATA = {aten.lift_fresh.default}
 
 
 class StepReadCounter(TorchDispatchMode):
     """Counts the reads of tensors to the host, and the count at each decoding step's start."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted: set | None = None) -> None:
+        """counted: the operators counted instead of the reads (None: the reads)."""
         super().__init__()
+        self.counted = counted
         self.reads = 0
         self.reads_before_step: list[int] = []
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Any:
+        if self.counted is not None:
+            self.reads += func in self.counted
+            return func(*args, **(kwargs or {}))
         boolean_index = func in MASK_INDEXING and any(
             index is not None and index.dtype == torch.bool for index in args[1]
         )
@@ -59,10 +67,13 @@ class StepReadCounter(TorchDispatchMode):
 
 
 def count_reads(
-    run_search: Callable[[Seq2SeqModel], object], monkeypatch: pytest.MonkeyPatch
+    run_search: Callable[[Seq2SeqModel], object],
+    monkeypatch: pytest.MonkeyPatch,
+    counted: set | None = None,
 ) -> list[int]:
-    """The reads of each step but the last of `run_search(model)` on a tiny Transformer."""
-    counter = StepReadCounter()
+    """The reads (or `counted` operators) of each step but the last of `run_search(model)` on
+    a tiny Transformer."""
+    counter = StepReadCounter(counted)
     model = new_model("transformer")
     decode_step = model.decode_step
 
@@ -128,3 +139,20 @@ def test_gpu_greedy_search_reads_once_every_check(
         monkeypatch,
     )
     assert reads == [int(step % check_every == 0) for step in range(1, len(reads) + 1)]
+
+
+GPU_SEARCHES = {
+    "greedy": lambda model: gpu_search.greedy_search(model, SRC, SRC_LENS, MAX_LENS),
+    "beam": lambda model: gpu_search.beam_search(model, SRC, SRC_LENS, 5, MAX_LENS),
+}
+
+
+@pytest.mark.parametrize("search_name", GPU_SEARCHES)
+def test_gpu_searches_copy_nothing_from_the_host_in_a_step(
+    monkeypatch: pytest.MonkeyPatch, search_name: str
+) -> None:
+    """No tensor made from Python data within a step (a copy to the device that the host
+    waits for, as an index by a list is): the tokens banned at every step are set by integer
+    indices."""
+    copies = count_reads(GPU_SEARCHES[search_name], monkeypatch, counted=FROM_HOST_DATA)
+    assert copies == [0] * len(copies)

@@ -49,11 +49,13 @@ def _banned_log_probs(
     no_repeat_ngram: int,
     max_piece_repeat: int = 0,
 ) -> Tensor:
-    """`seq2seq.decoding.search._banned_log_probs` without reading the device: the same -inf
-    entries in log_probs (R, V), the repeated piece banned by a scatter and the rows at their
-    maximum length masked whole (a pass over (R, V) that a GPU does not notice, but a CPU does).
+    """`seq2seq.decoding.search._banned_log_probs` without reading the device or copying to
+    it: the same -inf entries in log_probs (R, V), the repeated piece banned by a scatter and
+    the rows at their maximum length masked whole (a pass over (R, V) that a GPU does not
+    notice, but a CPU does).
     """
-    log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
+    log_probs[:, PAD_ID].fill_(float("-inf"))  # views filled: an index by a list, or a value
+    log_probs[:, BOS_ID].fill_(float("-inf"))  # assigned, is a tensor made on the host
     _ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
     r = max_piece_repeat
     if r > 0 and history.shape[1] >= r:
