@@ -292,6 +292,29 @@ def test_fused_kernel_rows_without_keys_are_zero_and_finite(fused_on_cpu: None) 
     assert torch.isfinite(queries.grad).all()
 
 
+@pytest.mark.parametrize("masking", ["none", "padding"])
+def test_fused_kernel_never_chooses_cudnn(
+    masking: str, fused_on_cpu: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cuDNN's attention prepares a plan for every new shape, which decoding (keys growing by
+    one a step) and training on batches of many lengths would pay again and again: the fused
+    kernel is called with it switched off, and the switch is restored afterwards."""
+    cudnn_allowed = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+
+    def recording_kernel(*args: object, **kwargs: object) -> torch.Tensor:
+        cudnn_allowed.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording_kernel)
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    x = torch.randn(3, 6, EMBED)
+    mask = padding_mask(torch.tensor([6, 4, 1]), 6) if masking == "padding" else None
+    fast_twin(paired_modules()[0])(x, x, mask)
+    assert cudnn_allowed == [False]
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
 @pytest.mark.parametrize("masking", ["none", "padding", "causal", "padding+causal"])
 def test_inference_attention_equals_the_plain_attention(masking: str) -> None:
     """Without gradients (decoding), the fast module runs `inference_attention`: the same values

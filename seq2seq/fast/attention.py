@@ -22,6 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seq2seq.models.attention import MultiHeadAttention, padding_mask
 
@@ -32,17 +33,26 @@ def fused_kernel_pays(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
+# The fused kernels that need no preparation per shape. cuDNN's attention, which PyTorch may
+# prefer on recent GPUs, builds an execution plan for every new shape of its inputs, and that
+# costs more than the attention itself where shapes keep changing: a decoding step's keys grow
+# by one, and batches of a corpus come in many lengths.
+SHAPE_FREE_KERNELS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
-    """The same maths as `DotProductAttention` through PyTorch's fused kernel (no weights).
+    """The same maths as `DotProductAttention` through PyTorch's fused kernel (no weights),
+    one of `SHAPE_FREE_KERNELS`.
 
     q (B, H, Q, d), k and v (B, H, K, d), mask broadcastable to (B, H, Q, K) -> (B, H, Q, d).
     Some kernels return NaN for a query with no valid key; such rows are given every key to
     keep the kernel finite, then their output is set to zero, as `masked_softmax` does.
     """
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
-    has_key = mask.any(dim=-1, keepdim=True)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout)
+    with sdpa_kernel(SHAPE_FREE_KERNELS):
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
+        has_key = mask.any(dim=-1, keepdim=True)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout)
     return out.masked_fill(~has_key, 0.0)
 
 
