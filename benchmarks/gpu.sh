@@ -28,7 +28,10 @@
 # configs/transformer.multi30k.en-de.gpu.toml), STEPS (default: the config's train.max_steps),
 # TRAIN_SECONDS (default 300: training stops after this long, at its step count otherwise;
 # the checkpoints of its validations so far stand), OUT_DIR (default results/bench), PYTHON
-# (default python3).
+# (default python3), WORK_DIR (where the steps' files stay; default a temporary folder, removed
+# at the end), RESUME (1: steps 1 and 2 are not run again where WORK_DIR holds their bench.json
+# and syncs.json, as after a change that touches training and decoding only; the record names
+# the run they came from).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
@@ -83,19 +86,24 @@ sentences=$($dry_run && echo 10 || wc -l <"$DATA/test.$src")
 head -n "$sentences" "$DATA/test.$src" >"$work/test.src"
 head -n "$sentences" "$DATA/test.$tgt" >"$work/test.ref"
 
+kept() { [ "${RESUME:-}" = 1 ] && [ -f "$work/$1" ] && echo "(kept from an earlier run: $work/$1)"; }
+
 echo "== 1/5 training throughput and memory (benchmarks/bench.py)"
-$PY benchmarks/bench.py --device "$device" --data "$DATA" "${bench_args[@]}" --out "$work/bench.json"
+kept bench.json ||
+    $PY benchmarks/bench.py --device "$device" --data "$DATA" "${bench_args[@]}" --out "$work/bench.json"
 
 echo "== 2/5 host synchronisations per training step (benchmarks/gpu_syncs.py, $CONFIG)"
-$PY benchmarks/gpu_syncs.py --config "$CONFIG" --out "$work/syncs.json" \
-    "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/syncs-run" \
-    train.compile=false train.log_every_seconds=0 train.attention_history=0 "${sync_args[@]}"
+kept syncs.json ||
+    $PY benchmarks/gpu_syncs.py --config "$CONFIG" --out "$work/syncs.json" \
+        "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/syncs-run" \
+        train.compile=false train.log_every_seconds=0 train.attention_history=0 "${sync_args[@]}"
 
 echo "== 3/5 training to BLEU ($CONFIG)"
 if command -v nvidia-smi >/dev/null && ! $dry_run; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$work/memory.csv" &
     sampler=$!
 fi
+rm -rf "$work/run" "$work/decode-first.json" # a training run of its own, also when resumed
 date +%s.%N >"$work/start"
 # stopped after TRAIN_SECONDS as Ctrl-C stops it (SIGTERM: the update ends, last.pt is saved)
 status=0

@@ -34,6 +34,7 @@ the first checkpoint at the test target, when a validation reached it) between t
 
 import json
 import statistics
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from bench import bench_path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
+from seq2seq.decoding.model_result import git_state
 from seq2seq.errors import UserError
 from seq2seq.training.checkpoint import load_checkpoint
 
@@ -178,9 +180,18 @@ def report(work: Path, command: str, config: str, test_target: float) -> dict[st
     if tgt_per_second and tokens_per_second:
         best = work / "run" / "best.pt"
         flops = model_flops(best, tgt_per_second, tokens_per_second, device_name)
+    revision, dirty = git_state()
+    here = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": command,
+        "git_revision": revision,
+        "git_dirty": dirty,
+    }
     return {
         "kind": "gpu",
-        "environment": {**bench["environment"], "command": command},
+        "environment": {**bench["environment"], **here},
+        # steps 1 and 2 (throughput, host_syncs): this run's, or an earlier one's (RESUME=1)
+        "throughput_run": {key: bench["environment"][key] for key in ("created", "git_revision")},
         "training_run": {
             "config": config,
             "changes": ["decode.valid_beam_size=5", "train.keep_last=1000"],
