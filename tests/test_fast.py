@@ -315,6 +315,16 @@ def test_fused_kernel_never_chooses_cudnn(
     assert torch.backends.cuda.cudnn_sdp_enabled() == before
 
 
+def test_fused_kernel_compiles_in_one_graph(fused_on_cpu: None) -> None:
+    """train.compile=true: the kernel choice is part of the graph, not a break in it."""
+    fast = fast_twin(paired_modules()[0]).train()
+    x = torch.randn(3, 6, EMBED)
+    mask = padding_mask(torch.tensor([6, 4, 1]), 6)
+    torch._dynamo.reset()
+    compiled = torch.compile(fast, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, x, mask)[0], fast(x, x, mask)[0])
+
+
 @pytest.mark.parametrize("masking", ["none", "padding", "causal", "padding+causal"])
 def test_inference_attention_equals_the_plain_attention(masking: str) -> None:
     """Without gradients (decoding), the fast module runs `inference_attention`: the same values
