@@ -151,7 +151,9 @@ def measure(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import sacrebleu
 
     from seq2seq.decoding.export import export_ctranslate2
-    from seq2seq.decoding.loading import CARD, find_model, load_model
+    from seq2seq.decoding.exported import find_model
+    from seq2seq.decoding.loading import load_model
+    from seq2seq.decoding.translation import CARD
 
     folder = tmp / name
     export_ctranslate2(load_model(name), folder, find_model(name) / CARD)

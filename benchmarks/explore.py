@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import torch
 
-from seq2seq.decoding.loading import SHIPPED_MODELS
+from seq2seq.decoding.model_result import SHIPPED_MODELS
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
-from seq2seq.decoding.loading import SHIPPED_MODELS
-from seq2seq.decoding.model_result import ModelResult
+from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
 from seq2seq.errors import UserError
 
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]

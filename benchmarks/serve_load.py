@@ -46,8 +46,9 @@ from matplotlib.ticker import NullLocator
 from seq2seq.commands.cli import run_cli
 from seq2seq.decoding.ctranslate2 import CTranslate2Translator, check_folder
 from seq2seq.decoding.export import export_ctranslate2
-from seq2seq.decoding.loading import CARD, find_model, load_model
-from seq2seq.decoding.translation import LineTranslator
+from seq2seq.decoding.exported import find_model
+from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.translation import CARD, LineTranslator
 from seq2seq.decoding.translator import Translator
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]

@@ -44,7 +44,8 @@ from seq2seq.decoding.ctranslate2 import (
 )
 from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.exported import WEIGHTS, read_description, read_weights
-from seq2seq.decoding.loading import SHIPPED_MODELS, Inference, load_model
+from seq2seq.decoding.loading import Inference, load_model
+from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.decoding.translation import SourceTooLong, Stopped
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError

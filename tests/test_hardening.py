@@ -19,7 +19,8 @@ from commands import start_server, stop_server
 from fastapi.testclient import TestClient
 
 from seq2seq.commands.serve import access_of, parse_args
-from seq2seq.decoding.loading import SHIPPED_MODELS, load_model
+from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.decoding.search import beam_search, greedy_search
 from seq2seq.decoding.translation import Stopped
 from seq2seq.errors import UserError

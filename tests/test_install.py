@@ -45,8 +45,9 @@ def test_the_installed_command_translates_from_another_folder(tmp_path: Path) ->
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Ein Hund rennt im Schnee.\n"
+    code = "import seq2seq.decoding.model_result as m; print(m.SHIPPED_MODELS)"
     where = subprocess.run(
-        [sys.executable, "-c", "import seq2seq.decoding.loading as i; print(i.SHIPPED_MODELS)"],
+        [sys.executable, "-c", code],
         cwd=elsewhere,
         env=env,
         capture_output=True,

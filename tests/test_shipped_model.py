@@ -17,8 +17,10 @@ from fastapi.testclient import TestClient
 
 from seq2seq.commands.translate import load_translator, parse_args
 from seq2seq.data.corpora import domain_of
-from seq2seq.decoding.loading import CARD, JOINT_TOKENIZER, SHIPPED_MODELS, WEIGHTS, load_model
-from seq2seq.decoding.model_result import ModelResult, domain_and_limits
+from seq2seq.decoding.exported import WEIGHTS
+from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult, domain_and_limits
+from seq2seq.decoding.translation import CARD, JOINT_TOKENIZER
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.serving.app import create_app

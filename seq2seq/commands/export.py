@@ -55,7 +55,9 @@ def main(argv: list[str]) -> None:
     )
     args = parser.parse_args(argv)
     from seq2seq.decoding import export  # imports torch: not for --help
-    from seq2seq.decoding.loading import CARD, find_model, load_model
+    from seq2seq.decoding.exported import find_model
+    from seq2seq.decoding.loading import load_model
+    from seq2seq.decoding.translation import CARD
 
     suffix = ".ct2" if args.format == "ctranslate2" else ""
     if args.out:

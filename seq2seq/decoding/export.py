@@ -12,8 +12,10 @@ import safetensors.torch
 import torch
 
 from seq2seq.decoding.ctranslate2 import is_ctranslate2_folder, write_ctranslate2
-from seq2seq.decoding.exported import is_exported_model
-from seq2seq.decoding.loading import CARD, SHIPPED_MODELS, WEIGHTS, Inference, write_description
+from seq2seq.decoding.exported import WEIGHTS, is_exported_model
+from seq2seq.decoding.loading import Inference, write_description
+from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.translation import CARD
 from seq2seq.errors import UserError
 from seq2seq.files import check_output_location, recover_folder, replace_folder, staging_folder
 

@@ -2,7 +2,7 @@
 the API, the server, the explorer and the benchmarks. It takes a training checkpoint, an exported
 model folder, or a shipped model by name.
 
-    load_model("transformer-tiny.multi30k.en-de")  # shipped with the package (SHIPPED_MODELS)
+    load_model("transformer-tiny.multi30k.en-de")  # shipped in seq2seq/shipped_models
     load_model("exported/my-run")                   # a folder written by seq2seq.decoding.export
     load_model("checkpoints/run/best.pt")           # a training checkpoint
                                                     # (seq2seq.training.checkpoint)
@@ -30,7 +30,6 @@ import torch
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.exported import MAX_WEIGHTS_BYTES, WEIGHTS, find_model, read_description
-from seq2seq.decoding.model_result import SHIPPED_MODELS  # noqa: F401 (its users import it here)
 from seq2seq.decoding.translation import CARD, DESCRIPTION, JOINT_TOKENIZER, SEPARATE_TOKENIZERS
 from seq2seq.errors import UserError
 from seq2seq.fast import speed_up
