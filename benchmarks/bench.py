@@ -80,7 +80,7 @@ from seq2seq.decoding.scores import corpus_scores
 from seq2seq.decoding.translator import Translation, Translator
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
-from seq2seq.fast import speed_up
+from seq2seq.fast import cross_entropy_of, speed_up
 from seq2seq.fast.process import tune_process
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
@@ -266,7 +266,7 @@ def make_training_step(
 
     def step(batch: Batch) -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, model.cross_entropy)
+        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, cross_entropy_of(model))
         scaler.scale(loss / batch.num_tgt_tokens).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)

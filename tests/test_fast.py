@@ -28,7 +28,14 @@ from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import beam_search, max_output_lengths
 from seq2seq.decoding.translation import Hypothesis, Stopped
-from seq2seq.fast import FAST_TWINS, FastModel, FastTransformerSeq2Seq, speed_up
+from seq2seq.fast import (
+    FAST_TWINS,
+    FastModel,
+    FastTransformerSeq2Seq,
+    cross_entropy_of,
+    int8_copy,
+    speed_up,
+)
 from seq2seq.fast import loss as fast_loss
 from seq2seq.fast import search as gpu_search
 from seq2seq.fast.attention import BeamGroupedAttention
@@ -407,7 +414,7 @@ def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
 def test_int8_copy_of_a_fast_model_decodes_as_the_plain_int8_copy(arch: str) -> None:
     plain, fast = new_model(arch, fast=False), new_model(arch)
     fast.load_state_dict(plain.state_dict())
-    plain_int8, fast_int8 = plain.int8_copy(), fast.int8_copy()
+    plain_int8, fast_int8 = int8_copy(plain), int8_copy(fast)
     assert isinstance(fast_int8, FastModel) and not isinstance(plain_int8, FastModel)
     linears = [type(m) for m in fast_int8.modules() if isinstance(m, DynamicQuantizedLinear)]
     assert linears and set(linears) == {Int8Linear}
@@ -518,7 +525,7 @@ def test_load_plain_gives_the_textbook_model_and_says_so() -> None:
     assert type(fast.inference.model) is FastTransformerSeq2Seq
     assert (plain.inference.config.model.fast, fast.inference.config.model.fast) == (False, True)
     assert plain.translate(SENTENCES[:2]) == fast.translate(SENTENCES[:2])
-    types = {type(m) for m in plain.inference.model.int8_copy().modules()}
+    types = {type(m) for m in int8_copy(plain.inference.model).modules()}
     assert DynamicQuantizedLinear in types and not types & set(FAST_TWINS.values())
 
 
@@ -548,12 +555,14 @@ def test_plain_and_fast_train_alike(arch: str) -> None:
     batch = Batch(src, src_lens, tgt, (tgt != PAD_ID).sum(dim=1), torch.arange(12), 0, 0)
     changes = {**CHANGES[arch], "attention_dropout": 0.0}
     models = tuple(tiny_model(arch, VOCAB, fast, **changes).train() for fast in (False, True))
+    losses_of = [cross_entropy_of(model) for model in models]
+    assert losses_of == [label_smoothed_cross_entropy, fast_loss.label_smoothed_cross_entropy]
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in models]
     for _ in range(3):
         losses = []
         for model, optimizer in zip(models, optimizers, strict=True):
             optimizer.zero_grad()
-            loss, nll = token_losses(model, batch, 0.1, None, model.cross_entropy)
+            loss, nll = token_losses(model, batch, 0.1, None, cross_entropy_of(model))
             (loss / int((tgt[:, 1:] != PAD_ID).sum())).backward()
             optimizer.step()
             losses.append((loss.item(), nll.item()))

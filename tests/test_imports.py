@@ -138,3 +138,16 @@ def test_reading_a_prepared_folder_imports_no_writer() -> None:
     imported = reachable(library_imports(), "seq2seq.data.prepared_corpus")
     assert "seq2seq.data.manifest" in imported
     assert not imported & {"seq2seq.data.prepare", "seq2seq.data.download"}
+
+
+def test_the_models_import_no_later_stage_of_the_data_flow() -> None:
+    """corpus -> tokenizer -> batches -> model -> loss/search -> metrics -> serving: what comes
+    after the model (training's loss, decoding's search and int8 copy) takes the model as an
+    argument, and no model module reaches it, directly or through another module."""
+    graph = library_imports()
+    later = ("seq2seq.training", "seq2seq.decoding", "seq2seq.serving")
+    models = [module for module in graph if module.split(".")[:2] == ["seq2seq", "models"]]
+    assert "seq2seq.models.base" in models and "seq2seq.models.transformer" in models
+    for module in models:
+        reached = sorted(m for m in reachable(graph, module) if m.startswith(later))
+        assert reached == [], f"{module} imports {reached}"

@@ -23,6 +23,7 @@ from seq2seq.decoding.loading import Inference
 from seq2seq.decoding.search import max_output_lengths
 from seq2seq.decoding.translation import MAX_BATCH_TOKENS, Hypothesis, LineTranslator, Translation
 from seq2seq.device import decode_dtype, precision_name
+from seq2seq.fast import int8_copy
 from seq2seq.fast.search import searches_for
 from seq2seq.models.base import Seq2SeqModel
 
@@ -68,7 +69,7 @@ class Translator(LineTranslator):
         self.max_batch_tokens = max_batch_tokens or batch_tokens_for(self.device)
         self.dtype = decode_dtype(decode_cfg.precision, self.device)
         int8 = decode_cfg.precision == "int8"
-        self.model = model.int8_copy() if int8 else model
+        self.model = int8_copy(model) if int8 else model
         # What the model computes in: "int8", "bf16", "fp16" or "fp32".
         self.precision = "int8" if int8 else precision_name(self.dtype)
         # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
@@ -104,7 +105,7 @@ class Translator(LineTranslator):
         version = weights_version(self.model)
         if version not in self.one_line_models:
             self.one_line_models.clear()  # an older version's copy
-            self.one_line_models[version] = self.model.int8_copy()
+            self.one_line_models[version] = int8_copy(self.model)
         return self.one_line_models[version], None
 
     def translate_ids(

@@ -22,8 +22,8 @@ docs/benchmarks.md has the measured figures.
                                      calling its kernel directly.
                                      Plain: `torch.ao.nn.quantized.dynamic.Linear`.
     FastGRUSeq2Seq, FastTransformerSeq2Seq   the models whose beams share their sentence's
-                                     encoder state, and which give training and beam search the
-                                     fast loss and top-k above (`FastModel`).
+                                     encoder state, and which give beam search the fast top-k
+                                     above (`FastModel`).
                                      Plain: `GRUSeq2Seq`, `TransformerSeq2Seq`.
     process.tune_process             glibc malloc and oneDNN settings for a training or decoding
                                      process (the command line calls it; the library never does).
@@ -32,34 +32,33 @@ One function turns a model into its fast twin: `speed_up(model)`. The code that 
 for training (`seq2seq.training.run`) and for decoding (`seq2seq.decoding.loading`) calls it,
 unless the configuration's `model.fast` is false (`--plain` on the command line). It swaps the
 class of every module that has a fast twin, the model's own included (a twin adds no parameter or
-buffer, so every weight stays where it is); nothing reads a flag afterwards.
+buffer, so every weight stays where it is); nothing reads a flag afterwards. What follows the
+model in the data flow asks its class: the loss that trains it (`cross_entropy_of(model)`) and
+its int8 copy for decoding on a CPU (`int8_copy(model)`) are the fast ones for a fast twin.
 """
 
 from torch import nn
 
+from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.fast import loss, topk
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
 from seq2seq.models import GRUSeq2Seq, Seq2SeqModel, State, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention
+from seq2seq.training.loss import CrossEntropy, label_smoothed_cross_entropy
 
 
 class FastModel(Seq2SeqModel):
-    """What the fast twin of a model changes in the functions a model gives training and beam
-    search (see seq2seq.models.base)."""
+    """What the fast twin of a model changes in the functions a model gives beam search (see
+    seq2seq.models.base)."""
 
-    cross_entropy = staticmethod(loss.label_smoothed_cross_entropy)
     best_candidates = staticmethod(topk.best_candidates)
 
     def beam_state(self, state: State, beams: int) -> State:
         """`state` itself: the `beams` beams of a sentence read its one row (its cache rows are
         consecutive), through `BeamGroupedAttention` or the GRU's additive attention."""
         return state
-
-    def int8_copy(self) -> Seq2SeqModel:
-        """The plain int8 copy, with the fast int8 linear layer (`Int8Linear`)."""
-        return speed_up(super().int8_copy())
 
 
 class FastGRUSeq2Seq(FastModel, GRUSeq2Seq):
@@ -90,3 +89,19 @@ def speed_up(model: nn.Module) -> nn.Module:
         if twin is not None:
             module.__class__ = twin
     return model
+
+
+def cross_entropy_of(model: nn.Module) -> CrossEntropy:
+    """The loss function that trains `model`: for a fast twin `loss.label_smoothed_cross_entropy`,
+    else the textbook `seq2seq.training.loss.label_smoothed_cross_entropy` (they compute the
+    same)."""
+    if isinstance(model, FastModel):
+        return loss.label_smoothed_cross_entropy
+    return label_smoothed_cross_entropy
+
+
+def int8_copy(model: Seq2SeqModel) -> Seq2SeqModel:
+    """A copy of `model` with int8 linear layers to decode with on a CPU (`quantized_copy` of
+    seq2seq/decoding/quantize.py); a fast twin's copy has the fast int8 layer (`Int8Linear`)."""
+    copy = quantized_copy(model)
+    return speed_up(copy) if isinstance(model, FastModel) else copy

@@ -7,12 +7,13 @@ Token id conventions (seq2seq.data.specials): a source is `ids + [EOS]`; a targe
 Encoder state and decoder cache are dictionaries whose values are tensors (or lists of tensors)
 with the batch on dimension 0, so that one function, `select_rows`, reorders both for beam search.
 
-Besides the forward pass and the decoder steps, a model gives training and beam search three
-functions (`cross_entropy`, `best_candidates`, `beam_state`) and its int8 copy (`int8_copy`). The
-classes here give the textbook versions; `seq2seq.fast.speed_up` turns a model into its fast twin,
-whose versions compute the same faster: beam search then keeps the encoder state once per
-sentence and the cache once per beam, so that the K beams of a sentence read its source keys and
-values together instead of from K copies.
+Besides the forward pass and the decoder steps, a model gives beam search two functions
+(`best_candidates`, `beam_state`). The classes here give the textbook versions;
+`seq2seq.fast.speed_up` turns a model into its fast twin, whose versions compute the same faster:
+beam search then keeps the encoder state once per sentence and the cache once per beam, so that
+the K beams of a sentence read its source keys and values together instead of from K copies.
+The loss that trains a model and its int8 copy for decoding come later in the data flow
+(seq2seq/training/loss.py, seq2seq/decoding/quantize.py) and take the model as an argument.
 """
 
 from dataclasses import dataclass
@@ -22,8 +23,6 @@ from torch import Tensor, nn
 
 from seq2seq.config import ModelConfig
 from seq2seq.data.specials import PAD_ID
-from seq2seq.decoding.quantize import quantized_copy
-from seq2seq.training.loss import label_smoothed_cross_entropy
 
 State = dict[str, Tensor | list[Tensor]]
 
@@ -61,9 +60,6 @@ def select_rows(state: State, index: Tensor) -> State:
 class Seq2SeqModel(nn.Module):
     """Base class of the GRU and Transformer translation models."""
 
-    # The loss that training minimises: seq2seq.training.loss.label_smoothed_cross_entropy.
-    cross_entropy = staticmethod(label_smoothed_cross_entropy)
-
     @staticmethod
     def best_candidates(beam_scores: Tensor, log_probs: Tensor, n: int) -> tuple[Tensor, Tensor]:
         """The n best continuations of each sentence's beams, for beam search: (A, K) beam scores
@@ -82,10 +78,6 @@ class Seq2SeqModel(nn.Module):
         src_lens = state["src_lens"]
         sentences = torch.arange(len(src_lens), device=src_lens.device)
         return select_rows(state, sentences.repeat_interleave(beams))
-
-    def int8_copy(self) -> "Seq2SeqModel":
-        """A copy with int8 linear layers to decode with on a CPU (seq2seq/decoding/quantize.py)."""
-        return quantized_copy(self)
 
     def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits.

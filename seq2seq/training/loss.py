@@ -10,8 +10,8 @@ Its gradient with respect to the logits is simply
 
     dloss / dz = p - q
 
-A model gives training its loss function (`Seq2SeqModel.cross_entropy`): this one, or, for a
-model's fast twin (seq2seq.fast), the same computed with its gradient written by hand.
+Training computes it with this function, or, for a model's fast twin (seq2seq.fast), with the
+same computed with its gradient written by hand (`seq2seq.fast.cross_entropy_of` picks).
 """
 
 from collections.abc import Callable
@@ -22,6 +22,9 @@ from torch import Tensor
 
 from seq2seq.data.batching import Batch
 from seq2seq.data.specials import PAD_ID
+
+# A loss function: (logits (N, V), target (N,), smoothing) -> (summed loss, summed NLL)
+CrossEntropy = Callable[[Tensor, Tensor, float], tuple[Tensor, Tensor]]
 
 
 def label_smoothed_cross_entropy(
@@ -45,15 +48,13 @@ def token_losses(
     batch: Batch,
     label_smoothing: float,
     dtype: torch.dtype | None,
-    cross_entropy: Callable[[Tensor, Tensor, float], tuple[Tensor, Tensor]] = (
-        label_smoothed_cross_entropy
-    ),
+    cross_entropy: CrossEntropy = label_smoothed_cross_entropy,
 ) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed loss and summed plain NLL over the batch's target tokens, from the
     model's teacher-forced logits (under autocast in `dtype`; None: fp32). Padding positions are
     ignored. Both are float32 scalars; divide by the token count. `cross_entropy` computes them
-    from the logits: the model's own (`Seq2SeqModel.cross_entropy`; `model` may be a wrapper
-    without it, so it is passed apart)."""
+    from the logits: `seq2seq.fast.cross_entropy_of(m)` of the model `m` that `model` runs
+    (`model` may be `m` compiled or wrapped in DistributedDataParallel)."""
     with torch.autocast(batch.src.device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
         logits = model(batch.src, batch.src_lens, batch.tgt_in)
     return cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), label_smoothing)

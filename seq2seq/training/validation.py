@@ -15,6 +15,7 @@ from seq2seq.decoding.attention_maps import head_figures, shown_cross_attention,
 from seq2seq.decoding.evaluation import evaluate
 from seq2seq.decoding.translation import MAX_BATCH_TOKENS, pieces
 from seq2seq.decoding.translator import Translator
+from seq2seq.fast import cross_entropy_of
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.attention_history import add_snapshot, choose_sentences, history_path
 from seq2seq.training.loss import token_losses
@@ -35,7 +36,7 @@ def valid_loss(
     total_nll, total_tokens = 0.0, 0
     for batch in make_loader(dataset, sampler):
         batch = batch.to(device)
-        _, nll = token_losses(model, batch, 0.0, dtype, model.cross_entropy)
+        _, nll = token_losses(model, batch, 0.0, dtype, cross_entropy_of(model))
         total_nll += nll.item()
         total_tokens += batch.num_tgt_tokens
     mean = total_nll / max(total_tokens, 1)
