@@ -40,6 +40,9 @@ class DataConfig:
     # copy-teaching when the folder is prepared (seq2seq.data.augment): extra pairs, on average,
     # per training pair sharing a name or number, with them swapped for others; 0: off
     augment_entities: float = 0.0
+    # the same, per training pair sharing a number (numbers are rare in everyday sentences);
+    # 0: as many as augment_entities
+    augment_numbers: float = 0.0
 
 
 @dataclass

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from commands import SEQ2SEQ
 
+from seq2seq.commands import main
 from seq2seq.commands.evaluate import parse_args, record_entity_test
 from seq2seq.config import load_config
 from seq2seq.data.augment import EntityAugmenter, entities, shared_entities
@@ -106,13 +107,62 @@ def test_exact_substitutions_with_a_given_seed() -> None:
         [("It is 3:02, Ana.", "Il est 3:02, Ana.")],
         [("Call 231-8609 and pay 23.19.", "Appelle le 231-8609 et paie 23.19.")],
     ]
-    assert vars(augment.report) == {"pairs_with_entities": 3, "pairs_added": 3}
+    assert vars(augment.report) == {
+        "pairs_with_entities": 3,
+        "pairs_added": 3,
+        "pairs_with_numbers": 3,
+        "pairs_added_for_numbers": 3,
+    }
+
+
+@pytest.mark.parametrize(
+    ("rate", "number_rate", "added"), [(1, 3, [1, 3, 3]), (3, 1, [3, 1, 3]), (2, 0, [2, 2, 2])]
+)
+def test_a_pair_sharing_a_number_gets_the_number_rate(
+    rate: float, number_rate: float, added: list[int]
+) -> None:
+    """A name only: `rate` extra pairs; a number only: `number_rate` (0: `rate`); both: the
+    larger of the two."""
+    augment = EntityAugmenter(rate, seed=1, names=NAMES, number_rate=number_rate)
+    pairs = [
+        ("Tom is here.", "Tom est là."),
+        ("He has 12 cats.", "Il a 12 chats."),
+        ("Tom has 12 cats.", "Tom a 12 chats."),
+        ("I am here.", "Je suis là."),
+    ]
+    assert [len(augment(*pair)) for pair in pairs] == [*added, 0]
+    assert vars(augment.report) == {
+        "pairs_with_entities": 3,
+        "pairs_added": sum(added),
+        "pairs_with_numbers": 2,
+        "pairs_added_for_numbers": added[1] + added[2],
+    }
 
 
 def test_the_same_seed_gives_the_same_pairs_and_another_seed_others() -> None:
     pairs = [(f"Tom has {n} cats.", f"Tom a {n} chats.") for n in range(10, 60)]
     runs = [[EntityAugmenter(0.5, seed)(*pair) for pair in pairs] for seed in (1, 1, 2)]
     assert runs[0] == runs[1] != runs[2]
+
+
+def _augment_all(augment: EntityAugmenter, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The extra pairs `augment` gives `pairs`, one pair after the other."""
+    return [extra for pair in pairs for extra in augment(*pair)]
+
+
+def test_the_number_rate_keeps_the_draws_seeded() -> None:
+    """The same seed gives the same pairs, another seed others; a number rate of 0, or equal to
+    the rate, gives the pairs of an augmenter without one (so folders prepared before it came
+    are made again byte for byte)."""
+    pairs = [(f"He has {n} cats.", f"Il a {n} chats.") for n in range(10, 40)]
+    pairs += [(f"Tom is {n}.", f"Tom a {n} ans.") for n in range(10, 40)]
+    pairs += [("Tom is here.", "Tom est là.")] * 30
+    runs = [_augment_all(EntityAugmenter(0.5, s, number_rate=2.5), pairs) for s in (1, 1, 2)]
+    assert runs[0] == runs[1] != runs[2]
+    assert 60 * 2 + 30 * 0 <= len(runs[0]) <= 60 * 3 + 30 * 1
+    without = _augment_all(EntityAugmenter(0.5, 1), pairs)
+    for number_rate in (0.0, 0.5):
+        assert _augment_all(EntityAugmenter(0.5, 1, number_rate=number_rate), pairs) == without
 
 
 @pytest.mark.parametrize(("rate", "fewest", "most"), [(0.3, 2850, 3150), (2.5, 24850, 25150)])
@@ -138,7 +188,7 @@ def test_pairs_without_a_shared_entity_are_untouched() -> None:
         ("Peter is here.", "Pierre est là."),  # a name in two forms
     ]:
         assert augment(src, tgt) == []
-    assert vars(augment.report) == {"pairs_with_entities": 0, "pairs_added": 0}
+    assert set(vars(augment.report).values()) == {0}
 
 
 def _write_corpus(folder: Path) -> None:
@@ -177,6 +227,7 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
     manifest = data.manifest
     assert manifest["settings"]["augment_entities"] == 1.5
     assert manifest["settings"]["augment_seed"] == 3
+    assert "augment_numbers" not in manifest["settings"]  # recorded only when set
     added = manifest["augmentation"]["pairs_added"]
     assert manifest["augmentation"]["pairs_with_entities"] == 60 and 60 + 15 < added < 60 + 45
     train = read_lines(out / "train.en")
@@ -187,9 +238,76 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
             assert read_lines(out / f"{split}.{lang}") == read_lines(
                 tmp_path / "corpus" / f"{split}.{lang}"
             )
-    data.check_augmentation(1.5)
+    data.check_augmentation(1.5, 0.0)
     with pytest.raises(UserError, match=r"data.augment_entities 0.0: .* --augment-entities 1.5"):
-        data.check_augmentation(0.0)
+        data.check_augmentation(0.0, 0.0)
+    with pytest.raises(UserError, match=r"^data.augment_numbers 20.0: .* --augment-numbers 0.0;"):
+        data.check_augmentation(1.5, 20.0)
+
+
+def _write_pairs(folder: Path, train: list[tuple[str, str]]) -> None:
+    """`folder` with `train` as its training split and two pairs in each of valid and test."""
+    folder.mkdir()
+    other = [("I am here.", "Je suis là."), ("You are there.", "Tu es là-bas.")]
+    for split, pairs in {"train": train, "valid": other, "test": other}.items():
+        for side, lang in enumerate(("en", "fr")):
+            lines = "".join(pair[side] + "\n" for pair in pairs)
+            (folder / f"{split}.{lang}").write_text(lines, encoding="utf-8")
+
+
+def _prepare_command(corpus: Path, out: Path, *options: str) -> list[str]:
+    return [
+        "prepare",
+        *("--corpus", "files", "--src", "en", "--tgt", "fr", "--data-dir", str(corpus)),
+        *("--out", str(out), "--vocab-size", "80", "--no-byte-fallback", *options),
+    ]
+
+
+def test_preparing_gives_pairs_sharing_a_number_their_own_rate(tmp_path: Path) -> None:
+    """seq2seq prepare --augment-entities 1 --augment-numbers 3: 10 pairs sharing a name get 1
+    extra pair each, 10 sharing a number 3, 10 sharing both 3; the same seed, the same pairs."""
+    train = [("Tom is here.", "Tom est là.")] * 10
+    train += [(f"He has {n} cats.", f"Il a {n} chats.") for n in range(2, 12)]
+    train += [(f"Tom has {n} dogs.", f"Tom a {n} chiens.") for n in range(20, 30)]
+    train += [("I am here.", "Je suis là.")] * 10
+    _write_pairs(tmp_path / "corpus", train)
+    options = ["--augment-entities", "1", "--augment-numbers", "3", "--seed", "5"]
+    outs = [tmp_path / name for name in ("p", "again", "seed6")]
+    for out, seed in zip(outs, ["5", "5", "6"], strict=True):
+        main(_prepare_command(tmp_path / "corpus", out, *options[:-1], seed))
+    data = PreparedData.load(outs[0])
+    settings = data.manifest["settings"]
+    assert (settings["augment_entities"], settings["augment_numbers"]) == (1.0, 3.0)
+    assert settings["augment_seed"] == 5
+    assert data.manifest["augmentation"] == {
+        "pairs_with_entities": 30,
+        "pairs_added": 10 + 30 + 30,
+        "pairs_with_numbers": 20,
+        "pairs_added_for_numbers": 30 + 30,
+    }
+    assert data.manifest["lines"]["train"] == len(read_lines(outs[0] / "train.en")) == 40 + 70
+    texts = [(out / "train.en").read_bytes() for out in outs]
+    assert texts[0] == texts[1] != texts[2]
+    data.check_augmentation(1.0, 3.0)
+    with pytest.raises(UserError) as refused:
+        data.check_augmentation(1.0, 0.0)
+    assert str(refused.value) == (
+        f"data.augment_numbers 0.0: {outs[0]} was prepared with --augment-numbers 3.0; set "
+        "data.augment_numbers=3.0 or give data.prepared another folder, which --prepare writes"
+    )
+
+
+@pytest.mark.parametrize("rate", ["-1", "51", "lots"])
+def test_prepare_refuses_a_number_rate_out_of_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rate: str
+) -> None:
+    out = tmp_path / "p"
+    with pytest.raises(SystemExit) as exit_info:
+        main(_prepare_command(tmp_path / "corpus", out, "--augment-numbers", rate))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: argument --augment-numbers: ") and err.count("\n") == 1
+    assert not out.exists()
 
 
 def test_the_tatoeba_configurations_turn_copy_teaching_on() -> None:

@@ -3,7 +3,7 @@
 seq2seq prepare --corpus multi30k --src en --tgt de --mirror ../shared/data
 seq2seq prepare --corpus tatoeba --src en --tgt fr
 seq2seq prepare --corpus files --src en --tgt de --data-dir my_corpus/
-seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 --seed 1
+seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 --augment-numbers 20
 """
 
 import argparse
@@ -77,6 +77,18 @@ def main(argv: list[str]) -> None:
             "0, off",
         ),
     )
+    parser.add_argument(
+        "--augment-numbers",
+        metavar="RATE",
+        default=0.0,
+        **ranged(
+            float,
+            RULES["data.augment_numbers"],
+            "copy-teaching pairs added on average per training pair sharing a number "
+            "(sharing a name too: the larger rate)",
+            "0, as many as --augment-entities",
+        ),
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of copy-teaching's draws")
     files = parser.add_argument_group(
         f"--corpus {USER_CORPUS}: your own corpus, plain text or .gz, one sentence a line"
@@ -118,5 +130,6 @@ def main(argv: list[str]) -> None:
         split_digits=args.split_digits,
         byte_fallback=args.byte_fallback,
         augment_entities=args.augment_entities,
+        augment_numbers=args.augment_numbers,
         augment_seed=args.seed,
     )

@@ -12,8 +12,11 @@ the same kind, the same on both sides:
 
     Ayodele was born in 1953.   Ayodele est né en 1953.
 
+Numbers are much rarer than names in everyday sentences, so a pair that shares a number may get
+more: `number_rate` pairs on average (the larger of the two rates when it shares a name too).
+
 The replacements are training entities (`seq2seq.data.entities`): the entity test never sees
-them. The random draws come from one seeded generator, so the same corpus, rate and seed give
+them. The random draws come from one seeded generator, so the same corpus, rates and seed give
 the same pairs. Only the training split is augmented (see `seq2seq.data.prepare`).
 """
 
@@ -49,14 +52,20 @@ class AugmentReport:
 
     pairs_with_entities: int = 0  # training pairs sharing a name or a number
     pairs_added: int = 0
+    pairs_with_numbers: int = 0  # of pairs_with_entities, those sharing a number
+    pairs_added_for_numbers: int = 0  # of pairs_added, those for the pairs sharing a number
 
 
 class EntityAugmenter:
-    """Adds `rate` copy-teaching pairs on average to each pair that shares an entity: int(rate)
-    pairs, and one more with the probability of its fractional part (2.5: two or three)."""
+    """Adds copy-teaching pairs to each pair that shares an entity: `rate` of them on average, or
+    `number_rate` for each pair that shares a number (0: `rate`; a pair sharing a name and a
+    number gets the larger). A rate of 2.5 gives two pairs, and a third with probability 0.5."""
 
-    def __init__(self, rate: float, seed: int, names: Names | None = None) -> None:
+    def __init__(
+        self, rate: float, seed: int, names: Names | None = None, number_rate: float = 0.0
+    ) -> None:
         self.rate = rate
+        self.number_rate = number_rate or rate
         self.rng = random.Random(seed)
         self.names = names or load_names(held=False)
         self.report = AugmentReport()
@@ -86,7 +95,12 @@ class EntityAugmenter:
         shared = shared_entities(src, tgt)
         if not shared:
             return []
+        has_number = any(entity[0].isdigit() for entity in shared)
+        rate = max(self.number_rate if entity[0].isdigit() else self.rate for entity in shared)
+        copies = int(rate) + int(self.rng.random() < rate - int(rate))
         self.report.pairs_with_entities += 1
-        copies = int(self.rate) + int(self.rng.random() < self.rate - int(self.rate))
         self.report.pairs_added += copies
+        if has_number:
+            self.report.pairs_with_numbers += 1
+            self.report.pairs_added_for_numbers += copies
         return [self.substitute(src, tgt, shared) for _ in range(copies)]

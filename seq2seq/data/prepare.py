@@ -94,6 +94,7 @@ def prepare(
     split_digits: bool = True,
     byte_fallback: bool = True,
     augment_entities: float = 0.0,
+    augment_numbers: float = 0.0,
     augment_seed: int = 1,
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
@@ -107,8 +108,9 @@ def prepare(
         a piece of its own; characters outside the vocabulary spelled as UTF-8 byte pieces.
     mirror_option: how the caller's user gives a mirror, for the error when a download fails
         (see `seq2seq.data.download.mirror_advice`).
-    augment_entities, augment_seed: the copy-teaching pairs added on average per training pair
-        sharing a name or number, and the seed of their draws (see `seq2seq.data.augment`).
+    augment_entities, augment_numbers, augment_seed: the copy-teaching pairs added on average
+        per training pair sharing a name or number, per pair sharing a number (0: as many as
+        augment_entities), and the seed of their draws (see `seq2seq.data.augment`).
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
     if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
@@ -137,8 +139,10 @@ def prepare(
         "split_digits": split_digits,
         "byte_fallback": byte_fallback,
     }
-    if augment_entities:  # recorded when on, so that folders prepared without it stay valid
-        settings |= {"augment_entities": float(augment_entities), "augment_seed": augment_seed}
+    rates = {"augment_entities": augment_entities, "augment_numbers": augment_numbers}
+    if any(rates.values()):  # recorded when on, so that folders prepared without them stay valid
+        settings |= {key: float(rate) for key, rate in rates.items() if rate}
+        settings["augment_seed"] = augment_seed
     if files is not None:
         settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
     if _up_to_date(out, settings):
@@ -259,8 +263,10 @@ def _build(
     """Write every file of a prepared folder into `folder`; returns the manifest."""
     src, tgt = settings["src"], settings["tgt"]
     pairs, sources, licence = _read_corpus(settings, files, mirror, cache_dir, mirror_option)
-    rate = settings.get("augment_entities", 0.0)
-    augmenter = EntityAugmenter(rate, settings["augment_seed"]) if rate else None
+    rate, number_rate = (settings.get(key, 0.0) for key in ("augment_entities", "augment_numbers"))
+    augmenter = None
+    if rate or number_rate:
+        augmenter = EntityAugmenter(rate, settings["augment_seed"], number_rate=number_rate)
     lines, report = _write_text(folder, pairs, settings, augmenter)
     src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings)
     dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]

@@ -158,16 +158,19 @@ class PreparedData:
                 f"{kind} vocabulary; set data.joint_vocab={str(not joint).lower()}"
             )
 
-    def check_augmentation(self, rate: float) -> None:
-        """`UserError` unless the folder was prepared with this copy-teaching rate (a
-        configuration's `data.augment_entities`; see `seq2seq.data.augment`)."""
-        prepared = self.manifest["settings"].get("augment_entities", 0.0)
-        if prepared != rate:
-            raise UserError(
-                f"data.augment_entities {rate}: {self.folder} was prepared with "
-                f"--augment-entities {prepared}; set data.augment_entities={prepared} or give "
-                "data.prepared another folder, which --prepare writes"
-            )
+    def check_augmentation(self, rate: float, number_rate: float) -> None:
+        """`UserError` unless the folder was prepared with these copy-teaching rates (a
+        configuration's `data.augment_entities` and `data.augment_numbers`; see
+        `seq2seq.data.augment`)."""
+        for key, wanted in (("augment_entities", rate), ("augment_numbers", number_rate)):
+            prepared = self.manifest["settings"].get(key, 0.0)
+            if prepared != wanted:
+                option = "--" + key.replace("_", "-")
+                raise UserError(
+                    f"data.{key} {wanted}: {self.folder} was prepared with {option} {prepared}; "
+                    f"set data.{key}={prepared} or give data.prepared another folder, which "
+                    "--prepare writes"
+                )
 
     @property
     def src(self) -> str:

@@ -104,6 +104,7 @@ def load_data(
                 split_digits=cfg.data.split_digits,
                 byte_fallback=cfg.data.byte_fallback,
                 augment_entities=cfg.data.augment_entities,
+                augment_numbers=cfg.data.augment_numbers,
                 augment_seed=cfg.train.seed,
             )
         distributed.barrier(env)
@@ -111,7 +112,7 @@ def load_data(
     if verify:
         data.verify()
     data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
-    data.check_augmentation(cfg.data.augment_entities)
+    data.check_augmentation(cfg.data.augment_entities, cfg.data.augment_numbers)
     # The checkpoints' configuration names the corpus the folder holds, whatever data.corpus
     # said: the model's domain is read from it (seq2seq.data.corpora.domain_of).
     cfg.data.corpus = data.manifest["corpus"]
