@@ -6,10 +6,10 @@
 # and pack them (52 MB as folders, 15 MB packed: beside the repository's 43 MB, only the archive
 # fits a 64 MiB transfer):
 #
-#     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 --seed 1 \
-#         --mirror ../shared/data --out data/tatoeba-copy.en-fr
-#     .venv/bin/seq2seq prepare --corpus tatoeba --src fr --tgt en --augment-entities 2 --seed 1 \
-#         --mirror ../shared/data --out data/tatoeba-copy.fr-en
+#     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 \
+#         --augment-numbers 20 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.en-fr
+#     .venv/bin/seq2seq prepare --corpus tatoeba --src fr --tgt en --augment-entities 2 \
+#         --augment-numbers 20 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.fr-en
 #     tar czf data/tatoeba-copy.tar.gz -C data tatoeba-copy.en-fr tatoeba-copy.fr-en
 #
 # then, from the repository root on the GPU machine, with data/tatoeba-copy.tar.gz (or the two
@@ -140,7 +140,8 @@ ship() { # DIRECTION: average, export and evaluate one direction's run
     local record="$out/$name.json" runs="checkpoints/transformer.tatoeba.$1"
     # the commands that made the model, as they run here (the record's commands)
     local prepare="seq2seq prepare --corpus tatoeba --src ${1%-*} --tgt ${1#*-}"
-    prepare+=" --augment-entities 2 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.$1"
+    prepare+=" --augment-entities 2 --augment-numbers 20 --seed 1 --mirror ../shared/data"
+    prepare+=" --out data/tatoeba-copy.$1"
     local train="seq2seq train --config configs/transformer.tatoeba.$1.toml"
     train+=" train.device=$device train.run_dir=$runs  # by benchmarks/tatoeba_gpu.sh beside the"
     train+=" other direction, stopped with SIGTERM after at most $TRAIN_SECONDS s"

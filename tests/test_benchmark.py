@@ -293,7 +293,16 @@ def tiny_tatoeba(shared_data: Path, folder: Path) -> Path:
     for src, tgt in (("en", "fr"), ("fr", "en")):
         files = UserFiles.from_options(src, tgt, str(raw), {})
         out = folder / "data" / f"tatoeba-copy.{src}-{tgt}"
-        prepare("files", src, tgt, out, vocab_size=400, files=files, augment_entities=2.0)
+        prepare(
+            "files",
+            src,
+            tgt,
+            out,
+            vocab_size=400,
+            files=files,
+            augment_entities=2.0,
+            augment_numbers=20.0,
+        )
     return folder / "data"
 
 
@@ -350,7 +359,8 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         runs = f"checkpoints/transformer.tatoeba.{direction}"
         assert record.commands == [  # as they run here, the evaluation as it ran there
             f"seq2seq prepare --corpus tatoeba --src {src} --tgt {tgt} --augment-entities 2 "
-            f"--seed 1 --mirror ../shared/data --out data/tatoeba-copy.{direction}",
+            "--augment-numbers 20 --seed 1 --mirror ../shared/data "
+            f"--out data/tatoeba-copy.{direction}",
             f"seq2seq train --config configs/transformer.tatoeba.{direction}.toml "
             f"train.device=cpu train.run_dir={runs}  # by benchmarks/tatoeba_gpu.sh beside the "
             "other direction, stopped with SIGTERM after at most 420 s",

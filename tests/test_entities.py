@@ -313,12 +313,13 @@ def test_prepare_refuses_a_number_rate_out_of_range(
 def test_the_tatoeba_configurations_turn_copy_teaching_on() -> None:
     for direction in DIRECTIONS:
         config = load_config(ROOT / "configs" / f"transformer.tatoeba.{direction}.toml")
-        assert config.data.augment_entities == 2.0
-    assert (
-        load_config(ROOT / "configs" / "transformer.multi30k.en-de.toml").data.augment_entities == 0
-    )
+        assert (config.data.augment_entities, config.data.augment_numbers) == (2.0, 20.0)
+    multi30k = load_config(ROOT / "configs" / "transformer.multi30k.en-de.toml")
+    assert (multi30k.data.augment_entities, multi30k.data.augment_numbers) == (0, 0)
     with pytest.raises(UserError, match=r"data\.augment_entities"):
         load_config(None, ["data.augment_entities=-1"])
+    with pytest.raises(UserError, match=r"data\.augment_numbers"):
+        load_config(None, ["data.augment_numbers=51"])
 
 
 # --- The entity test ---------------------------------------------------------------------------
