@@ -17,12 +17,16 @@
 # and so does, with beam 5, the first checkpoint whose valid BLEU reached 40;
 # (5) benchmarks/gpu_decode.py: the best checkpoint decodes the test set again, warm, with beam 1
 # and 5, timed, the host's waits of each decoding step counted, and 200 sentences also with the
-# textbook searches, which read the device after every step, for comparison.
+# textbook searches, which read the device after every step, for comparison;
+# (6) benchmarks/gpu_profile.py: CONFIG trained uncompiled for 30 untimed steps (every length
+# bucket met), 10 timed and 10 under torch.profiler, and the best checkpoint's beam-5 decoding of
+# the test set, warm, under it too: wall time, the GPU's busy time, kernel launches and aten
+# operators per step, and the operators that take the most GPU and host time.
 # benchmarks/gpu_report.py then writes results/bench/gpu-<device>-<time>.json: seconds from the
 # training command's start to a valid BLEU of 35 and of 40, to a test BLEU from the first
 # checkpoint at 40 (its validation's time plus the test decoding's command) and to the best
 # checkpoint's beam-5 test score, target tokens/s, model FLOPs utilisation, peak memory and
-# sentences/s (the command's, and the warm decoder's), with the device named.
+# sentences/s (the command's, and the warm decoder's), and the profile, with the device named.
 #
 # Environment: DATA (default data/multi30k.en-de), CONFIG (default
 # configs/transformer.multi30k.en-de.gpu.toml), STEPS (default: the config's train.max_steps),
@@ -31,7 +35,7 @@
 # (default python3), WORK_DIR (where the steps' files stay; default a temporary folder, removed
 # at the end), RESUME (1: steps 1 and 2 are not run again where WORK_DIR holds their bench.json
 # and syncs.json, as after a change that touches training and decoding only; the record names
-# the run they came from).
+# the run they came from; steps 3 to 6 always run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
@@ -69,6 +73,8 @@ if $dry_run; then
         train.log_every=2 train.valid_every=6 train.valid_max_sentences=4)
     test_target=0 # the first validation's checkpoint decodes the test set again
     decode_args=(--precision fp32 --sync-sentences 10)
+    profile_args=(--warmup 2 --steps 2 --precision fp32 train.precision=fp32
+        train.max_tokens=2048 train.warmup_steps=2 train.valid_max_sentences=4)
 else
     device=cuda
     steps=${STEPS:-0}
@@ -79,6 +85,7 @@ else
         train.valid_max_sentences=16)
     test_target=40
     decode_args=(--precision bf16 --textbook-too)
+    profile_args=(train.valid_max_sentences=16)
 fi
 if [ "$steps" != 0 ]; then train_args+=("train.max_steps=$steps"); fi
 read -r src tgt < <($PY -c "import json, sys; m = json.load(open(sys.argv[1])); print(m['src'], m['tgt'])" "$DATA/manifest.json")
@@ -88,17 +95,17 @@ head -n "$sentences" "$DATA/test.$tgt" >"$work/test.ref"
 
 kept() { [ "${RESUME:-}" = 1 ] && [ -f "$work/$1" ] && echo "(kept from an earlier run: $work/$1)"; }
 
-echo "== 1/5 training throughput and memory (benchmarks/bench.py)"
+echo "== 1/6 training throughput and memory (benchmarks/bench.py)"
 kept bench.json ||
     $PY benchmarks/bench.py --device "$device" --data "$DATA" "${bench_args[@]}" --out "$work/bench.json"
 
-echo "== 2/5 host synchronisations per training step (benchmarks/gpu_syncs.py, $CONFIG)"
+echo "== 2/6 host synchronisations per training step (benchmarks/gpu_syncs.py, $CONFIG)"
 kept syncs.json ||
     $PY benchmarks/gpu_syncs.py --config "$CONFIG" --out "$work/syncs.json" \
         "data.prepared=$DATA" "train.device=$device" "train.run_dir=$work/syncs-run" \
         train.compile=false train.log_every_seconds=0 train.attention_history=0 "${sync_args[@]}"
 
-echo "== 3/5 training to BLEU ($CONFIG)"
+echo "== 3/6 training to BLEU ($CONFIG)"
 if command -v nvidia-smi >/dev/null && ! $dry_run; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$work/memory.csv" &
     sampler=$!
@@ -114,7 +121,7 @@ if [ "$status" != 0 ] && [ "$status" != 124 ]; then exit "$status"; fi
 date +%s.%N >"$work/end"
 stop_sampler
 
-echo "== 4/5 decoding the test set (bf16): the best checkpoint, the first at valid BLEU 40"
+echo "== 4/6 decoding the test set (bf16): the best checkpoint, the first at valid BLEU 40"
 evaluate() { # CHECKPOINT BEAM OUT
     $PY seq2seq evaluate --checkpoint "$1" --device "$device" --precision bf16 --beam "$2" \
         --batch-size 1024 --src "$work/test.src" --ref "$work/test.ref" --json >"$3"
@@ -130,9 +137,18 @@ if [ -n "$first" ]; then
     date +%s.%N >"$work/first-end"
 fi
 
-echo "== 5/5 warm decoding: sentences/s and host synchronisations per step (benchmarks/gpu_decode.py)"
+echo "== 5/6 warm decoding: sentences/s and host synchronisations per step (benchmarks/gpu_decode.py)"
 $PY benchmarks/gpu_decode.py --checkpoint "$work/run/best.pt" --src "$work/test.src" \
     --device "$device" --beams 1 5 "${decode_args[@]}" --out "$work/decode.json"
+
+echo "== 6/6 profile of a training step and a decoding batch (benchmarks/gpu_profile.py)"
+rm -rf "$work/profile-run" "$work/profile.json" # a run of its own, also when resumed
+# a profile that fails costs the record its profile only (gpu_report.py: "profile": null)
+$PY benchmarks/gpu_profile.py --config "$CONFIG" --checkpoint "$work/run/best.pt" \
+    --src "$work/test.src" --out "$work/profile.json" "data.prepared=$DATA" \
+    "train.device=$device" "train.run_dir=$work/profile-run" train.compile=false \
+    train.log_every_seconds=0 train.attention_history=0 "${profile_args[@]}" ||
+    echo "warning: the profile failed (status $?); the record has none" >&2
 
 $PY benchmarks/gpu_report.py "$work" --out-dir "$OUT_DIR" \
     --command "bash benchmarks/gpu.sh${1:+ $1}" --config "$CONFIG" --test-target "$test_target"

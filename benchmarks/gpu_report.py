@@ -11,9 +11,9 @@ training), `tested` (the Unix time the beam-5 test score was written), `decode-b
 `decode-beam1.json` (seq2seq evaluate --json), `decode-first.json` (the beam-5 test score of
 the first checkpoint at the test target, when a validation reached it) between the Unix times
 `first-start` and `first-end`, `syncs.json` (benchmarks/gpu_syncs.py), `decode.json`
-(benchmarks/gpu_decode.py), and, on a GPU,
-`memory.csv` (nvidia-smi's memory.used in MiB, sampled every 0.5 s). The record,
-`gpu-<device>-<time>.json`, holds:
+(benchmarks/gpu_decode.py), `profile.json` (benchmarks/gpu_profile.py; missing in older
+folders, or when the profile failed), and, on a GPU, `memory.csv` (nvidia-smi's memory.used
+in MiB, sampled every 0.5 s). The record, `gpu-<device>-<time>.json`, holds:
 
 - time to a valid BLEU of 35 and of 40: seconds from the training command's start to the first
   validation at or above it (start-up, data loading and validations included), or null; and
@@ -29,7 +29,10 @@ the first checkpoint at the test target, when a validation reached it) between t
 - test-set decoding of the best checkpoint: sentences/s and BLEU with beam 5 and greedy;
 - the same decoding warm (`warm_decoding`): sentences/s with beam 1 and 5, the host
   synchronisations of each decoding step and their mean, and on a GPU the textbook searches'
-  sentences/s on 200 sentences for comparison.
+  sentences/s on 200 sentences for comparison;
+- the profile of a training step and of a decoding step (`profile`, null without
+  profile.json): their wall time, the GPU's busy time, kernel launches and aten operators per
+  step, and the operators that take the most time (benchmarks/gpu_profile.py).
 """
 
 import json
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import bench_path
+from gpu_profile import summary_line
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
@@ -165,6 +169,11 @@ def decoding(summary: dict[str, Any]) -> dict[str, Any]:
     return {key: summary.get(key) for key in keys}
 
 
+def read_profile(path: Path) -> dict[str, Any] | None:
+    """benchmarks/gpu_profile.py's record, or None where gpu.sh wrote none."""
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def report(work: Path, command: str, config: str, test_target: float) -> dict[str, Any]:
     bench = json.loads((work / "bench.json").read_text())
     start = float((work / "start").read_text())
@@ -224,6 +233,7 @@ def report(work: Path, command: str, config: str, test_target: float) -> dict[st
             for beam in (5, 1)
         },
         "warm_decoding": json.loads((work / "decode.json").read_text()),
+        "profile": read_profile(work / "profile.json"),
     }
 
 
@@ -290,6 +300,11 @@ def main() -> None:
             f"warm decoding beam{beam}: {figures['sentences_per_second']:.1f} sentences/s, "
             f"{figures['mean_syncs_per_step']:.2f} host synchronisations per step"
         )
+    if record["profile"] is None:
+        print("profile: none (no profile.json)")
+    else:
+        for part in ("training", "decoding"):
+            print(summary_line(part, record["profile"][part]))
 
 
 if __name__ == "__main__":

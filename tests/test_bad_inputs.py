@@ -49,6 +49,8 @@ from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, toke
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = SHIPPED_MODELS / "transformer-tiny.multi30k.en-de"
+GPU_CONFIG = ROOT / "configs" / "transformer.multi30k.en-de.gpu.toml"
+PROFILE_INPUTS = ["--checkpoint", str(SHIPPED), "--src", "{none}"]  # benchmarks/gpu_profile.py
 
 
 def command_line(name: str) -> list[str]:
@@ -453,6 +455,21 @@ CASES: dict[str, Case | object] = {
     "gpu_report empty folder": Case("gpu_report", ["{folder}"], "incomplete benchmark folder"),
     "gpu_syncs no config": Case(
         "gpu_syncs", ["--config", "{none}", "--out", "{folder}/s.json"], "configuration file"
+    ),
+    "gpu_profile no config": Case(
+        "gpu_profile",
+        ["--config", "{none}", *PROFILE_INPUTS, "--out", "{folder}/p.json"],
+        "configuration file",
+    ),
+    "gpu_profile no src": Case(
+        "gpu_profile",
+        ["--config", str(GPU_CONFIG), *PROFILE_INPUTS, "--out", "{folder}/p.json"],
+        "--src {none}: cannot read",
+    ),
+    "gpu_profile steps 0": Case(
+        "gpu_profile",
+        ["--config", str(GPU_CONFIG), *PROFILE_INPUTS, "--out", "{p.json}", "--steps", "0"],
+        "--steps must be >= 1",
     ),
     "results_table option": Case("results_table", ["--nope"], "unrecognized arguments: --nope"),
     "vocab size text": Case("prepare", ["--vocab-size", "many"], "--vocab-size"),

@@ -15,6 +15,7 @@ import pytest
 import ship_model
 import torch
 from bench import SYNTHETIC_VOCAB, BenchmarkSettings
+from gpu_profile import busy_seconds, new_profiler, summary
 from repetition import GUARDS, Guard, doubled_words
 from results_table import bench_section
 from reversal import prepare_reversal
@@ -263,6 +264,82 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     for beam in ("beam5", "beam1"):
         assert warm[beam]["sentences_per_second"] > 0 and warm[beam]["batches"] == 1
         assert set(warm[beam]["syncs_per_step"]) == {0} and warm[beam]["mean_syncs_per_step"] == 0
+    check_cpu_profile(record["profile"])
+
+
+PROFILE_FIGURES = {
+    "steps",
+    "wall_seconds_per_step",
+    "gpu_busy_seconds_per_step",
+    "gpu_busy_share",
+    "kernel_launches_per_step",
+    "aten_operators_per_step",
+    "top_by_self_cuda",
+    "top_by_self_cpu",
+}
+
+
+def check_cpu_profile(profile: dict) -> None:
+    """The profile of gpu.sh's dry run (benchmarks/gpu_profile.py, 2 steps after 2): on a CPU
+    the GPU's figures are null, the host's positive."""
+    assert set(profile) == {"config", "overrides", "device", "training", "decoding"}
+    assert profile["device"] == "cpu"
+    training, decoding = profile["training"], profile["decoding"]
+    extra = {"warmup_steps", "target_tokens_per_step", "unprofiled_wall_seconds_per_step"}
+    assert set(training) == PROFILE_FIGURES | extra
+    assert set(decoding) == PROFILE_FIGURES | {
+        "sentences",
+        "beam_size",
+        "batch_size",
+        "precision",
+        "batches",
+    }
+    assert (training["steps"], training["warmup_steps"]) == (2, 2)
+    assert training["target_tokens_per_step"] > 0
+    assert training["unprofiled_wall_seconds_per_step"] > 0
+    assert (decoding["sentences"], decoding["beam_size"], decoding["batch_size"]) == (10, 5, 1024)
+    assert (decoding["precision"], decoding["batches"]) == ("fp32", 1)
+    assert decoding["steps"] > 1  # decode_step calls: one per output position
+    for part in (training, decoding):
+        for gpu_figure in ("gpu_busy_seconds_per_step", "gpu_busy_share"):
+            assert part[gpu_figure] is None
+        assert part["kernel_launches_per_step"] is None and part["top_by_self_cuda"] is None
+        assert part["wall_seconds_per_step"] > 0 and part["aten_operators_per_step"] > 0
+        top = part["top_by_self_cpu"]
+        assert 0 < len(top) <= 15 and {"aten::mm", "aten::addmm"} & {row["name"] for row in top}
+        for row in top:
+            assert set(row) == {"name", "calls", "total_ms", "ms_per_step"}
+            assert row["calls"] > 0 and row["total_ms"] > 0
+            assert row["ms_per_step"] == pytest.approx(row["total_ms"] / part["steps"])
+        totals = [row["total_ms"] for row in top]
+        assert totals == sorted(totals, reverse=True)
+
+
+def test_busy_time_counts_overlapping_kernels_once() -> None:
+    assert busy_seconds([]) == 0
+    assert busy_seconds([(0.0, 2.0), (5.0, 6.0)]) == 3.0  # disjoint: the sum
+    assert busy_seconds([(5.0, 6.0), (0.0, 2.0), (1.0, 3.0)]) == 4.0  # [0, 3] and [5, 6]
+    assert busy_seconds([(0.0, 10.0), (2.0, 3.0), (4.0, 12.0)]) == 12.0  # inside, then past
+    assert busy_seconds([(0.0, 1.0), (1.0, 2.0)]) == 2.0  # touching
+
+
+def test_profile_summary_of_a_cpu_profile() -> None:
+    """Three matrix products profiled on a CPU: their calls per step and times; no GPU."""
+    cpu = torch.device("cpu")
+    profiler, matrix = new_profiler(cpu), torch.ones(8, 8)
+    with profiler:
+        for _ in range(3):
+            torch.mm(matrix, matrix)
+    figures = summary(profiler, 3, 0.3, cpu)
+    assert figures["steps"] == 3 and figures["wall_seconds_per_step"] == pytest.approx(0.1)
+    assert figures["gpu_busy_seconds_per_step"] is None and figures["gpu_busy_share"] is None
+    assert figures["kernel_launches_per_step"] is None and figures["top_by_self_cuda"] is None
+    top = figures["top_by_self_cpu"]
+    assert (top[0]["name"], top[0]["calls"]) == ("aten::mm", 3)
+    assert top[0]["ms_per_step"] == pytest.approx(top[0]["total_ms"] / 3)
+    # every host event here is an aten operator (aten::mm, and those it calls)
+    assert all(row["name"].startswith("aten::") for row in top)
+    assert figures["aten_operators_per_step"] == sum(row["calls"] for row in top) / 3
 
 
 def test_gpu_benchmark_refuses_an_unknown_option() -> None:
