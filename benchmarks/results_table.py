@@ -313,7 +313,8 @@ def _time_to_bleu(reached: dict[str, float] | None) -> str:
 
 
 def gpu_section(record: dict[str, Any], source: Path) -> str:
-    """The GPU benchmark (benchmarks/gpu.sh): the training run to BLEU and its decoding."""
+    """The GPU benchmark (benchmarks/gpu.sh): the training run to BLEU and its decoding. Older
+    records lack the model FLOPs utilisation, the warm decoding and the profile: no row."""
     env, run = record["environment"], record["training_run"]
     device = f"**{env['device_name']}** ({env['device']}, torch {env['torch']}, CUDA {env['cuda']})"
     memory = run["peak_device_memory_mib"]
@@ -329,8 +330,12 @@ def gpu_section(record: dict[str, Any], source: Path) -> str:
             f"{best_bleu:.2f} at step {best_step:,}",
         ],
         ["Training target tokens/s", f"{run['tgt_tokens_per_second']:,.0f}"],
-        ["Peak device memory", "not sampled" if memory is None else f"{memory:,.0f} MiB"],
     ]
+    if "model_flops" in run:
+        flops = run["model_flops"]
+        utilisation = None if flops is None else flops["utilisation"]
+        rows.append(["Model FLOPs utilisation", _optional(utilisation, ".2%")])
+    rows.append(["Peak device memory", "not sampled" if memory is None else f"{memory:,.0f} MiB"])
     for name, label in (("beam5", "Beam 5"), ("beam1", "Greedy")):
         decoding = record["decoding"][name]
         rows.append(
@@ -339,8 +344,37 @@ def gpu_section(record: dict[str, Any], source: Path) -> str:
                 f"{decoding['sentences_per_second']:,.1f} sentences/s, BLEU {decoding['bleu']:.2f}",
             ]
         )
+    rows += _warm_decoding_rows(record.get("warm_decoding"))
+    rows += _profile_rows(record.get("profile"))
     line = f"{device}; `{env['command']}` → `{source}`"
     return "\n".join([line, "", _markdown_table(["What", "Figure"], rows)])
+
+
+def _warm_decoding_rows(warm: dict[str, Any] | None) -> list[list[str]]:
+    """The warm decoder's sentences/s and host synchronisations per step (gpu_decode.py)."""
+    if warm is None:
+        return []
+    return [
+        [
+            f"Warm decoding, {label}",
+            f"{warm[name]['sentences_per_second']:,.1f} sentences/s, "
+            f"{warm[name]['mean_syncs_per_step']:.2f} host syncs per step",
+        ]
+        for name, label in (("beam5", "beam 5"), ("beam1", "greedy"))
+    ]
+
+
+def _profile_rows(profile: dict[str, Any] | None) -> list[list[str]]:
+    """The GPU's busy share of a profiled training step and decoding step (gpu_profile.py)."""
+    if profile is None:
+        return []
+    rows = []
+    for part, label in (("training", "training step"), ("decoding", "decoding step")):
+        figures = profile[part]
+        share = _optional(figures["gpu_busy_share"], ".1%")
+        ms = figures["wall_seconds_per_step"] * 1000
+        rows.append([f"GPU busy share of a {label} (profiled)", f"{share} of {ms:,.2f} ms"])
+    return rows
 
 
 def _configuration(config: dict[str, Any]) -> str:

@@ -312,6 +312,62 @@ def test_gpu_table() -> None:
     assert "| Peak device memory | 2,319 MiB |" in table
     assert "| Beam 5 decoding, bf16, best checkpoint | 51.1 sentences/s, BLEU 39.01 |" in table
     assert "| Greedy decoding, bf16, best checkpoint | 46.4 sentences/s, BLEU 37.83 |" in table
+    # an older record: no model FLOPs, warm decoding nor profile, so none of their rows
+    for row in ("Model FLOPs", "Warm decoding", "GPU busy"):
+        assert row not in table
+
+
+def test_gpu_table_shows_utilisation_warm_decoding_and_the_profile() -> None:
+    record = {
+        "kind": "gpu",
+        "environment": {
+            "device": "cuda",
+            "device_name": "NVIDIA H200",
+            "torch": "2.11.0",
+            "cuda": "13.0",
+            "command": "bash benchmarks/gpu.sh",
+        },
+        "training_run": {
+            "steps": 3000,
+            "seconds": 300.2,
+            "time_to_valid_bleu": {"35": None, "40": None},
+            "valid_bleu": [[100, 9.5]],
+            "tgt_tokens_per_second": 900000.0,
+            "model_flops": {"utilisation": 0.01304},
+            "peak_device_memory_mib": None,
+        },
+        "decoding": {
+            "beam5": {"sentences_per_second": 400.0, "bleu": 39.0},
+            "beam1": {"sentences_per_second": 900.0, "bleu": 38.0},
+        },
+        "warm_decoding": {
+            "beam5": {"sentences_per_second": 612.34, "mean_syncs_per_step": 0.25},
+            "beam1": {"sentences_per_second": 1500.0, "mean_syncs_per_step": 0.0},
+        },
+        "profile": {
+            "training": {"wall_seconds_per_step": 0.03712, "gpu_busy_share": 0.0413},
+            "decoding": {"wall_seconds_per_step": 0.0051, "gpu_busy_share": 0.25},
+        },
+    }
+    rows = gpu_section(record, Path("gpu-y.json")).splitlines()[6:]
+    assert rows == [
+        "| Training run | 3,000 steps in 300 s, best valid BLEU 9.50 at step 100 |",
+        "| Training target tokens/s | 900,000 |",
+        "| Model FLOPs utilisation | 1.30% |",
+        "| Peak device memory | not sampled |",
+        "| Beam 5 decoding, bf16, best checkpoint | 400.0 sentences/s, BLEU 39.00 |",
+        "| Greedy decoding, bf16, best checkpoint | 900.0 sentences/s, BLEU 38.00 |",
+        "| Warm decoding, beam 5 | 612.3 sentences/s, 0.25 host syncs per step |",
+        "| Warm decoding, greedy | 1,500.0 sentences/s, 0.00 host syncs per step |",
+        "| GPU busy share of a training step (profiled) | 4.1% of 37.12 ms |",
+        "| GPU busy share of a decoding step (profiled) | 25.0% of 5.10 ms |",
+    ]
+    # a device without a known peak, and a profile taken on a CPU: no figure, a dash
+    record["training_run"]["model_flops"] = {"utilisation": None}
+    record["profile"]["training"]["gpu_busy_share"] = None
+    table = gpu_section(record, Path("gpu-y.json"))
+    assert "| Model FLOPs utilisation | – |" in table
+    assert "| GPU busy share of a training step (profiled) | – of 37.12 ms |" in table
 
 
 def test_the_shipped_model_stands_for_its_family_and_direction(tmp_path: Path) -> None:
