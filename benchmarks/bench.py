@@ -77,7 +77,8 @@ from seq2seq.decoding import loading
 from seq2seq.decoding.loading import Inference
 from seq2seq.decoding.model_result import git_state
 from seq2seq.decoding.scores import corpus_scores
-from seq2seq.decoding.translator import Translation, Translator
+from seq2seq.decoding.translation import Translation
+from seq2seq.decoding.translator import Translator
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.fast import cross_entropy_of, speed_up

@@ -34,7 +34,8 @@ from seq2seq.decoding.ctranslate2 import (
 )
 from seq2seq.decoding.explain import beam_tree
 from seq2seq.decoding.loading import Inference, load_model
-from seq2seq.decoding.translator import Translation, Translator
+from seq2seq.decoding.translation import Translation
+from seq2seq.decoding.translator import Translator
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 

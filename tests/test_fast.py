@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.ao.nn.quantized.dynamic
 from reversal import tiny_overrides
 from test_attention import EMBED, HEADS, paired_modules
 from test_imports import ROOT, library_imports, reachable
@@ -41,7 +42,7 @@ from seq2seq.fast import search as gpu_search
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.dropout import packed_dropout as dropout
-from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
+from seq2seq.fast.int8 import Int8Linear
 from seq2seq.fast.topk import best_candidates
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention, causal_mask, padding_mask
@@ -376,7 +377,7 @@ def test_int8_linear_equals_pytorchs_dynamic_int8_linear() -> None:
     """The same kernel with the same weights and arguments: equal bit for bit."""
     linear = torch.nn.Sequential(torch.nn.Linear(16, 24))
     quantized = quantized_copy(linear)[0]
-    assert type(quantized) is DynamicQuantizedLinear
+    assert type(quantized) is torch.ao.nn.quantized.dynamic.Linear
     fast = speed_up(quantized_copy(linear))[0]
     assert type(fast) is Int8Linear
     for shape in [(7, 16), (3, 5, 16)]:
@@ -416,7 +417,9 @@ def test_int8_copy_of_a_fast_model_decodes_as_the_plain_int8_copy(arch: str) -> 
     fast.load_state_dict(plain.state_dict())
     plain_int8, fast_int8 = int8_copy(plain), int8_copy(fast)
     assert isinstance(fast_int8, FastModel) and not isinstance(plain_int8, FastModel)
-    linears = [type(m) for m in fast_int8.modules() if isinstance(m, DynamicQuantizedLinear)]
+    linears = [
+        type(m) for m in fast_int8.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)
+    ]
     assert linears and set(linears) == {Int8Linear}
     assert not any(type(m) is Int8Linear for m in plain_int8.modules())
     src, src_lens, _ = held_out(12)
@@ -526,7 +529,7 @@ def test_load_plain_gives_the_textbook_model_and_says_so() -> None:
     assert (plain.inference.config.model.fast, fast.inference.config.model.fast) == (False, True)
     assert plain.translate(SENTENCES[:2]) == fast.translate(SENTENCES[:2])
     types = {type(m) for m in int8_copy(plain.inference.model).modules()}
-    assert DynamicQuantizedLinear in types and not types & set(FAST_TWINS.values())
+    assert torch.ao.nn.quantized.dynamic.Linear in types and not types & set(FAST_TWINS.values())
 
 
 def test_serve_plain_serves_the_textbook_model() -> None:

@@ -15,10 +15,10 @@ from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import (
     _banned_log_probs,
     beam_search,
-    gnmt_penalty,
     greedy_search,
     max_output_lengths,
 )
+from seq2seq.decoding.translation import gnmt_penalty
 from seq2seq.models.base import Seq2SeqModel
 
 VOCAB = 16  # 4 specials and 12 symbols

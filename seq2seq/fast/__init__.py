@@ -37,13 +37,14 @@ model in the data flow asks its class: the loss that trains it (`cross_entropy_o
 its int8 copy for decoding on a CPU (`int8_copy(model)`) are the fast ones for a fast twin.
 """
 
+import torch.ao.nn.quantized.dynamic
 from torch import nn
 
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.fast import loss, topk
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
-from seq2seq.fast.int8 import DynamicQuantizedLinear, Int8Linear
+from seq2seq.fast.int8 import Int8Linear
 from seq2seq.models import GRUSeq2Seq, Seq2SeqModel, State, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention
 from seq2seq.training.loss import CrossEntropy, label_smoothed_cross_entropy
@@ -74,7 +75,7 @@ FAST_TWINS: dict[type[nn.Module], type[nn.Module]] = {
     TransformerSeq2Seq: FastTransformerSeq2Seq,
     nn.Dropout: PackedDropout,
     MultiHeadAttention: BeamGroupedAttention,
-    DynamicQuantizedLinear: Int8Linear,
+    torch.ao.nn.quantized.dynamic.Linear: Int8Linear,
 }
 
 
