@@ -73,16 +73,20 @@ def test_the_library_imports_no_benchmark_or_example() -> None:
                 assert name.split(".")[0] not in tools, f"{path.relative_to(ROOT)} imports {name}"
 
 
+def module_path(module: str) -> Path:
+    """The file of `module`, a module of the library (a package's is its __init__.py)."""
+    path = ROOT / Path(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 def library_imports() -> dict[str, set[str]]:
     """{module: the library modules it imports}, from every import statement of its file
     (those inside functions and `if TYPE_CHECKING:` blocks included)."""
     modules = set(library_modules())
     graph: dict[str, set[str]] = {}
     for module in modules:
-        path = ROOT / Path(*module.split("."))
-        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         imported = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(ast.parse(module_path(module).read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 imported |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -151,3 +155,57 @@ def test_the_models_import_no_later_stage_of_the_data_flow() -> None:
     for module in models:
         reached = sorted(m for m in reachable(graph, module) if m.startswith(later))
         assert reached == [], f"{module} imports {reached}"
+
+
+def defined_names(module: str) -> set[str]:
+    """The names `module` defines at its top level (def, class, assignment; in its top-level
+    `if` and `try` blocks too), the names its `__all__` declares, and its submodules. A name it
+    only imports is not among them."""
+    names = {
+        name.rpartition(".")[2] for name in library_modules() if name.rpartition(".")[0] == module
+    }
+    statements: list[ast.AST] = list(
+        ast.parse(module_path(module).read_text(encoding="utf-8")).body
+    )
+    while statements:
+        statement = statements.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(statement.name)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names |= {
+                node.id
+                for target in targets
+                for node in ast.walk(target)
+                if isinstance(node, ast.Name)
+            }
+            if any(isinstance(target, ast.Name) and target.id == "__all__" for target in targets):
+                names |= set(ast.literal_eval(statement.value))
+        elif isinstance(statement, (ast.If, ast.Try, ast.ExceptHandler)):
+            for block in ("body", "orelse", "handlers", "finalbody"):
+                statements += getattr(statement, block, [])
+    return names
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
+    """`from seq2seq.X import name`, in the library, its tests and tools, takes a name X defines
+    (or declares in `__all__`), never one X itself imports: a reader who opens X finds it."""
+    assert "gnmt_penalty" not in defined_names("seq2seq.decoding.search")  # it only imports it
+    assert {"GRUSeq2Seq", "build_model", "gru"} <= defined_names("seq2seq.models")
+    modules = set(library_modules())
+    files = [
+        path
+        for folder in ("seq2seq", "tests", "benchmarks", "examples", "scripts")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+    ]
+    defined = {module: defined_names(module) for module in modules}
+    wrong = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+                missing = {alias.name for alias in node.names} - defined[node.module]
+                wrong += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{name}"
+                    for name in sorted(missing)
+                ]
+    assert wrong == []
