@@ -46,7 +46,7 @@ from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.exported import WEIGHTS, read_description, read_weights
 from seq2seq.decoding.loading import Inference, load_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import SourceTooLong, Stopped
+from seq2seq.decoding.translation import CARD, SourceTooLong, Stopped
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
@@ -656,3 +656,26 @@ def test_translating_with_a_folder_never_imports_torch(
     assert scored.returncode == 0, scored.stderr
     assert json.loads(scored.stdout)["bleu"] == pytest.approx(100.0)
     assert scored.stderr.splitlines()[-1] == "torch imported: False"
+
+
+@pytest.mark.slow  # starts a Python that translates the test set
+def test_evaluating_a_prepared_split_never_imports_torch(
+    multi30k_en_de: Path, tmp_path: Path
+) -> None:
+    """`seq2seq evaluate --split test` reads the split's lines from the prepared folder that the
+    model's configuration names (data/multi30k.en-de, from the working directory): the card's
+    BLEU, and no torch."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "multi30k.en-de").symlink_to(multi30k_en_de)
+    command = ["evaluate", "--model", EN_DE, "--engine", "ctranslate2", "--split", "test"]
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, *command, "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    card = json.loads((SHIPPED_MODELS / EN_DE / CARD).read_text(encoding="utf-8"))
+    assert json.loads(done.stdout)["bleu"] == pytest.approx(card["bleu"], abs=0.01)
+    assert done.stderr.splitlines()[-1] == "torch imported: False"

@@ -18,16 +18,18 @@ import os
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seq2seq.data.batching import ParallelDataset
 from seq2seq.data.corpora import SPLITS, Pairs
 from seq2seq.data.manifest import FORMAT_VERSION, MANIFEST, array_files
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, sha256_file
+
+if TYPE_CHECKING:  # imports torch, which reading a split's lines (evaluate) does not need
+    from seq2seq.data.batching import ParallelDataset
 
 HINT = "prepare it with `make data` or seq2seq prepare"
 CHECK_CHUNK = 1 << 22  # array elements read at a time by the checks
@@ -190,9 +192,11 @@ class PreparedData:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         return tuple(read_lines(self.folder / f"{split}.{lang}") for lang in (self.src, self.tgt))
 
-    def dataset(self, split: str) -> ParallelDataset:
+    def dataset(self, split: str) -> "ParallelDataset":
         """The token ids of `split`, read from the folder's arrays (nothing is tokenised
         again), ready for `seq2seq.data.batching`."""
+        from seq2seq.data.batching import ParallelDataset
+
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         dtypes = self.manifest["ids"]
