@@ -4,31 +4,23 @@
 Two kinds of --model translate with CTranslate2 without torch: a CTranslate2 folder (seq2seq
 export --format ctranslate2), and a shipped or exported model (model.safetensors) when --engine
 picks CTranslate2 for it, converted from its weights read with numpy at each start
-(docs/benchmarks.md measures it) unless the command needs the PyTorch model beside it
-(attention maps, the explorer, evaluate --record). Nothing here imports torch until a PyTorch
-model is loaded, and only then is the process tuned for torch (seq2seq.fast.process), so such a
-command starts in a fraction of the time."""
+(seq2seq.decoding.torch_free opens both; docs/benchmarks.md measures it) unless the command
+needs the PyTorch model beside it (attention maps, the explorer, evaluate --record). Nothing
+here imports torch until a PyTorch model is loaded, and only then is the process tuned for
+torch (seq2seq.fast.process), so such a command starts in a fraction of the time."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from seq2seq.commands.cli import apply_decode_options, load_model
 from seq2seq.config import Config
-from seq2seq.decoding.ctranslate2 import (
-    CTranslate2Translator,
-    check_folder,
-    engine_device,
-    folder_parameters,
-    is_ctranslate2_folder,
-    translator_from_weights,
-    use_ctranslate2,
-)
-from seq2seq.decoding.exported import WEIGHTS, find_model, read_description, read_weights
-from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.ctranslate2 import use_ctranslate2
+from seq2seq.decoding.exported import find_model
+from seq2seq.decoding.torch_free import TorchFree, ctranslate2_folder, open_torch_free
 from seq2seq.decoding.translation import LineTranslator
 from seq2seq.errors import UserError
 
@@ -38,66 +30,28 @@ if TYPE_CHECKING:
     from seq2seq.decoding.loading import Inference
 
 
-@dataclass
-class TorchFree:
-    """A model that --model names, opened on CTranslate2 without torch."""
-
-    translator: CTranslate2Translator
-    config: Config
-    folder: Path  # the folder it came from, where its card.json is
-    parameters: int | None  # None: a CTranslate2 folder that does not record it
-
-
-def ctranslate2_folder(model: str | None) -> Path | None:
-    """The CTranslate2 folder that --model names, if it names one."""
-    if model is None:
-        return None
-    for folder in (Path(model), SHIPPED_MODELS / model):
-        if is_ctranslate2_folder(folder):
-            return folder
-    return None
-
-
 def open_without_torch(
     args: argparse.Namespace,
     model: str | None,
     threads: int | None = None,
     need_pytorch: bool = False,
 ) -> TorchFree | None:
-    """The model `model` (a --model) opened on CTranslate2 without torch, on --device and
-    `threads` CPU threads (None: every core), with the decoding options applied: a CTranslate2
-    folder (--engine must not be pytorch), or a shipped or exported model when --engine picks
-    CTranslate2 for it and the caller does not `need_pytorch`; else None."""
+    """The model `model` (a --model) opened on CTranslate2 without torch
+    (seq2seq.decoding.torch_free), on --device and `threads` CPU threads (None: every core),
+    with the decoding options applied: a CTranslate2 folder (--engine must not be pytorch), or
+    a shipped or exported model when --engine picks CTranslate2 for it and the caller does not
+    `need_pytorch`; else None."""
     folder = ctranslate2_folder(model)
-    if folder is not None:
-        if args.engine == "pytorch":
-            raise UserError(f"--model {folder}: a CTranslate2 folder; use --engine ctranslate2")
-        config, src_tokenizer, tgt_tokenizer = check_folder(folder)
-        apply_decode_options(args, config.decode)
-        translator = CTranslate2Translator.open(
-            folder, src_tokenizer, tgt_tokenizer, config.decode, engine_device(args.device), threads
-        )
-        return TorchFree(translator, config, folder, folder_parameters(folder))
-    if model is None or args.engine == "pytorch" or need_pytorch:
-        return None
-    folder = find_model(model)
-    description = read_description(folder)
-    config = description.config
-    apply_decode_options(args, config.decode)
-    if not use_ctranslate2(args.engine, config):
-        return None
-    weights = read_weights(folder / WEIGHTS)
-    # a tied weight is one array under several names: each array counted once
-    parameters = sum({id(array): array.size for array in weights.values()}.values())
-    translator = translator_from_weights(
-        weights,
-        config,
-        description.src_tokenizer,
-        description.tgt_tokenizer,
-        engine_device(args.device),
+    if folder is not None and args.engine == "pytorch":
+        raise UserError(f"--model {folder}: a CTranslate2 folder; use --engine ctranslate2")
+    return open_torch_free(
+        model,
+        args.engine,
+        args.device,
         threads,
+        set_options=partial(apply_decode_options, args),
+        need_pytorch=need_pytorch,
     )
-    return TorchFree(translator, config, folder, parameters)
 
 
 def pytorch_device(args: argparse.Namespace) -> torch.device:

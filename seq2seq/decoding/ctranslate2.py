@@ -389,14 +389,14 @@ def cpu_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def engine_device(name: str) -> str:
-    """The device CTranslate2 runs on for --device `name`: "cpu", or "cuda" ("auto": when
-    CTranslate2 sees a GPU), without importing torch."""
+def engine_device(name: str, option: str = "--device") -> str:
+    """The device CTranslate2 runs on for the device `name` given by `option`: "cpu", or
+    "cuda" ("auto": when CTranslate2 sees a GPU), without importing torch."""
     if name not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {name}: CTranslate2 runs on cpu or cuda (or auto)")
+        raise UserError(f"{option} {name}: CTranslate2 runs on cpu or cuda (or auto)")
     gpus = import_ctranslate2().get_cuda_device_count() if name != "cpu" else 0
     if name == "cuda" and gpus == 0:
-        raise UserError("--device cuda: CTranslate2 sees no CUDA device on this machine")
+        raise UserError(f"{option} cuda: CTranslate2 sees no CUDA device on this machine")
     return "cuda" if name != "cpu" and gpus > 0 else "cpu"
 
 
