@@ -26,8 +26,7 @@ __all__ = ["Attention", "Model", "load"]
 
 
 def __getattr__(name: str) -> Any:
-    """`seq2seq.load`, `seq2seq.Model` and `seq2seq.Attention`, imported (with torch) on first
-    use."""
+    """`seq2seq.load`, `seq2seq.Model` and `seq2seq.Attention`, imported on first use."""
     if name in __all__:
         from seq2seq import api
 

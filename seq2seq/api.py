@@ -16,28 +16,26 @@ checked as the command line checks its options (seq2seq.config_rules): a bad one
 ValueError naming it, raised before anything is decoded.
 """
 
+from __future__ import annotations
+
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torch import Tensor
-
-from seq2seq.config import Config
+from seq2seq.config import Config, DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, checked, line_problem
-from seq2seq.decoding.attention_maps import attention_text, source_attention, teacher_forced_maps
-from seq2seq.decoding.ctranslate2 import (
-    CTranslate2Translator,
-    check_folder,
-    is_ctranslate2_folder,
-    translator_from_inference,
-    use_ctranslate2,
-)
-from seq2seq.decoding.explain import beam_tree
-from seq2seq.decoding.loading import Inference, load_model
+from seq2seq.decoding.ctranslate2 import CTranslate2Translator, use_ctranslate2
+from seq2seq.decoding.torch_free import open_torch_free
 from seq2seq.decoding.translation import Translation
-from seq2seq.decoding.translator import Translator
-from seq2seq.device import pick_device
 from seq2seq.errors import UserError
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from seq2seq.decoding.loading import Inference
+    from seq2seq.decoding.translator import Translator
 
 ENGINES = ("pytorch", "ctranslate2", "auto")
 
@@ -59,10 +57,14 @@ class Attention:
     def source_weights(self) -> Tensor:
         """(T, S) how much each output piece looks at each source piece: cross-attention
         averaged over every layer and head (the GRU's Bahdanau weights as they are)."""
+        from seq2seq.decoding.attention_maps import source_attention
+
         return source_attention(self.maps)
 
     def heatmap(self) -> str:
         """`source_weights` as a text heatmap, one row per output piece."""
+        from seq2seq.decoding.attention_maps import attention_text
+
         pieces = self.translation.src_pieces, self.translation.tgt_pieces
         return attention_text(self.source_weights(), *pieces)
 
@@ -70,7 +72,8 @@ class Attention:
 class Model:
     """A trained model ready to translate (see `load`).
 
-    inference: the PyTorch model and its tokenizers, None for a CTranslate2 folder;
+    inference: the PyTorch model and its tokenizers, None for a model opened on CTranslate2
+    without torch (see `load`);
     translator: the engine's translator (`Translator` or `CTranslate2Translator`)."""
 
     def __init__(
@@ -126,6 +129,8 @@ class Model:
         """The best translation of `line` and every attention map the model computes when it
         produces exactly that translation (teacher-forced, in fp32); PyTorch engine only."""
         self._check_pytorch_line(line, "attention maps")
+        from seq2seq.decoding.attention_maps import teacher_forced_maps  # torch: PyTorch only
+
         beam = self._beam(beam)
         (best,) = self.translator.translate([line], beam_size=beam)[0]
         if not best.src_tokens:
@@ -140,6 +145,8 @@ class Model:
         their raw and length-penalised scores (`seq2seq.decoding.explain.beam_tree`); PyTorch
         engine only."""
         self._check_pytorch_line(line, "the beam tree")
+        from seq2seq.decoding.explain import beam_tree  # torch: PyTorch only
+
         beam = self._beam(beam, nbest)
         (src_ids,) = self.translator.src_tokenizer.encode([line])
         if not src_ids:
@@ -180,20 +187,27 @@ def load(
     seq2seq.fast (the same translations). `engine`: "pytorch" (the textbook search),
     "ctranslate2" (CTranslate2 on the same weights, Transformers only) or "auto"
     (seq2seq.decoding.ctranslate2.use_ctranslate2: ctranslate2 where it gives what pytorch
-    would)."""
+    would). On CTranslate2, a CTranslate2 folder or a shipped or exported Transformer opens
+    without importing torch (seq2seq.decoding.torch_free), and `attention` and `beam_tree`,
+    which need the PyTorch model, refuse."""
     if precision is not None and precision not in DECODE_PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(DECODE_PRECISIONS)}")
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r}: one of {', '.join(ENGINES)}")
-    torch_device = pick_device(device, "device")
-    if engine != "pytorch" and is_ctranslate2_folder(name):
-        config, src_tokenizer, tgt_tokenizer = check_folder(Path(name))
-        if precision is not None:
-            config.decode.precision = precision
-        translator = CTranslate2Translator.open(
-            Path(name), src_tokenizer, tgt_tokenizer, config.decode, torch_device.type
+    checkpoint = Path(name).suffix == ".pt" or Path(name).is_file()
+    if engine != "pytorch" and not checkpoint:
+        set_precision = partial(_set_precision, precision)
+        opened = open_torch_free(
+            name, engine, device, set_options=set_precision, device_option="device"
         )
-        return Model(None, translator, config)
+        if opened is not None:
+            return Model(None, opened.translator, opened.config)
+    from seq2seq.decoding.ctranslate2 import translator_from_inference
+    from seq2seq.decoding.loading import load_model
+    from seq2seq.decoding.translator import Translator
+    from seq2seq.device import pick_device
+
+    torch_device = pick_device(device, "device")
     inference = load_model(name, torch_device, plain)
     if precision is not None:
         decode = dataclasses.replace(inference.config.decode, precision=precision)
@@ -201,3 +215,9 @@ def load(
     if use_ctranslate2(engine, inference.config):
         return Model(inference, translator_from_inference(inference, torch_device.type))
     return Model(inference, Translator.from_inference(inference, torch_device))
+
+
+def _set_precision(precision: str | None, decode_cfg: DecodeConfig) -> None:
+    """Decode in `precision` (None: the model's own decode.precision)."""
+    if precision is not None:
+        decode_cfg.precision = precision

@@ -679,3 +679,51 @@ def test_evaluating_a_prepared_split_never_imports_torch(
     card = json.loads((SHIPPED_MODELS / EN_DE / CARD).read_text(encoding="utf-8"))
     assert json.loads(done.stdout)["bleu"] == pytest.approx(card["bleu"], abs=0.01)
     assert done.stderr.splitlines()[-1] == "torch imported: False"
+
+
+# seq2seq.load in a child Python: argv model, engine; prints what it translates LINES to, what
+# attention() gives (its target pieces, or the error) and whether torch was imported.
+API_IN_A_CHILD = """
+import json, sys
+import seq2seq
+model = seq2seq.load(sys.argv[1], device="cpu", precision="fp32", engine=sys.argv[2])
+translations = model.translate(json.loads(sys.argv[3]))
+try:
+    attention = model.attention("Two dogs play in the snow.").translation.tgt_pieces
+except seq2seq.errors.UserError as err:
+    attention = str(err)
+print(json.dumps([translations, attention, "torch" in sys.modules]))
+"""
+
+
+@pytest.mark.slow  # starts Pythons that translate
+@pytest.mark.parametrize(
+    ("which", "engine", "imports_torch"),
+    [
+        ("folder", "ctranslate2", False),
+        ("shipped", "ctranslate2", False),
+        ("shipped", "auto", False),
+        ("shipped", "pytorch", True),
+    ],
+)
+def test_the_api_on_ctranslate2_never_imports_torch(
+    exported: Path, engines, which: str, engine: str, imports_torch: bool
+) -> None:
+    """seq2seq.load(..., engine="ctranslate2") opens a folder or a shipped Transformer without
+    torch, as the command line does, and translates as the PyTorch engine; attention() then
+    asks for the PyTorch engine. engine="pytorch" imports torch."""
+    model = model_and_name(which, exported)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", API_IN_A_CHILD, model, engine, json.dumps(LINES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    translations, attention, torch_imported = json.loads(done.stdout)
+    assert translations == [nbest[0].text for nbest in engines[0].translate(LINES)]
+    assert torch_imported is imports_torch
+    if imports_torch:
+        assert attention == ["▁Zwei", "▁Hunde", "▁spielen", "▁im", "▁Schnee", ".", "</s>"]
+    else:
+        assert attention == "attention maps: from the PyTorch engine only; use engine='pytorch'"
