@@ -35,7 +35,10 @@
 # (default python3), WORK_DIR (where the steps' files stay; default a temporary folder, removed
 # at the end), RESUME (1: steps 1 and 2 are not run again where WORK_DIR holds their bench.json
 # and syncs.json, as after a change that touches training and decoding only; the record names
-# the run they came from; steps 3 to 6 always run).
+# the run they came from; steps 3 to 6 always run), TRAIN_ARGS (KEY=VALUE overrides of CONFIG
+# for the training of steps 3 and 6, e.g. TRAIN_ARGS="train.max_tokens=16384 train.lr=0.01
+# train.warmup_steps=500": a variant of the recipe without a file of its own; the record's
+# command and changes name them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
@@ -88,6 +91,9 @@ else
     profile_args=(train.valid_max_sentences=16)
 fi
 if [ "$steps" != 0 ]; then train_args+=("train.max_steps=$steps"); fi
+read -r -a variant <<<"${TRAIN_ARGS:-}"
+train_args+=(${variant[@]+"${variant[@]}"})
+profile_args+=(${variant[@]+"${variant[@]}"})
 read -r src tgt < <($PY -c "import json, sys; m = json.load(open(sys.argv[1])); print(m['src'], m['tgt'])" "$DATA/manifest.json")
 sentences=$($dry_run && echo 10 || wc -l <"$DATA/test.$src")
 head -n "$sentences" "$DATA/test.$src" >"$work/test.src"
@@ -150,5 +156,6 @@ $PY benchmarks/gpu_profile.py --config "$CONFIG" --checkpoint "$work/run/best.pt
     train.log_every_seconds=0 train.attention_history=0 "${profile_args[@]}" ||
     echo "warning: the profile failed (status $?); the record has none" >&2
 
-$PY benchmarks/gpu_report.py "$work" --out-dir "$OUT_DIR" \
-    --command "bash benchmarks/gpu.sh${1:+ $1}" --config "$CONFIG" --test-target "$test_target"
+$PY benchmarks/gpu_report.py "$work" --out-dir "$OUT_DIR" --train-args "${TRAIN_ARGS:-}" \
+    --command "${TRAIN_ARGS:+TRAIN_ARGS='$TRAIN_ARGS' }bash benchmarks/gpu.sh${1:+ $1}" \
+    --config "$CONFIG" --test-target "$test_target"

@@ -174,7 +174,9 @@ def read_profile(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def report(work: Path, command: str, config: str, test_target: float) -> dict[str, Any]:
+def report(
+    work: Path, command: str, config: str, test_target: float, train_args: list[str]
+) -> dict[str, Any]:
     bench = json.loads((work / "bench.json").read_text())
     start = float((work / "start").read_text())
     end = float((work / "end").read_text())
@@ -203,7 +205,7 @@ def report(work: Path, command: str, config: str, test_target: float) -> dict[st
         "throughput_run": {key: bench["environment"][key] for key in ("created", "git_revision")},
         "training_run": {
             "config": config,
-            "changes": ["decode.valid_beam_size=5", "train.keep_last=1000"],
+            "changes": ["decode.valid_beam_size=5", "train.keep_last=1000", *train_args],
             "configuration": configuration,
             "max_steps": tomllib.loads(configuration)["train"]["max_steps"],
             "steps": max((s for _, s, _ in validations), default=0),
@@ -243,6 +245,12 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=Path("results/bench"))
     parser.add_argument("--command", default="bash benchmarks/gpu.sh")
     parser.add_argument(
+        "--train-args",
+        default="",
+        metavar="OVERRIDES",
+        help="the KEY=VALUE overrides gpu.sh's TRAIN_ARGS gave the training run, if any",
+    )
+    parser.add_argument(
         "--config",
         default="configs/transformer.multi30k.en-de.gpu.toml",
         help="the configuration file the run was trained with",
@@ -269,7 +277,9 @@ def main() -> None:
             print(first[1])
         return
     try:
-        record = report(args.work, args.command, args.config, args.test_target)
+        record = report(
+            args.work, args.command, args.config, args.test_target, args.train_args.split()
+        )
     except (OSError, KeyError, ValueError) as err:  # ValueError: bad JSON or TOML too
         raise UserError(f"{args.work}: incomplete benchmark folder ({err!r})") from None
     out = args.out_dir / bench_path("gpu-", record["environment"]["device_name"]).name

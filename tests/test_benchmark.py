@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import bench as benchmark
@@ -233,7 +234,7 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     """benchmarks/gpu.sh --dry-run takes every step of the GPU benchmark on the CPU, tiny, and
     its record holds each figure: the validations, time to BLEU, throughput and decoding."""
     env = {**os.environ, "DATA": str(multi30k_en_de), "OUT_DIR": str(tmp_path)}
-    env["PYTHON"] = sys.executable
+    env |= {"PYTHON": sys.executable, "TRAIN_ARGS": "train.label_smoothing=0.05"}  # a variant
     done = subprocess.run(
         ["bash", "benchmarks/gpu.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True
     )
@@ -241,8 +242,11 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     (path,) = tmp_path.glob("gpu-*.json")
     record = json.loads(path.read_text())
     assert record["environment"]["device"] == "cpu"
-    assert record["environment"]["command"] == "bash benchmarks/gpu.sh --dry-run"
+    command = "TRAIN_ARGS='train.label_smoothing=0.05' bash benchmarks/gpu.sh --dry-run"
+    assert record["environment"]["command"] == command
     run = record["training_run"]
+    assert run["changes"][-1] == "train.label_smoothing=0.05"
+    assert tomllib.loads(run["configuration"])["train"]["label_smoothing"] == 0.05
     assert run["steps"] == run["max_steps"] == 4
     assert [step for step, _ in run["valid_bleu"]] == [2, 4]
     assert set(run["time_to_valid_bleu"]) == {"35", "40"}
