@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 import torch
-from test_host_sync import HOST_READING_METHODS, HOST_READING_OPERATORS
+from test_host_sync import HOST_READING_METHODS, ReadCounter
 from test_search import held_out, new_model
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from seq2seq.decoding import search
 from seq2seq.decoding.search import max_output_lengths
@@ -31,54 +30,40 @@ MASK_INDEXING = {aten.index.Tensor, aten.index_put_.default, aten.index_put.defa
 FROM_HOST_DATA = {aten.lift_fresh.default}
 
 
-class StepReadCounter(TorchDispatchMode):
-    """Counts the reads of tensors to the host, and the count at each decoding step's start."""
+class StepReadCounter(ReadCounter):
+    """`ReadCounter` for decoding: an index by a boolean mask counts too (its size is read),
+    and `reads_before_update` marks the count at each decoding step's start."""
 
-    def __init__(self, counted: set | None = None) -> None:
-        """counted: the operators counted instead of the reads (None: the reads)."""
-        super().__init__()
-        self.counted = counted
-        self.reads = 0
-        self.reads_before_step: list[int] = []
-
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
-    ) -> Any:
-        if self.counted is not None:
-            self.reads += func in self.counted
-            return func(*args, **(kwargs or {}))
+    def counts(self, func: Any, args: tuple) -> bool:
         boolean_index = func in MASK_INDEXING and any(
             index is not None and index.dtype == torch.bool for index in args[1]
         )
-        if func in HOST_READING_OPERATORS or boolean_index:
-            self.reads += 1
-        return func(*args, **(kwargs or {}))
+        return super().counts(func, args) or boolean_index
 
-    def counting(self, method: Callable) -> Callable:
-        def counted(*args: object, **kwargs: object) -> object:
-            self.reads += 1
-            return method(*args, **kwargs)
+    def reads_of_each_step(self) -> list[int]:
+        return [b - a for a, b in pairwise(self.reads_before_update)]
 
-        return counted
 
-    def reads_per_step(self) -> list[int]:
-        marks = self.reads_before_step
-        return [b - a for a, b in pairwise(marks)]
+class HostDataCounter(StepReadCounter):
+    """Counts the tensors made from Python data instead of the reads."""
+
+    def counts(self, func: Any, args: tuple) -> bool:
+        return func in FROM_HOST_DATA
 
 
 def count_reads(
     run_search: Callable[[Seq2SeqModel], object],
     monkeypatch: pytest.MonkeyPatch,
-    counted: set | None = None,
+    counter_class: type[StepReadCounter] = StepReadCounter,
 ) -> list[int]:
-    """The reads (or `counted` operators) of each step but the last of `run_search(model)` on
-    a tiny Transformer."""
-    counter = StepReadCounter(counted)
+    """The reads (or what `counter_class` counts) of each step but the last of
+    `run_search(model)` on a tiny Transformer."""
+    counter = counter_class()
     model = new_model("transformer")
     decode_step = model.decode_step
 
     def marked_step(*args: object, **kwargs: object) -> object:
-        counter.reads_before_step.append(counter.reads)
+        counter.reads_before_update.append(counter.reads)
         return decode_step(*args, **kwargs)
 
     monkeypatch.setattr(model, "decode_step", marked_step)
@@ -87,8 +72,8 @@ def count_reads(
     with counter:
         run_search(model)
     monkeypatch.undo()
-    assert len(counter.reads_before_step) > 8
-    return counter.reads_per_step()
+    assert len(counter.reads_before_update) > 8
+    return counter.reads_of_each_step()
 
 
 SRC, SRC_LENS, _ = held_out(size=6, seed=2)
@@ -154,5 +139,5 @@ def test_gpu_searches_copy_nothing_from_the_host_in_a_step(
     """No tensor made from Python data within a step (a copy to the device that the host
     waits for, as an index by a list is): the tokens banned at every step are set by integer
     indices."""
-    copies = count_reads(GPU_SEARCHES[search_name], monkeypatch, counted=FROM_HOST_DATA)
+    copies = count_reads(GPU_SEARCHES[search_name], monkeypatch, HostDataCounter)
     assert copies == [0] * len(copies)

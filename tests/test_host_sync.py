@@ -42,11 +42,14 @@ class ReadCounter(TorchDispatchMode):
         self.reads = 0
         self.reads_before_update: list[int] = []  # the reads counted when update i + 1 began
 
+    def counts(self, func: Any, args: tuple) -> bool:
+        """Whether the call of operator `func` on `args` is one this counter counts."""
+        return func in HOST_READING_OPERATORS
+
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Any:
-        if func in HOST_READING_OPERATORS:
-            self.reads += 1
+        self.reads += self.counts(func, args)
         return func(*args, **(kwargs or {}))
 
     def counting(self, method: Callable) -> Callable:
