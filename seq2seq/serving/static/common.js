@@ -216,14 +216,14 @@ async function ask(path, body) {
   return payload;
 }
 
-// Run `work` (an async function) for the newest of a chapter's requests only: an answer that
-// comes back after a newer request was sent is dropped. Shows "computing…" in #status and the
-// server's line in #error.
-function newestOnly(work) {
+// Run `work` (an async function that returns a function drawing its answer, or nothing) for the
+// newest of a page's requests only: an answer that comes back after a newer request was sent is
+// dropped. Shows `status` in #status meanwhile and the server's line in #error.
+function newestOnly(work, status = "computing…") {
   let latest = 0;
   return async (...args) => {
     const number = ++latest;
-    $("status").textContent = "computing…";
+    $("status").textContent = status;
     let error = null;
     let draw = null;
     try {

@@ -8,7 +8,6 @@ const SIDES = ["left", "right"];
 
 const state = {
   answers: { left: null, right: null }, // the /v1/explain answer each side shows
-  latest: { left: 0, right: 0 }, // number of each side's newest request
   timer: null,
 };
 
@@ -33,27 +32,24 @@ async function loadModels() {
   return true;
 }
 
-async function explain(side) {
-  const number = ++state.latest[side];
-  const text = $("text").value;
-  if (!text.trim()) return;
-  const body = { model: $(`${side}-model`).value, text: text, nbest: 1 };
-  $("status").textContent = "translating…";
-  let payload = null, error = null;
-  try {
-    payload = await ask("/v1/explain", body); // common.js
-  } catch (err) {
-    error = err.message;
-  }
-  if (number !== state.latest[side]) return; // a newer request was sent meanwhile
-  $("status").textContent = "";
-  showError(error);
-  if (error) return;
-  const first = state.answers[side] === null || state.answers[side].model !== payload.model;
-  state.answers[side] = payload;
-  if (first) fillLayerHead(side, payload.first_view);
-  draw();
+// Each side's newest request's answer only (common.js); an empty box asks nothing, and drops
+// the answers still on their way
+function explainer(side) {
+  return newestOnly(async () => {
+    const text = $("text").value;
+    if (!text.trim()) return null;
+    const body = { model: $(`${side}-model`).value, text: text, nbest: 1 };
+    const payload = await ask("/v1/explain", body); // common.js
+    return () => {
+      const first = state.answers[side] === null || state.answers[side].model !== payload.model;
+      state.answers[side] = payload;
+      if (first) fillLayerHead(side, payload.first_view);
+      draw();
+    };
+  }, "translating…");
 }
+const explainers = { left: explainer("left"), right: explainer("right") };
+const explain = (side) => explainers[side]();
 
 function explainBoth() {
   clearTimeout(state.timer);

@@ -31,7 +31,6 @@ const state = {
   view: null,
   layer: 0,
   head: "mean",
-  latest: 0, // number of the newest request; older answers are dropped
   timer: null,
 };
 
@@ -53,8 +52,8 @@ async function loadModels() {
   }
 }
 
-async function explain(text, hypothesis) {
-  const number = ++state.latest;
+// The newest request's answer only (common.js)
+const explain = newestOnly(async (text, hypothesis) => {
   const beam = Number($("beam").value);
   const body = {
     model: $("model").value,
@@ -64,17 +63,11 @@ async function explain(text, hypothesis) {
     hypothesis: hypothesis,
     beam_tree: treeWanted(), // beam_tree.js
   };
-  $("status").textContent = "translating…";
-  let payload = null, error = null;
-  try {
-    payload = await ask("/v1/explain", body); // common.js
-  } catch (err) {
-    error = err.message;
-  }
-  if (number !== state.latest) return; // a newer request was sent meanwhile
-  $("status").textContent = "";
-  showError(error);
-  if (error) return;
+  const payload = await ask("/v1/explain", body); // common.js
+  return () => show(payload, text, hypothesis);
+}, "translating…");
+
+function show(payload, text, hypothesis) {
   // A new model opens on its first view (the last layer's sharpest head); after that the
   // page keeps the view, layer and head the reader picked.
   const firstView = payload.first_view;
