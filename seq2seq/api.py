@@ -18,7 +18,6 @@ ValueError naming it, raised before anything is decoded.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -209,9 +208,7 @@ def load(
 
     torch_device = pick_device(device, "device")
     inference = load_model(name, torch_device, plain)
-    if precision is not None:
-        decode = dataclasses.replace(inference.config.decode, precision=precision)
-        inference.config = dataclasses.replace(inference.config, decode=decode)
+    _set_precision(precision, inference.config.decode)
     if use_ctranslate2(engine, inference.config):
         return Model(inference, translator_from_inference(inference, torch_device.type))
     return Model(inference, Translator.from_inference(inference, torch_device))
