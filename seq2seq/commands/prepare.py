@@ -19,7 +19,7 @@ from seq2seq.errors import UserError
 TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
 
-def main(argv: list[str]) -> None:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = command_parser("prepare", __doc__)
     parser.add_argument(
         "--corpus", default="multi30k", help=f"{', '.join(CORPORA)} or {USER_CORPUS}"
@@ -98,7 +98,11 @@ def main(argv: list[str]) -> None:
         files.add_argument(f"--{split}-src", help=f"{split} split, source side")
         files.add_argument(f"--{split}-tgt", help=f"{split} split, target side")
         files.add_argument(f"--{split}-tsv", help=f"{split} split as source<TAB>target lines")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
     from seq2seq.data.prepare import prepare  # imports numpy: not for --help
 
     options = {
