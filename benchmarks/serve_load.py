@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import torch
 from bench import bench_path, environment
 from matplotlib.figure import Figure
@@ -140,7 +140,7 @@ def batches_between(before: dict[str, float], after: dict[str, float]) -> dict[s
 
 
 async def client(
-    http: httpx.AsyncClient, sentences: list[str], start: int, step: int, until: float
+    http: httpx2.AsyncClient, sentences: list[str], start: int, step: int, until: float
 ) -> list[tuple[str, float]]:
     """Send sentences start, start+step, ... one request at a time until `until`; returns
     (the HTTP status, or the name of the error when there was no answer, and seconds) per
@@ -152,7 +152,7 @@ async def client(
         sent = time.monotonic()
         try:
             outcome = str((await http.post("/v1/translate", json=body)).status_code)
-        except httpx.HTTPError as err:
+        except httpx2.HTTPError as err:
             outcome = type(err).__name__
         results.append((outcome, time.monotonic() - sent))
         index += step
@@ -163,12 +163,12 @@ async def health_checks(url: str, until: float) -> list[float]:
     """GET /healthz every HEALTH_EVERY_S until `until`, on a connection of its own; the seconds
     each took (inf: failed)."""
     seconds = []
-    async with httpx.AsyncClient(base_url=url, timeout=HEALTH_TIMEOUT_S) as http:
+    async with httpx2.AsyncClient(base_url=url, timeout=HEALTH_TIMEOUT_S) as http:
         while time.monotonic() < until:
             sent = time.monotonic()
             try:
                 ok = (await http.get("/healthz")).status_code == 200
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 ok = False
             seconds.append(time.monotonic() - sent if ok else float("inf"))
             await asyncio.sleep(HEALTH_EVERY_S)
@@ -195,9 +195,9 @@ async def run_level(
     url: str, pid: int, clients: int, seconds: float, sentences: list[str]
 ) -> dict[str, Any]:
     """`clients` concurrent clients for `seconds`, with health checks and memory sampling."""
-    limits = httpx.Limits(max_connections=clients + 1, max_keepalive_connections=clients + 1)
-    timeout = httpx.Timeout(120.0)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
+    limits = httpx2.Limits(max_connections=clients + 1, max_keepalive_connections=clients + 1)
+    timeout = httpx2.Timeout(120.0)
+    async with httpx2.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
         before = batch_histogram((await http.get("/metrics")).text)
         start = time.monotonic()
         until = start + seconds
@@ -330,7 +330,7 @@ def run_engine(
         args, engine, str(folder) if engine == "ctranslate2" else args.model
     )
     try:
-        httpx.post(f"{url}/v1/translate", json={"lines": sentences[:8]}, timeout=60)  # warm-up
+        httpx2.post(f"{url}/v1/translate", json={"lines": sentences[:8]}, timeout=60)  # warm-up
         idle = rss_mib(process.pid)
         levels = {}
         for clients in args.clients:

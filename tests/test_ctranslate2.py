@@ -15,7 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 import pytest
 import safetensors.numpy
@@ -610,12 +610,14 @@ def test_a_server_of_folders_never_imports_torch(exported: Path, engines, which:
     try:
         assert first.startswith(f"serving {name} on "), first + process.stderr.read()
         answers = [
-            httpx.post(f"{url}/v1/translate", json={"lines": [line]}, timeout=60) for line in LINES
+            httpx2.post(f"{url}/v1/translate", json={"lines": [line]}, timeout=60) for line in LINES
         ]
-        libre = httpx.post(f"{url}/translate", json={"q": LINES[0], "source": "en", "target": "de"})
-        gets = {path: httpx.get(url + path) for path in ("/v1/models", "/healthz", "/metrics")}
-        docs = httpx.get(f"{url}/docs")
-        explorer = httpx.get(url)
+        libre = httpx2.post(
+            f"{url}/translate", json={"q": LINES[0], "source": "en", "target": "de"}
+        )
+        gets = {path: httpx2.get(url + path) for path in ("/v1/models", "/healthz", "/metrics")}
+        docs = httpx2.get(f"{url}/docs")
+        explorer = httpx2.get(url)
         maps = Path(f"/proc/{process.pid}/maps")
         libraries = maps.read_text() if maps.exists() else ""
     finally:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 import torch
 from commands import start_server, stop_server
@@ -102,7 +102,7 @@ def test_two_worst_allowed_explain_requests_stay_under_1_gb(
         statuses: list[int] = []
 
         def explain() -> None:
-            statuses.append(httpx.post(f"{url}/v1/explain", json=request, timeout=180).status_code)
+            statuses.append(httpx2.post(f"{url}/v1/explain", json=request, timeout=180).status_code)
 
         threads = [threading.Thread(target=explain) for _ in range(2)]
         for thread in threads:
@@ -175,7 +175,7 @@ def test_a_request_whose_client_left_stops_decoding(models: dict[str, ServedMode
             sock.sendall(head.encode() + body)
             time.sleep(1.0)
         started = time.monotonic()
-        answer = httpx.post(f"{url}/v1/translate", json={"lines": ["A dog runs."]}, timeout=60)
+        answer = httpx2.post(f"{url}/v1/translate", json={"lines": ["A dog runs."]}, timeout=60)
         waited = time.monotonic() - started
     finally:
         assert stop_server(process) == 0
@@ -397,7 +397,7 @@ def test_slow_clients_cannot_hold_the_server(server: str) -> None:
         sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\n")
         slow.append(sock)
     try:
-        answer = httpx.post(f"{server}/v1/translate", json={"lines": ["A dog."]}, timeout=15)
+        answer = httpx2.post(f"{server}/v1/translate", json={"lines": ["A dog."]}, timeout=15)
         assert answer.status_code == 200
         closed = sum(sock.recv(1024) == b"" for sock in slow)  # blocks until the server closes
     finally:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 import torch
 from commands import SEQ2SEQ, start_server, stop_server
@@ -266,13 +266,13 @@ def server() -> Iterator[str]:
 
 
 def post_lines(url: str, lines: list[str]) -> list[str]:
-    answer = httpx.post(f"{url}/v1/translate", json={"lines": lines}, timeout=60)
+    answer = httpx2.post(f"{url}/v1/translate", json={"lines": lines}, timeout=60)
     assert answer.status_code == 200, answer.text
     return [nbest[0]["text"] for nbest in answer.json()["translations"]]
 
 
 def metric(url: str, name: str) -> float:
-    for line in httpx.get(f"{url}/metrics").text.splitlines():
+    for line in httpx2.get(f"{url}/metrics").text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"no metric {name}")
@@ -315,7 +315,7 @@ def test_health_answers_while_the_model_decodes(server: str, test_set: list[str]
     thread.start()
     while metric(server, "seq2seq_batch_sentences_count") == before:  # not taken up yet
         time.sleep(0.005)
-    health = httpx.get(f"{server}/healthz")
+    health = httpx2.get(f"{server}/healthz")
     answered_while_busy = not done.is_set()
     thread.join()
     assert health.status_code == 200 and answered_while_busy
@@ -343,11 +343,11 @@ def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str])
         def load() -> None:  # single sentences until the server is gone
             while not stop.is_set():
                 try:
-                    answer = httpx.post(f"{url}/v1/translate", json={"lines": test_set[:1]})
-                except httpx.ConnectError:
+                    answer = httpx2.post(f"{url}/v1/translate", json={"lines": test_set[:1]})
+                except httpx2.ConnectError:
                     outcomes.append("refused")
                     return
-                except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+                except (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError):
                     # uvicorn's shutdown closes a connection whose request it has not begun to
                     # read (a client that connected as the server stopped accepting): never a
                     # request in flight, which the 40-line one below is
