@@ -14,9 +14,18 @@ from commands import SEQ2SEQ
 from seq2seq.commands import main
 from seq2seq.commands.evaluate import parse_args, record_entity_test
 from seq2seq.config import load_config
-from seq2seq.data.augment import EntityAugmenter, entities, shared_entities
+from seq2seq.data.augment import AUGMENT_VERSION, EntityAugmenter, entities, shared_entities
 from seq2seq.data.corpora import UserFiles
-from seq2seq.data.entities import Names, draw_number, held_out, is_name, load_names
+from seq2seq.data.entities import (
+    NUMBER,
+    NUMBER_SHAPES,
+    Names,
+    draw_number,
+    held_out,
+    is_name,
+    load_names,
+    written_in,
+)
 from seq2seq.data.entity_test import (
     DIRECTIONS,
     PAIRS,
@@ -37,6 +46,7 @@ from seq2seq.files import read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = Names(given=("Ana", "Ben", "Cleo"), surnames=("Berg", "Okafor"))
+EN_FR = ("en", "fr")  # the languages of the copy-teaching pairs below
 
 
 # --- The split ---------------------------------------------------------------------------------
@@ -96,16 +106,17 @@ def test_entities_are_numbers_and_capitalised_words() -> None:
 
 
 def test_exact_substitutions_with_a_given_seed() -> None:
-    augment = EntityAugmenter(1.0, seed=7, names=NAMES)
+    augment = EntityAugmenter(1.0, seed=7, languages=EN_FR, names=NAMES)
     pairs = [
         ("Tom met Mary Berg in 1990.", "Tom a rencontré Mary Berg en 1990."),
         ("It is 9:05, Tom.", "Il est 9:05, Tom."),
         ("Call 555-0142 and pay 19.99.", "Appelle le 555-0142 et paie 19.99."),
     ]
     assert [augment(src, tgt) for src, tgt in pairs] == [
-        [("Ana met Ben Okafor in 1914.", "Ana a rencontré Ben Okafor en 1914.")],
-        [("It is 3:02, Ana.", "Il est 3:02, Ana.")],
-        [("Call 231-8609 and pay 23.19.", "Appelle le 231-8609 et paie 23.19.")],
+        # a year for a decimal, as each language writes it; a time for a time (its shape)
+        [("Ana met Ben Okafor in 40.26.", "Ana a rencontré Ben Okafor en 40,26.")],
+        [("It is 8:27, Ana.", "Il est 8:27, Ana.")],
+        [("Call 490-9960 and pay 8.", "Appelle le 490-9960 et paie 8.")],
     ]
     assert vars(augment.report) == {
         "pairs_with_entities": 3,
@@ -123,7 +134,7 @@ def test_a_pair_sharing_a_number_gets_the_number_rate(
 ) -> None:
     """A name only: `rate` extra pairs; a number only: `number_rate` (0: `rate`); both: the
     larger of the two."""
-    augment = EntityAugmenter(rate, seed=1, names=NAMES, number_rate=number_rate)
+    augment = EntityAugmenter(rate, seed=1, languages=EN_FR, names=NAMES, number_rate=number_rate)
     pairs = [
         ("Tom is here.", "Tom est là."),
         ("He has 12 cats.", "Il a 12 chats."),
@@ -141,7 +152,9 @@ def test_a_pair_sharing_a_number_gets_the_number_rate(
 
 def test_the_same_seed_gives_the_same_pairs_and_another_seed_others() -> None:
     pairs = [(f"Tom has {n} cats.", f"Tom a {n} chats.") for n in range(10, 60)]
-    runs = [[EntityAugmenter(0.5, seed)(*pair) for pair in pairs] for seed in (1, 1, 2)]
+    runs = [
+        [EntityAugmenter(0.5, seed, languages=EN_FR)(*pair) for pair in pairs] for seed in (1, 1, 2)
+    ]
     assert runs[0] == runs[1] != runs[2]
 
 
@@ -157,19 +170,25 @@ def test_the_number_rate_keeps_the_draws_seeded() -> None:
     pairs = [(f"He has {n} cats.", f"Il a {n} chats.") for n in range(10, 40)]
     pairs += [(f"Tom is {n}.", f"Tom a {n} ans.") for n in range(10, 40)]
     pairs += [("Tom is here.", "Tom est là.")] * 30
-    runs = [_augment_all(EntityAugmenter(0.5, s, number_rate=2.5), pairs) for s in (1, 1, 2)]
+    runs = [
+        _augment_all(EntityAugmenter(0.5, s, languages=EN_FR, number_rate=2.5), pairs)
+        for s in (1, 1, 2)
+    ]
     assert runs[0] == runs[1] != runs[2]
     assert 60 * 2 + 30 * 0 <= len(runs[0]) <= 60 * 3 + 30 * 1
-    without = _augment_all(EntityAugmenter(0.5, 1), pairs)
+    without = _augment_all(EntityAugmenter(0.5, 1, languages=EN_FR), pairs)
     for number_rate in (0.0, 0.5):
-        assert _augment_all(EntityAugmenter(0.5, 1, number_rate=number_rate), pairs) == without
+        assert (
+            _augment_all(EntityAugmenter(0.5, 1, languages=EN_FR, number_rate=number_rate), pairs)
+            == without
+        )
 
 
 @pytest.mark.parametrize(("rate", "fewest", "most"), [(0.3, 2850, 3150), (2.5, 24850, 25150)])
 def test_the_rate_is_respected_on_a_large_sample(rate: float, fewest: int, most: int) -> None:
     """10,000 pairs, each with int(rate) extra pairs and one more with probability 0.3 or 0.5:
     within 3.3 standard deviations (46 and 50 pairs) of the mean."""
-    augment = EntityAugmenter(rate, seed=1, names=NAMES)
+    augment = EntityAugmenter(rate, seed=1, languages=EN_FR, names=NAMES)
     added = [augment(f"Tom has {n} cats.", f"Tom a {n} chats.") for n in range(10_000)]
     assert augment.report.pairs_with_entities == 10_000
     assert {len(pairs) for pairs in added} == {int(rate), int(rate) + 1}
@@ -177,11 +196,11 @@ def test_the_rate_is_respected_on_a_large_sample(rate: float, fewest: int, most:
     assert fewest < augment.report.pairs_added < most
     for pair in [pair for pairs in added for pair in pairs]:  # one new name and number, twice
         (name, number), (name2, number2) = (entities(side) for side in pair)
-        assert (name, number) == (name2, number2) and name in NAMES.given
+        assert (name, written_in(number, "fr")) == (name2, number2) and name in NAMES.given
 
 
 def test_pairs_without_a_shared_entity_are_untouched() -> None:
-    augment = EntityAugmenter(1.0, seed=1, names=NAMES)
+    augment = EntityAugmenter(1.0, seed=1, languages=EN_FR, names=NAMES)
     for src, tgt in [
         ("I am here.", "Je suis là."),
         ("It costs 3.5 euros.", "Ça coûte 3,5 euros."),  # a number in two forms
@@ -189,6 +208,46 @@ def test_pairs_without_a_shared_entity_are_untouched() -> None:
     ]:
         assert augment(src, tgt) == []
     assert set(vars(augment.report).values()) == {0}
+
+
+@pytest.mark.parametrize(
+    ("number", "language", "written"),
+    [
+        ("19.99", "fr", "19,99"),
+        ("3.5", "de", "3,5"),
+        ("19.99", "en", "19.99"),
+        ("14:30", "fr", "14:30"),
+        ("555-0142", "fr", "555-0142"),
+        ("2015", "fr", "2015"),
+        ("1,000", "fr", "1,000"),  # not a decimal as English writes one
+    ],
+)
+def test_numbers_are_written_as_each_language_writes_them(
+    number: str, language: str, written: str
+) -> None:
+    assert written_in(number, language) == written
+
+
+def _shape(number: str) -> str:
+    """ "19.99" -> "d.d": the separators of `number`, its digit runs as d."""
+    return re.sub(r"\d+", "d", number)
+
+
+def test_half_the_numbers_put_in_have_any_shape_written_per_language() -> None:
+    """2,000 pairs sharing an age: about half the new numbers are two-digit ages, the others of
+    every shape of NUMBER_SHAPES, decimals with a point in English and a comma in French; every
+    one is a training number."""
+    augment = EntityAugmenter(1.0, seed=3, languages=EN_FR, names=NAMES)
+    ages = [20 + n % 70 for n in range(2000)]
+    added = [pair for n in ages for pair in augment(f"He is {n}.", f"Il a {n} ans.")]
+    assert len(added) == 2000
+    numbers = [(NUMBER.search(src)[0], NUMBER.search(tgt)[0]) for src, tgt in added]
+    assert all(fr == written_in(en, "fr") and not held_out(en) for en, fr in numbers)
+    shapes = [_shape(en) for en, _ in numbers]
+    same = sum(re.fullmatch(r"\d\d", en) is not None for en, _ in numbers)
+    assert 900 < same < 1200  # half, and the other half's two-digit integers (1 in 10)
+    assert set(shapes) == {_shape(shape) for shape in NUMBER_SHAPES}
+    assert any(fr != en for en, fr in numbers) and all("." not in fr for _, fr in numbers)
 
 
 def _write_corpus(folder: Path) -> None:
@@ -228,6 +287,7 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
     assert manifest["settings"]["augment_entities"] == 1.5
     assert manifest["settings"]["augment_seed"] == 3
     assert "augment_numbers" not in manifest["settings"]  # recorded only when set
+    assert manifest["settings"]["augment_version"] == AUGMENT_VERSION == 2
     added = manifest["augmentation"]["pairs_added"]
     assert manifest["augmentation"]["pairs_with_entities"] == 60 and 60 + 15 < added < 60 + 45
     train = read_lines(out / "train.en")
@@ -243,6 +303,13 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
         data.check_augmentation(0.0, 0.0)
     with pytest.raises(UserError, match=r"^data.augment_numbers 20.0: .* --augment-numbers 0.0;"):
         data.check_augmentation(1.5, 20.0)
+    del data.manifest["settings"]["augment_version"]  # a folder prepared before version 2
+    with pytest.raises(UserError) as refused:
+        data.check_augmentation(1.5, 0.0)
+    assert str(refused.value) == (
+        f"data.prepared: {out} was prepared by copy-teaching version 1, not 2; run seq2seq "
+        "prepare with its options again (it rebuilds the folder), or delete it and pass --prepare"
+    )
 
 
 def _write_pairs(folder: Path, train: list[tuple[str, str]]) -> None:

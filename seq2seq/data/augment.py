@@ -14,6 +14,12 @@ the same kind, the same on both sides:
 
 Numbers are much rarer than names in everyday sentences, so a pair that shares a number may get
 more: `number_rate` pairs on average (the larger of the two rates when it shares a name too).
+And a corpus holds few kinds of them (ages and years, hardly a price or a phone number), so half
+the numbers put in are of the shape they replace, the other half of any kind the entity test
+asks for (`NUMBER_SHAPES`), each side written as its language writes it:
+
+    I am 30 years old.          J'ai 30 ans.
+    I am 48.75 years old.       J'ai 48,75 ans.
 
 The replacements are training entities (`seq2seq.data.entities`): the entity test never sees
 them. The random draws come from one seeded generator, so the same corpus, rates and seed give
@@ -24,10 +30,23 @@ import random
 import re
 from dataclasses import dataclass
 
-from seq2seq.data.entities import MAX_DRAWS, NUMBER, Names, draw_number, is_name, load_names
+from seq2seq.data.entities import (
+    MAX_DRAWS,
+    NUMBER,
+    NUMBER_SHAPES,
+    Names,
+    draw_number,
+    is_name,
+    load_names,
+    written_in,
+)
 
 # What may be an entity: a number, or a word (of which the capitalised ones are names).
 TOKEN = re.compile(rf"{NUMBER.pattern}|[^\W\d_]+")
+# The copy-teaching a prepared folder records (settings.augment_version): 1, every number
+# replaced by one of its shape; 2, half of them by one of any shape, written per language.
+AUGMENT_VERSION = 2
+SAME_SHAPE = 0.5  # the share of the numbers put in that have the shape of the one they replace
 
 
 def entities(line: str) -> list[str]:
@@ -59,36 +78,56 @@ class AugmentReport:
 class EntityAugmenter:
     """Adds copy-teaching pairs to each pair that shares an entity: `rate` of them on average, or
     `number_rate` for each pair that shares a number (0: `rate`; a pair sharing a name and a
-    number gets the larger). A rate of 2.5 gives two pairs, and a third with probability 0.5."""
+    number gets the larger). A rate of 2.5 gives two pairs, and a third with probability 0.5.
+    `languages`: the (source, target) languages, whose way of writing numbers is kept."""
 
     def __init__(
-        self, rate: float, seed: int, names: Names | None = None, number_rate: float = 0.0
+        self,
+        rate: float,
+        seed: int,
+        *,
+        languages: tuple[str, str],
+        names: Names | None = None,
+        number_rate: float = 0.0,
     ) -> None:
         self.rate = rate
         self.number_rate = number_rate or rate
+        self.languages = languages
         self.rng = random.Random(seed)
         self.names = names or load_names(held=False)
         self.report = AugmentReport()
 
-    def _draw(self, entity: str, taken: set[str]) -> str:
-        """A training entity of the same kind as `entity`, not in `taken` (`entity` itself when
+    def _draw(self, entity: str, taken: set[str]) -> tuple[str, str]:
+        """A training entity of the same kind as `entity` (for a number, half the time of any
+        shape), not in `taken`, as the source and the target write it (`entity` itself when
         none is left)."""
         for _ in range(MAX_DRAWS):
             if entity[0].isdigit():
-                new = draw_number(self.rng, entity, held=False)
+                new = self._draw_number(entity)
             else:
                 is_surname = entity in self.names.surnames
-                new = self.rng.choice(self.names.surnames if is_surname else self.names.given)
-            if new not in taken:
+                name = self.rng.choice(self.names.surnames if is_surname else self.names.given)
+                new = name, name
+            if new[0] not in taken:
                 return new
-        return entity
+        return entity, entity
+
+    def _draw_number(self, number: str) -> tuple[str, str]:
+        """A training number for `number`: of its shape and written as it is, or of any shape
+        and written as each language writes it."""
+        if self.rng.random() < SAME_SHAPE:
+            new = draw_number(self.rng, number, held=False)
+            return new, new
+        new = draw_number(self.rng, self.rng.choice(NUMBER_SHAPES), held=False)
+        return written_in(new, self.languages[0]), written_in(new, self.languages[1])
 
     def substitute(self, src: str, tgt: str, shared: list[str]) -> tuple[str, str]:
         """The pair with each of its `shared` entities replaced by a different random one."""
-        replacements: dict[str, str] = {}
+        in_src: dict[str, str] = {}
+        in_tgt: dict[str, str] = {}
         for entity in shared:
-            replacements[entity] = self._draw(entity, set(shared) | set(replacements.values()))
-        return replace(src, replacements), replace(tgt, replacements)
+            in_src[entity], in_tgt[entity] = self._draw(entity, set(shared) | set(in_src.values()))
+        return replace(src, in_src), replace(tgt, in_tgt)
 
     def __call__(self, src: str, tgt: str) -> list[tuple[str, str]]:
         """The extra pairs for the training pair (`src`, `tgt`), often none."""

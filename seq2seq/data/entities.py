@@ -31,6 +31,11 @@ NUMBER = re.compile(r"\d+(?:[.,:-]\d+)*")
 NAME = re.compile(r"[^\W\d_][^\W\d_A-Z]+")
 TIME = re.compile(r"(\d{1,2}):(\d\d)")
 YEARS = range(1900, 2030)
+# One number of each kind, as English writes it: integers of one to five digits, a year, times,
+# decimals and prices, a phone-like number. A number is drawn like one of them (`draw_number`).
+NUMBER_SHAPES = ("7", "18", "345", "48213", "1987", "9:45", "14:30", "3.5", "19.99", "555-0142")
+DECIMAL_COMMA = frozenset({"de", "fr"})  # the languages that write 19.99 as 19,99
+DECIMAL = re.compile(r"(\d+)\.(\d+)")
 MAX_DRAWS = 1000  # a shape with no held-out (or no training) value left gives up after this
 
 
@@ -40,6 +45,14 @@ def is_number(entity: str) -> bool:
 
 def is_name(entity: str) -> bool:
     return NAME.fullmatch(entity) is not None and entity[0].isupper()
+
+
+def written_in(number: str, language: str) -> str:
+    """`number`, as English writes it, as `language` writes it: a decimal point becomes a comma
+    in French and German ("19.99" -> "19,99"); other numbers are written alike."""
+    if language in DECIMAL_COMMA and (decimal := DECIMAL.fullmatch(number)) is not None:
+        return f"{decimal[1]},{decimal[2]}"
+    return number
 
 
 def held_out(entity: str) -> bool:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from seq2seq.data.entities import Names, draw_number, load_names
+from seq2seq.data.entities import Names, draw_number, load_names, written_in
 from seq2seq.errors import UserError
 
 DIRECTIONS = ("en-fr", "fr-en")
@@ -113,11 +113,7 @@ def _slot_values(
     values = {"name": given[0], "name2": given[1], "surname": rng.choice(names.surnames)}
     values |= {slot: _number(rng, slot) for slot in slots if slot in SHAPES}
     values = {slot: value for slot, value in values.items() if slot in slots}
-    french_values = {
-        slot: value.replace(".", ",") if slot in ("price", "decimal") else value
-        for slot, value in values.items()
-    }
-    return values, french_values
+    return values, {slot: written_in(value, "fr") for slot, value in values.items()}
 
 
 def generate(direction: str, pairs: int = PAIRS) -> list[EntityPair]:

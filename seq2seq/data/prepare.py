@@ -28,7 +28,7 @@ import numpy as np
 import sentencepiece
 from tqdm import tqdm
 
-from seq2seq.data.augment import EntityAugmenter
+from seq2seq.data.augment import AUGMENT_VERSION, EntityAugmenter
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
 from seq2seq.data.corpora import (
     SPLITS,
@@ -143,6 +143,7 @@ def prepare(
     if any(rates.values()):  # recorded when on, so that folders prepared without them stay valid
         settings |= {key: float(rate) for key, rate in rates.items() if rate}
         settings["augment_seed"] = augment_seed
+        settings["augment_version"] = AUGMENT_VERSION
     if files is not None:
         settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
     if _up_to_date(out, settings):
@@ -266,7 +267,9 @@ def _build(
     rate, number_rate = (settings.get(key, 0.0) for key in ("augment_entities", "augment_numbers"))
     augmenter = None
     if rate or number_rate:
-        augmenter = EntityAugmenter(rate, settings["augment_seed"], number_rate=number_rate)
+        augmenter = EntityAugmenter(
+            rate, settings["augment_seed"], languages=(src, tgt), number_rate=number_rate
+        )
     lines, report = _write_text(folder, pairs, settings, augmenter)
     src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings)
     dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seq2seq.data.augment import AUGMENT_VERSION
 from seq2seq.data.corpora import SPLITS, Pairs
 from seq2seq.data.manifest import FORMAT_VERSION, MANIFEST, array_files
 from seq2seq.data.tokenizer import Tokenizer
@@ -163,7 +164,7 @@ class PreparedData:
     def check_augmentation(self, rate: float, number_rate: float) -> None:
         """`UserError` unless the folder was prepared with these copy-teaching rates (a
         configuration's `data.augment_entities` and `data.augment_numbers`; see
-        `seq2seq.data.augment`)."""
+        `seq2seq.data.augment`) and, where they are on, by today's copy-teaching."""
         for key, wanted in (("augment_entities", rate), ("augment_numbers", number_rate)):
             prepared = self.manifest["settings"].get(key, 0.0)
             if prepared != wanted:
@@ -173,6 +174,13 @@ class PreparedData:
                     f"set data.{key}={prepared} or give data.prepared another folder, which "
                     "--prepare writes"
                 )
+        version = self.manifest["settings"].get("augment_version", 1)
+        if (rate or number_rate) and version != AUGMENT_VERSION:
+            raise UserError(
+                f"data.prepared: {self.folder} was prepared by copy-teaching version {version}, "
+                f"not {AUGMENT_VERSION}; run seq2seq prepare with its options again (it rebuilds "
+                "the folder), or delete it and pass --prepare"
+            )
 
     @property
     def src(self) -> str:
