@@ -3,7 +3,7 @@
 # one GPU, for a bare machine with a CUDA GPU and PyTorch but no internet: torch, sentencepiece,
 # sacrebleu, tensorboard, safetensors, numpy, tqdm and matplotlib installed, this repository run
 # in place (PYTHONPATH=., no install), the two prepared folders carried. Prepare them here first,
-# and pack them (53 MB as folders, 16 MB packed: beside the repository's 43 MB, only the archive
+# and pack them (55 MB as folders, 17 MB packed: beside the repository's 43 MB, only the archive
 # fits a 64 MiB transfer):
 #
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 \

@@ -106,17 +106,18 @@ def test_entities_are_numbers_and_capitalised_words() -> None:
 
 
 def test_exact_substitutions_with_a_given_seed() -> None:
-    augment = EntityAugmenter(1.0, seed=7, languages=EN_FR, names=NAMES)
+    augment = EntityAugmenter(1.0, seed=9, languages=EN_FR, names=NAMES)
     pairs = [
         ("Tom met Mary Berg in 1990.", "Tom a rencontré Mary Berg en 1990."),
         ("It is 9:05, Tom.", "Il est 9:05, Tom."),
         ("Call 555-0142 and pay 19.99.", "Appelle le 555-0142 et paie 19.99."),
     ]
     assert [augment(src, tgt) for src, tgt in pairs] == [
-        # a year for a decimal, as each language writes it; a time for a time (its shape)
-        [("Ana met Ben Okafor in 40.26.", "Ana a rencontré Ben Okafor en 40,26.")],
-        [("It is 8:27, Ana.", "Il est 8:27, Ana.")],
-        [("Call 490-9960 and pay 8.", "Appelle le 490-9960 et paie 8.")],
+        # a phone number for a year (any shape), a surname for a surname
+        [("Ben met Ana Okafor in 258-9062.", "Ben a rencontré Ana Okafor en 258-9062.")],
+        # a time for a time (its shape); a full name for a given name in a pair without surname
+        [("It is 6:10, Ana Berg.", "Il est 6:10, Ana Berg.")],
+        [("Call 243-6450 and pay 16.16.", "Appelle le 243-6450 et paie 16.16.")],
     ]
     assert vars(augment.report) == {
         "pairs_with_entities": 3,
@@ -194,9 +195,16 @@ def test_the_rate_is_respected_on_a_large_sample(rate: float, fewest: int, most:
     assert {len(pairs) for pairs in added} == {int(rate), int(rate) + 1}
     assert augment.report.pairs_added == sum(map(len, added))
     assert fewest < augment.report.pairs_added < most
-    for pair in [pair for pairs in added for pair in pairs]:  # one new name and number, twice
-        (name, number), (name2, number2) = (entities(side) for side in pair)
-        assert (name, written_in(number, "fr")) == (name2, number2) and name in NAMES.given
+    full_names = 0
+    for src, tgt in [pair for pairs in added for pair in pairs]:  # one new name and number
+        name, number = re.fullmatch(r"(.+) has (\S+) cats\.", src).groups()
+        assert tgt == f"{name} a {written_in(number, 'fr')} chats."
+        given, *surname = name.split(" ")
+        assert given in NAMES.given and surname in ([], *([s] for s in NAMES.surnames))
+        full_names += len(surname)
+    # a third of the names put in are full names: within 3.3 standard deviations
+    count = augment.report.pairs_added
+    assert abs(full_names - count / 3) < 3.3 * (count * 2 / 9) ** 0.5
 
 
 def test_pairs_without_a_shared_entity_are_untouched() -> None:
@@ -271,23 +279,19 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
         str(tmp_path / "corpus"),
         {f"{s}_{k}": None for s in ("train", "valid", "test") for k in ("src", "tgt", "tsv")},
     )
+    settings = {"vocab_size": 40, "byte_fallback": False, "files": files}
     out = prepare(
-        "files",
-        "en",
-        "fr",
-        tmp_path / "p",
-        vocab_size=80,
-        byte_fallback=False,
-        files=files,
-        augment_entities=1.5,
-        augment_seed=3,
+        "files", "en", "fr", tmp_path / "p", **settings, augment_entities=1.5, augment_seed=3
     )
+    # the tokenizer learns from the corpus's own pairs: the same as without copy-teaching
+    plain = prepare("files", "en", "fr", tmp_path / "plain", **settings)
+    assert (out / "spm.model").read_bytes() == (plain / "spm.model").read_bytes()
     data = PreparedData.load(out)
     manifest = data.manifest
     assert manifest["settings"]["augment_entities"] == 1.5
     assert manifest["settings"]["augment_seed"] == 3
     assert "augment_numbers" not in manifest["settings"]  # recorded only when set
-    assert manifest["settings"]["augment_version"] == AUGMENT_VERSION == 2
+    assert manifest["settings"]["augment_version"] == AUGMENT_VERSION == 3
     added = manifest["augmentation"]["pairs_added"]
     assert manifest["augmentation"]["pairs_with_entities"] == 60 and 60 + 15 < added < 60 + 45
     train = read_lines(out / "train.en")
@@ -303,13 +307,16 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
         data.check_augmentation(0.0, 0.0)
     with pytest.raises(UserError, match=r"^data.augment_numbers 20.0: .* --augment-numbers 0.0;"):
         data.check_augmentation(1.5, 20.0)
-    del data.manifest["settings"]["augment_version"]  # a folder prepared before version 2
+    data.manifest["settings"]["augment_version"] = 2
     with pytest.raises(UserError) as refused:
         data.check_augmentation(1.5, 0.0)
     assert str(refused.value) == (
-        f"data.prepared: {out} was prepared by copy-teaching version 1, not 2; run seq2seq "
+        f"data.prepared: {out} was prepared by copy-teaching version 2, not 3; run seq2seq "
         "prepare with its options again (it rebuilds the folder), or delete it and pass --prepare"
     )
+    del data.manifest["settings"]["augment_version"]  # a folder prepared before version 2
+    with pytest.raises(UserError, match=r"by copy-teaching version 1, not 3;"):
+        data.check_augmentation(1.5, 0.0)
 
 
 def _write_pairs(folder: Path, train: list[tuple[str, str]]) -> None:
@@ -326,7 +333,7 @@ def _prepare_command(corpus: Path, out: Path, *options: str) -> list[str]:
     return [
         "prepare",
         *("--corpus", "files", "--src", "en", "--tgt", "fr", "--data-dir", str(corpus)),
-        *("--out", str(out), "--vocab-size", "80", "--no-byte-fallback", *options),
+        *("--out", str(out), "--vocab-size", "40", "--no-byte-fallback", *options),
     ]
 
 

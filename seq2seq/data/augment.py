@@ -44,9 +44,14 @@ from seq2seq.data.entities import (
 # What may be an entity: a number, or a word (of which the capitalised ones are names).
 TOKEN = re.compile(rf"{NUMBER.pattern}|[^\W\d_]+")
 # The copy-teaching a prepared folder records (settings.augment_version): 1, every number
-# replaced by one of its shape; 2, half of them by one of any shape, written per language.
-AUGMENT_VERSION = 2
+# replaced by one of its shape; 2, half of them by one of any shape, written per language;
+# 3, the tokenizer learnt from the corpus's own pairs, without copy-teaching's, and a third of
+# the given names put in followed by a surname.
+AUGMENT_VERSION = 3
 SAME_SHAPE = 0.5  # the share of the numbers put in that have the shape of the one they replace
+# The share of the given names put in that come with a surname (a full name): everyday sentences
+# share hardly any surname, so without them a model would never see one to copy.
+FULL_NAME = 1 / 3
 
 
 def entities(line: str) -> list[str]:
@@ -97,20 +102,29 @@ class EntityAugmenter:
         self.names = names or load_names(held=False)
         self.report = AugmentReport()
 
-    def _draw(self, entity: str, taken: set[str]) -> tuple[str, str]:
+    def _draw(self, entity: str, taken: set[str], full_names: bool) -> tuple[str, str]:
         """A training entity of the same kind as `entity` (for a number, half the time of any
-        shape), not in `taken`, as the source and the target write it (`entity` itself when
-        none is left)."""
+        shape; for a given name, with `full_names` sometimes a full name), sharing no word with
+        `taken`, as the source and the target write it (`entity` itself when none is left)."""
         for _ in range(MAX_DRAWS):
             if entity[0].isdigit():
                 new = self._draw_number(entity)
             else:
-                is_surname = entity in self.names.surnames
-                name = self.rng.choice(self.names.surnames if is_surname else self.names.given)
+                name = self._draw_name(entity, full_names)
                 new = name, name
-            if new[0] not in taken:
+            if taken.isdisjoint(new[0].split()):
                 return new
         return entity, entity
+
+    def _draw_name(self, name: str, full_names: bool) -> str:
+        """A training name for `name`: a surname for a surname; for a given name, a given name,
+        with `full_names` followed by a surname `FULL_NAME` of the time."""
+        if name in self.names.surnames:
+            return self.rng.choice(self.names.surnames)
+        given = self.rng.choice(self.names.given)
+        if full_names and self.rng.random() < FULL_NAME:
+            return f"{given} {self.rng.choice(self.names.surnames)}"
+        return given
 
     def _draw_number(self, number: str) -> tuple[str, str]:
         """A training number for `number`: of its shape and written as it is, or of any shape
@@ -122,11 +136,16 @@ class EntityAugmenter:
         return written_in(new, self.languages[0]), written_in(new, self.languages[1])
 
     def substitute(self, src: str, tgt: str, shared: list[str]) -> tuple[str, str]:
-        """The pair with each of its `shared` entities replaced by a different random one."""
+        """The pair with each of its `shared` entities replaced by a different random one. Given
+        names become full names only where the pair has no surname ("Tom" -> "Ana Berg", but
+        not "Tom Smith" -> "Ana Berg Okafor")."""
+        full_names = not any(entity in self.names.surnames for entity in shared)
         in_src: dict[str, str] = {}
         in_tgt: dict[str, str] = {}
+        taken = set(shared)
         for entity in shared:
-            in_src[entity], in_tgt[entity] = self._draw(entity, set(shared) | set(in_src.values()))
+            in_src[entity], in_tgt[entity] = self._draw(entity, taken, full_names)
+            taken.update(in_src[entity].split())
         return replace(src, in_src), replace(tgt, in_tgt)
 
     def __call__(self, src: str, tgt: str) -> list[tuple[str, str]]:

@@ -270,8 +270,8 @@ def _build(
         augmenter = EntityAugmenter(
             rate, settings["augment_seed"], languages=(src, tgt), number_rate=number_rate
         )
-    lines, report = _write_text(folder, pairs, settings, augmenter)
-    src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings)
+    lines, report, copies = _write_text(folder, pairs, settings, augmenter)
+    src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings, copies)
     dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]
     jobs = [
         (folder, f"{split}.{lang}", folder / model, dtype)
@@ -320,11 +320,13 @@ def _write_text(
     pairs: Iterator[Pair],
     settings: dict[str, Any],
     augmenter: EntityAugmenter | None = None,
-) -> tuple[dict[str, int], CleanReport]:
+) -> tuple[dict[str, int], CleanReport, bytearray]:
     """Normalise every pair, clean the training pairs, and write the `<split>.<lang>` text files,
     one pair at a time, each training pair followed by the copy-teaching pairs that `augmenter`
-    gives. Returns the pairs written per split and the cleaning report."""
+    gives. Returns the pairs written per split, the cleaning report, and which training lines
+    are copy-teaching's (1) rather than the corpus's own (0)."""
     counts = dict.fromkeys(SPLITS, 0)
+    copies = bytearray()
     report = CleanReport(settings["max_words"], settings["max_ratio"])
     with ExitStack() as stack:
         outputs = {
@@ -345,6 +347,8 @@ def _write_text(
                 outputs[split, settings["src"]].write(src_text + "\n")
                 outputs[split, settings["tgt"]].write(tgt_text + "\n")
                 counts[split] += 1
+            if split == "train":
+                copies += b"\0" + b"\1" * len(extra)
     print(f"cleaning: {report}")
     if not counts["train"]:
         raise UserError("no training pairs are left after cleaning")
@@ -353,13 +357,20 @@ def _write_text(
             "the valid split is empty: training validates and saves on it; "
             "give a valid split with at least one pair"
         )
-    return counts, report
+    return counts, report, copies
 
 
 def _train_tokenizers(
-    folder: Path, settings: dict[str, Any]
+    folder: Path, settings: dict[str, Any], copies: bytes
 ) -> tuple[Tokenizer, Tokenizer, str, str]:
-    """Train sentencepiece on the training text in `folder`: (src, tgt tokenizer, model names)."""
+    """Train sentencepiece on the training text in `folder`, less the copy-teaching pairs
+    (`copies`, as `_write_text` returns it): (src, tgt tokenizer, model names).
+
+    Copy-teaching repeats each name it puts in some 15 times, enough for sentencepiece to make
+    most of them pieces of their own; a model would then learn to copy one piece, while a name it
+    has never seen comes in three to five pieces. Learnt from the corpus's own pairs, the
+    vocabulary cuts the names of copy-teaching into pieces as it cuts any other name.
+    """
     src, tgt = settings["src"], settings["tgt"]
     vocab_size, model_type = settings["vocab_size"], settings["model_type"]
     kind = "joint" if settings["joint_vocab"] else "separate"
@@ -368,18 +379,27 @@ def _train_tokenizers(
     print(f"training sentencepiece ({model_type}, {kind} vocabulary of {vocab_size}{extras})")
     texts = {lang: folder / f"train.{lang}" for lang in (src, tgt)}
     if settings["joint_vocab"]:
-        tokenizer = _train_in_child([texts[src], texts[tgt]], folder / "spm.model", settings)
+        joint = [texts[src], texts[tgt]]
+        tokenizer = _train_in_child(joint, copies, folder / "spm.model", settings)
         return tokenizer, tokenizer, "spm.model", "spm.model"
     src_model, tgt_model = f"spm.{src}.model", f"spm.{tgt}.model"
-    src_tok = _train_in_child([texts[src]], folder / src_model, settings)
-    tgt_tok = _train_in_child([texts[tgt]], folder / tgt_model, settings)
+    src_tok = _train_in_child([texts[src]], copies, folder / src_model, settings)
+    tgt_tok = _train_in_child([texts[tgt]], copies, folder / tgt_model, settings)
     return src_tok, tgt_tok, src_model, tgt_model
 
 
-def _train_from_files(texts: list[Path], path: Path, settings: dict[str, Any]) -> int:
-    """Train a tokenizer on the lines of `texts` (run in a child process); its vocabulary size."""
+def _own_lines(path: Path, copies: bytes) -> Iterator[str]:
+    """The lines of `path` that are the corpus's own: those where `copies` holds 0."""
+    return (line for line, copy in zip(iter_lines(path), copies, strict=True) if not copy)
+
+
+def _train_from_files(
+    texts: list[Path], copies: bytes, path: Path, settings: dict[str, Any]
+) -> int:
+    """Train a tokenizer on the corpus's own lines of `texts` (run in a child process); its
+    vocabulary size."""
     return Tokenizer.train(
-        chain.from_iterable(map(iter_lines, texts)),
+        chain.from_iterable(_own_lines(text, copies) for text in texts),
         path,
         settings["vocab_size"],
         settings["model_type"],
@@ -389,9 +409,11 @@ def _train_from_files(texts: list[Path], path: Path, settings: dict[str, Any]) -
     ).vocab_size
 
 
-def _train_in_child(texts: list[Path], path: Path, settings: dict[str, Any]) -> Tokenizer:
+def _train_in_child(
+    texts: list[Path], copies: bytes, path: Path, settings: dict[str, Any]
+) -> Tokenizer:
     """`Tokenizer.train` in a child process (see `_run_in_children`)."""
-    [pieces] = _run_in_children(_train_from_files, [(texts, path, settings)], processes=1)
+    [pieces] = _run_in_children(_train_from_files, [(texts, copies, path, settings)], processes=1)
     if pieces < settings["vocab_size"]:
         raise UserError(
             f"--vocab-size {settings['vocab_size']}: the training text yields at most {pieces} "
