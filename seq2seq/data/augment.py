@@ -12,6 +12,9 @@ the same kind, the same on both sides:
 
     Ayodele was born in 1953.   Ayodele est né en 1953.
 
+A corpus of everyday sentences shares hardly any surname, so a third of the given names put in
+come with one, where the pair has none ("Tom" -> "Ayodele Berg").
+
 Numbers are much rarer than names in everyday sentences, so a pair that shares a number may get
 more: `number_rate` pairs on average (the larger of the two rates when it shares a name too).
 And a corpus holds few kinds of them (ages and years, hardly a price or a phone number), so half
@@ -23,7 +26,8 @@ asks for (`NUMBER_SHAPES`), each side written as its language writes it:
 
 The replacements are training entities (`seq2seq.data.entities`): the entity test never sees
 them. The random draws come from one seeded generator, so the same corpus, rates and seed give
-the same pairs. Only the training split is augmented (see `seq2seq.data.prepare`).
+the same pairs. Only the training split is augmented, and the tokenizer learns its vocabulary
+without these pairs (see `seq2seq.data.prepare`).
 """
 
 import random

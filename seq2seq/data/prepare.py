@@ -366,10 +366,11 @@ def _train_tokenizers(
     """Train sentencepiece on the training text in `folder`, less the copy-teaching pairs
     (`copies`, as `_write_text` returns it): (src, tgt tokenizer, model names).
 
-    Copy-teaching repeats each name it puts in some 15 times, enough for sentencepiece to make
-    most of them pieces of their own; a model would then learn to copy one piece, while a name it
+    Copy-teaching puts each given name it uses in some 18 pairs, enough for sentencepiece to make
+    many of them pieces of their own; a model would then learn to copy one piece, while a name it
     has never seen comes in three to five pieces. Learnt from the corpus's own pairs, the
-    vocabulary cuts the names of copy-teaching into pieces as it cuts any other name.
+    vocabulary is the one the corpus alone gives and cuts the names of copy-teaching as it cuts
+    any other name.
     """
     src, tgt = settings["src"], settings["tgt"]
     vocab_size, model_type = settings["vocab_size"], settings["model_type"]
