@@ -131,7 +131,8 @@ class TrainConfig:
     optimizer_betas: tuple[float, float] = (0.9, 0.98)
     lr: float = 5e-4
     weight_decay: float = 0.0001
-    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (warmup then 1/sqrt decay) or "plateau"
+    schedule: str = "inverse_sqrt"  # "inverse_sqrt" (warmup then 1/sqrt decay), "linear"
+    # (warmup then linear decay to 0 at max_steps) or "plateau"
     warmup_steps: int = 4000
     plateau_factor: float = 0.5  # "plateau": lr *= factor when valid BLEU stalls
     plateau_patience: int = 2  # validations without improvement before the lr drops
@@ -258,6 +259,13 @@ def cross_checks(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
             (
                 ("model.attention_layer", "model.decoder_layers"),
                 "attention_layer must be in [-decoder_layers, decoder_layers)",
+            )
+        )
+    if cfg.train.schedule == "linear" and cfg.train.max_steps <= cfg.train.warmup_steps:
+        problems.append(
+            (
+                ("train.schedule", "train.max_steps", "train.warmup_steps"),
+                "the linear schedule decays to 0 at max_steps, which must exceed warmup_steps",
             )
         )
     buckets = cfg.train.length_buckets

@@ -103,7 +103,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.optimizer_betas": PROBABILITY,
     "train.lr": Range(0, 1, low_open=True),
     "train.weight_decay": AT_LEAST_0,
-    "train.schedule": ("inverse_sqrt", "plateau"),
+    "train.schedule": ("inverse_sqrt", "linear", "plateau"),
     "train.warmup_steps": AT_LEAST_0,
     "train.plateau_factor": Range(0, 1, low_open=True, high_open=True),
     "train.plateau_patience": AT_LEAST_0,

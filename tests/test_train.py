@@ -103,6 +103,24 @@ def test_plateau_schedule_halves_the_lr_when_gains_stay_under_the_threshold(
     assert seen == lrs
 
 
+def test_linear_schedule_warms_up_then_decays_to_zero_at_max_steps() -> None:
+    overrides = ['train.schedule="linear"', "train.lr=1.0", "train.warmup_steps=2"]
+    cfg = load_config(None, [*overrides, "train.max_steps=6"])
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg.train.lr)
+    scheduler = training_run.make_scheduler(cfg, optimizer)
+    seen = []
+    for _ in range(7):  # the rates of steps 1-6, and one past max_steps
+        seen.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert seen == pytest.approx([0.5, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
+
+
+def test_linear_schedule_needs_max_steps_past_the_warmup() -> None:
+    with pytest.raises(UserError, match=r"train\.max_steps=0.*must exceed warmup_steps"):
+        load_config(None, ['train.schedule="linear"', "train.warmup_steps=10"])
+
+
 @pytest.mark.slow  # trains in other processes
 @pytest.mark.parametrize(("arch", "steps"), [("transformer", 700), ("gru", 400)])
 def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_path: Path) -> None:

@@ -123,6 +123,8 @@ def make_scheduler(
     cfg: Config, optimizer: torch.optim.Optimizer
 ) -> torch.optim.lr_scheduler.LRScheduler | torch.optim.lr_scheduler.ReduceLROnPlateau:
     """inverse_sqrt: linear warmup to `lr`, then lr * sqrt(warmup / step) (Vaswani et al.).
+    linear: linear warmup to `lr`, then linear decay, lr / (max_steps - warmup + 1) at step
+    `max_steps`, 0 after it (for a run of known length: the rate anneals by its last step).
     plateau: constant `lr`, multiplied by `plateau_factor` when valid BLEU has not risen by more
     than `plateau_threshold` (BLEU points) over the best so far for `plateau_patience`
     validations."""
@@ -138,6 +140,12 @@ def make_scheduler(
             min_lr=train.min_lr,
         )
     warmup = max(train.warmup_steps, 1)
+    if train.schedule == "linear":
+        decay = train.max_steps - warmup + 1  # the last step's rate is lr / decay
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: min((step + 1) / warmup, max(train.max_steps - step, 0) / decay),
+        )
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
     )
