@@ -50,7 +50,7 @@ from typing import Any
 
 import torch
 from torch.autograd import DeviceType
-from torch.autograd.profiler_util import EventList
+from torch.autograd.profiler_util import EventList, FunctionEvent
 from torch.profiler import ProfilerActivity, profile
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
@@ -68,6 +68,9 @@ TOP = 15  # operators in each top list
 # How the names of the CUDA runtime and driver calls that launch a kernel begin (cudaLaunchKernel,
 # cudaLaunchKernelExC, ...; the driver's cuLaunchKernel launches Triton's kernels)
 LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel")
+# How the names of the GPU's copies and fills begin in a profile; its other device events are
+# kernels (by name: `activity_type` says it too, but torch 2.11's events do not have it)
+COPY_EVENTS = ("Memcpy", "Memset")
 DECODE_BEAM = 5  # the beam of gpu.sh's test decoding
 DECODE_BATCH_SIZE = 1024  # sentences per batch, as gpu.sh's `seq2seq evaluate --batch-size`
 
@@ -81,6 +84,11 @@ def busy_seconds(intervals: list[tuple[float, float]]) -> float:
             total += end - max(start, covered_until)
             covered_until = end
     return total
+
+
+def is_kernel(event: FunctionEvent) -> bool:
+    """Whether a profile's event is a kernel run on the GPU (not a copy or a fill)."""
+    return event.device_type == DeviceType.CUDA and not event.name.startswith(COPY_EVENTS)
 
 
 def wait_for(device: torch.device) -> None:
@@ -122,7 +130,7 @@ def summary(profiler: profile, steps: int, seconds: float, device: torch.device)
     kernels = [
         (e.time_range.start, e.time_range.end)  # microseconds
         for e in events
-        if e.device_type == DeviceType.CUDA and e.activity_type == "kernel"
+        if is_kernel(e)
     ]
     busy = busy_seconds(kernels) / 1e6 / steps if gpu else None
     wall = seconds / steps

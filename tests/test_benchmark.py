@@ -16,10 +16,12 @@ import pytest
 import ship_model
 import torch
 from bench import SYNTHETIC_VOCAB, BenchmarkSettings
-from gpu_profile import busy_seconds, new_profiler, summary
+from gpu_profile import busy_seconds, is_kernel, new_profiler, summary
 from repetition import GUARDS, Guard, doubled_words
 from results_table import bench_section
 from reversal import prepare_reversal
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEvent
 
 from seq2seq.config import dump_toml, load_config
 from seq2seq.data.corpora import UserFiles
@@ -325,6 +327,18 @@ def test_busy_time_counts_overlapping_kernels_once() -> None:
     assert busy_seconds([(5.0, 6.0), (0.0, 2.0), (1.0, 3.0)]) == 4.0  # [0, 3] and [5, 6]
     assert busy_seconds([(0.0, 10.0), (2.0, 3.0), (4.0, 12.0)]) == 12.0  # inside, then past
     assert busy_seconds([(0.0, 1.0), (1.0, 2.0)]) == 2.0  # touching
+
+
+def test_kernels_are_the_device_events_but_copies_and_fills() -> None:
+    """By name and device alone, as torch 2.11's events (no `activity_type`) allow."""
+
+    def event(name: str, device_type: DeviceType) -> FunctionEvent:
+        return FunctionEvent(0, name, 0, 0, 1, device_type=device_type)
+
+    assert is_kernel(event("void at::native::vectorized_elementwise_kernel<4>", DeviceType.CUDA))
+    assert not is_kernel(event("Memcpy HtoD (Pageable -> Device)", DeviceType.CUDA))
+    assert not is_kernel(event("Memset (Device)", DeviceType.CUDA))
+    assert not is_kernel(event("aten::mm", DeviceType.CPU))
 
 
 def test_profile_summary_of_a_cpu_profile() -> None:
