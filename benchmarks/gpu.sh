@@ -10,7 +10,7 @@
 # timed after a warm-up of 300 steps (over two epochs of 127 batches: every batch shape met);
 # (2) benchmarks/gpu_syncs.py: the times each of 60 uncompiled steps of CONFIG made the host
 # wait for the GPU (none but at the log lines, every 20 steps, is the aim);
-# (3) the tiny Transformer trained with CONFIG (the GPU speed recipe by default), validated
+# (3) a model trained with CONFIG (the GPU speed recipe by default), validated
 # with beam 5, the device's memory sampled meanwhile, every validation's checkpoint kept;
 # (4) its best checkpoint decodes the test set with beam 5 and with greedy search in bf16, in
 # batches of up to 1,024 sentences (seq2seq evaluate: the command's time, start-up included),
@@ -43,6 +43,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
+settings="" # the settings this run was given, which its record's command names
+for name in CONFIG STEPS TRAIN_SECONDS RESUME; do
+    if [ -n "${!name:-}" ]; then settings+="$name=${!name} "; fi
+done
 DATA=${DATA:-data/multi30k.en-de}
 CONFIG=${CONFIG:-configs/transformer.multi30k.en-de.gpu.toml}
 OUT_DIR=${OUT_DIR:-results/bench}
@@ -84,7 +88,7 @@ else
     train_args=()
     bench_args=(--models transformer-tiny transformer-small gru --beams 5 --decode-sentences 200
         --warmup-steps 300)
-    sync_args=(train.max_steps=60 train.log_every=20 train.valid_every=60
+    sync_args=(train.max_steps=60 train.warmup_steps=30 train.log_every=20 train.valid_every=60
         train.valid_max_sentences=16)
     test_target=40
     decode_args=(--precision bf16 --textbook-too)
@@ -157,5 +161,5 @@ $PY benchmarks/gpu_profile.py --config "$CONFIG" --checkpoint "$work/run/best.pt
     echo "warning: the profile failed (status $?); the record has none" >&2
 
 $PY benchmarks/gpu_report.py "$work" --out-dir "$OUT_DIR" --train-args "${TRAIN_ARGS:-}" \
-    --command "${TRAIN_ARGS:+TRAIN_ARGS='$TRAIN_ARGS' }bash benchmarks/gpu.sh${1:+ $1}" \
+    --command "$settings${TRAIN_ARGS:+TRAIN_ARGS='$TRAIN_ARGS' }bash benchmarks/gpu.sh${1:+ $1}" \
     --config "$CONFIG" --test-target "$test_target"

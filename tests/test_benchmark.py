@@ -237,6 +237,7 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     its record holds each figure: the validations, time to BLEU, throughput and decoding."""
     env = {**os.environ, "DATA": str(multi30k_en_de), "OUT_DIR": str(tmp_path)}
     env |= {"PYTHON": sys.executable, "TRAIN_ARGS": "train.label_smoothing=0.05"}  # a variant
+    env |= {"TRAIN_SECONDS": "900"}
     done = subprocess.run(
         ["bash", "benchmarks/gpu.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True
     )
@@ -244,7 +245,9 @@ def test_gpu_benchmark_dry_run_writes_its_record(multi30k_en_de: Path, tmp_path:
     (path,) = tmp_path.glob("gpu-*.json")
     record = json.loads(path.read_text())
     assert record["environment"]["device"] == "cpu"
-    command = "TRAIN_ARGS='train.label_smoothing=0.05' bash benchmarks/gpu.sh --dry-run"
+    command = (
+        "TRAIN_SECONDS=900 TRAIN_ARGS='train.label_smoothing=0.05' bash benchmarks/gpu.sh --dry-run"
+    )
     assert record["environment"]["command"] == command
     run = record["training_run"]
     assert run["changes"][-1] == "train.label_smoothing=0.05"
