@@ -256,6 +256,7 @@ def test_the_gpu_recipe_runs_on_a_cpu(reversal: Path, tmp_path: Path) -> None:
         'train.precision="fp32"',
         "train.compile=false",
         "train.max_steps=3",
+        "train.warmup_steps=1",  # the linear schedule's decay needs steps after its warmup
         "train.valid_every=2",
         "train.valid_max_sentences=8",
     ]

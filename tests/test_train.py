@@ -116,6 +116,21 @@ def test_linear_schedule_warms_up_then_decays_to_zero_at_max_steps() -> None:
     assert seen == pytest.approx([0.5, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
 
 
+def test_linear_schedule_set_shorter_than_its_warmup_ends_it_at_max_steps() -> None:
+    """benchmarks/gpu_profile.py sets max_steps past the checks: the rate stays >= 0."""
+    overrides = ['train.schedule="linear"', "train.lr=1.0", "train.warmup_steps=4"]
+    cfg = load_config(None, [*overrides, "train.max_steps=10"])
+    cfg.train.max_steps = 2
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg.train.lr)
+    scheduler = training_run.make_scheduler(cfg, optimizer)
+    seen = []
+    for _ in range(3):
+        seen.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert seen == pytest.approx([0.25, 0.5, 0.0])
+
+
 def test_linear_schedule_needs_max_steps_past_the_warmup() -> None:
     with pytest.raises(UserError, match=r"train\.max_steps=0.*must exceed warmup_steps"):
         load_config(None, ['train.schedule="linear"', "train.warmup_steps=10"])

@@ -141,7 +141,9 @@ def make_scheduler(
         )
     warmup = max(train.warmup_steps, 1)
     if train.schedule == "linear":
-        decay = train.max_steps - warmup + 1  # the last step's rate is lr / decay
+        # the last step's rate is lr / decay (at least 1: benchmarks/gpu_profile.py sets
+        # max_steps past the configuration's checks)
+        decay = max(train.max_steps - warmup + 1, 1)
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: min((step + 1) / warmup, max(train.max_steps - step, 0) / decay),
