@@ -35,7 +35,8 @@ from seq2seq.errors import UserError
 DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
 BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown
 # Records shown by a page of their own: docs/serve.md (serve_load), the CTranslate2 section
-# of docs/benchmarks.md (ctranslate2) and docs/experiments.md, "On one GPU" (gpu-probes).
+# of docs/benchmarks.md (ctranslate2) and docs/experiments.md, "On one GPU: the speed recipe"
+# (gpu-probes).
 UNTABULATED_KINDS = ["serve_load", "ctranslate2", "gpu-probes"]
 PROFILE_KIND = "profile-decode"  # shown in a section of its own, "profile"
 NO_MODELS = "_No trained model results committed yet._"
