@@ -1,8 +1,7 @@
 """The models in the box (models/*): small, free of pickle, usable by name with no training, and
-each Multi30k card's test2016 scores reproduced from the shipped files. (The Tatoeba cards are
-reproduced by the command in their card: 3,346 test sentences are too many for the suite.)"""
+each card's test scores (Multi30k test2016, the Tatoeba test split) reproduced from the shipped
+files."""
 
-import gzip
 import json
 import os
 import subprocess
@@ -16,7 +15,7 @@ from commands import SEQ2SEQ, default_sigint
 from fastapi.testclient import TestClient
 
 from seq2seq.commands.translate import load_translator, parse_args
-from seq2seq.data.corpora import domain_of
+from seq2seq.data.corpora import domain_of, get_corpus
 from seq2seq.decoding.exported import WEIGHTS
 from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult, domain_and_limits
@@ -56,7 +55,6 @@ MODELS = [
     ),
     Shipped("transformer-small.tatoeba.fr-en", "fr", "en", "Je ne sais pas.", "know", 12_000_000),
 ]
-MULTI30K = [model for model in MODELS if model.corpus == "multi30k"]
 shipped_models = pytest.mark.parametrize("model", MODELS, ids=[model.name for model in MODELS])
 
 
@@ -106,18 +104,28 @@ def test_the_card_names_its_corpus_and_direction(model: Shipped) -> None:
     assert card.beam_size == 5 and card.decode_precision == "fp32"
 
 
+def write_test_split(model: Shipped, shared_data: Path, folder: Path) -> list[str]:
+    """The two sides of the test split of `model`'s corpus, read from `shared_data` as `prepare`
+    reads it, written as text files into `folder`: their paths."""
+    corpus = get_corpus(model.corpus)
+    files = corpus.remote_files(model.src, model.tgt)
+    paths = {file.name: shared_data / corpus.mirror_folder / file.name for file in files}
+    pairs = [pair for pair in corpus.pairs(model.src, model.tgt, paths) if pair[0] == "test"]
+    sides = []
+    for lang, column in ((model.src, 1), (model.tgt, 2)):
+        path = folder / f"test.{lang}"
+        path.write_text("".join(pair[column] + "\n" for pair in pairs), encoding="utf-8")
+        sides.append(str(path))
+    return sides
+
+
 @pytest.mark.slow  # starts a Python that imports torch
-@pytest.mark.parametrize("model", MULTI30K, ids=[model.name for model in MULTI30K])
+@shipped_models
 def test_the_card_scores_are_reproduced_from_the_shipped_files(
     model: Shipped, shared_data: Path, tmp_path: Path
 ) -> None:
     card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
-    sides = []
-    for lang in (model.src, model.tgt):
-        path = tmp_path / f"test2016.{lang}"
-        with gzip.open(shared_data / "multi30k" / f"test_2016_flickr.{lang}.gz") as file:
-            path.write_bytes(file.read())
-        sides.append(str(path))
+    sides = write_test_split(model, shared_data, tmp_path)
     result = run_script(
         "evaluate",
         *("--model", model.name, "--src", sides[0], "--ref", sides[1], "--json"),
@@ -125,7 +133,8 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
     )
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
-    assert scores["sentences"] == 1000 and scores["signatures"] == card.signatures
+    test_sentences = {"multi30k": 1000, "tatoeba": 3346}[model.corpus]
+    assert scores["sentences"] == test_sentences and scores["signatures"] == card.signatures
     assert scores["bleu"] == pytest.approx(card.bleu, abs=0.1)
     assert scores["bleu_lc"] == pytest.approx(card.bleu_lc, abs=0.1)
     assert scores["chrf"] == pytest.approx(card.chrf, abs=0.1)
