@@ -43,6 +43,9 @@ class DataConfig:
     # the same, per training pair sharing a number (numbers are rare in everyday sentences);
     # 0: as many as augment_entities
     augment_numbers: float = 0.0
+    # the share of the numbers put in that have two equal digits side by side ("7714", "19.99"),
+    # which a model copies worst; 0: only those drawn so by chance
+    augment_repeated_digits: float = 0.0
 
 
 @dataclass

@@ -21,6 +21,7 @@ from seq2seq.data.entities import (
     NUMBER_SHAPES,
     Names,
     draw_number,
+    has_repeated_digit,
     held_out,
     is_name,
     load_names,
@@ -47,6 +48,15 @@ from seq2seq.files import read_lines
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = Names(given=("Ana", "Ben", "Cleo"), surnames=("Berg", "Okafor"))
 EN_FR = ("en", "fr")  # the languages of the copy-teaching pairs below
+
+
+def augmentation(entities: float, numbers: float, repeated_digits: float = 0.0) -> dict:
+    """A configuration's copy-teaching settings, as `PreparedData.check_augmentation` takes them."""
+    return {
+        "augment_entities": entities,
+        "augment_numbers": numbers,
+        "augment_repeated_digits": repeated_digits,
+    }
 
 
 # --- The split ---------------------------------------------------------------------------------
@@ -258,6 +268,40 @@ def test_half_the_numbers_put_in_have_any_shape_written_per_language() -> None:
     assert any(fr != en for en, fr in numbers) and all("." not in fr for _, fr in numbers)
 
 
+@pytest.mark.parametrize(("share", "fewest", "most"), [(0.0, 200, 380), (0.5, 940, 1100)])
+def test_a_share_of_the_numbers_put_in_have_a_repeated_digit(
+    share: float, fewest: int, most: int
+) -> None:
+    """2,000 pairs sharing an age: of the new numbers whose shape has room for two equal digits
+    side by side (all but one-digit integers and "3.5"), the share asked for has them, and
+    about a sixth of the others by chance; all of them at a share of 1."""
+    for asked in (share, 1.0):
+        augment = EntityAugmenter(1.0, seed=3, languages=EN_FR, names=NAMES, repeated_digits=asked)
+        ages = [20 + n % 70 for n in range(2000)]
+        added = [pair for n in ages for pair in augment(f"He is {n}.", f"Il a {n} ans.")]
+        numbers = [NUMBER.search(src)[0] for src, _ in added]
+        with_room = [number for number in numbers if re.search(r"\d\d", number)]
+        repeated = sum(has_repeated_digit(number) for number in with_room)
+        assert len(with_room) > 1700 and not any(held_out(number) for number in numbers)
+        if asked == 1.0:
+            assert repeated == len(with_room)
+        else:
+            assert fewest < repeated < most
+
+
+@pytest.mark.parametrize("like", NUMBER_SHAPES)
+def test_a_number_drawn_with_a_repeated_digit_keeps_its_shape(like: str) -> None:
+    rng = random.Random(4)
+    for held in (False, True):
+        numbers = [draw_number(rng, like, held, repeated_digit=True) for _ in range(50)]
+        assert {_shape(number) for number in numbers} == {_shape(like)}
+        assert all(held_out(number) == held for number in numbers)
+        if re.search(r"\d\d", like):  # "7" and "3.5" have no room for one
+            assert all(has_repeated_digit(number) for number in numbers)
+    assert has_repeated_digit("19.99") and has_repeated_digit("876-7714")
+    assert not has_repeated_digit("12-21") and not has_repeated_digit("48213")
+
+
 def _write_corpus(folder: Path) -> None:
     folder.mkdir()
     sides = {"en": [], "fr": []}
@@ -291,6 +335,7 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
     assert manifest["settings"]["augment_entities"] == 1.5
     assert manifest["settings"]["augment_seed"] == 3
     assert "augment_numbers" not in manifest["settings"]  # recorded only when set
+    assert "augment_repeated_digits" not in manifest["settings"]
     assert manifest["settings"]["augment_version"] == AUGMENT_VERSION == 3
     added = manifest["augmentation"]["pairs_added"]
     assert manifest["augmentation"]["pairs_with_entities"] == 60 and 60 + 15 < added < 60 + 45
@@ -302,21 +347,21 @@ def test_preparing_augments_the_training_split_only(tmp_path: Path) -> None:
             assert read_lines(out / f"{split}.{lang}") == read_lines(
                 tmp_path / "corpus" / f"{split}.{lang}"
             )
-    data.check_augmentation(1.5, 0.0)
+    data.check_augmentation(augmentation(1.5, 0.0))
     with pytest.raises(UserError, match=r"data.augment_entities 0.0: .* --augment-entities 1.5"):
-        data.check_augmentation(0.0, 0.0)
+        data.check_augmentation(augmentation(0.0, 0.0))
     with pytest.raises(UserError, match=r"^data.augment_numbers 20.0: .* --augment-numbers 0.0;"):
-        data.check_augmentation(1.5, 20.0)
+        data.check_augmentation(augmentation(1.5, 20.0))
     data.manifest["settings"]["augment_version"] = 2
     with pytest.raises(UserError) as refused:
-        data.check_augmentation(1.5, 0.0)
+        data.check_augmentation(augmentation(1.5, 0.0))
     assert str(refused.value) == (
         f"data.prepared: {out} was prepared by copy-teaching version 2, not 3; run seq2seq "
         "prepare with its options again (it rebuilds the folder), or delete it and pass --prepare"
     )
     del data.manifest["settings"]["augment_version"]  # a folder prepared before version 2
     with pytest.raises(UserError, match=r"by copy-teaching version 1, not 3;"):
-        data.check_augmentation(1.5, 0.0)
+        data.check_augmentation(augmentation(1.5, 0.0))
 
 
 def _write_pairs(folder: Path, train: list[tuple[str, str]]) -> None:
@@ -362,9 +407,9 @@ def test_preparing_gives_pairs_sharing_a_number_their_own_rate(tmp_path: Path) -
     assert data.manifest["lines"]["train"] == len(read_lines(outs[0] / "train.en")) == 40 + 70
     texts = [(out / "train.en").read_bytes() for out in outs]
     assert texts[0] == texts[1] != texts[2]
-    data.check_augmentation(1.0, 3.0)
+    data.check_augmentation(augmentation(1.0, 3.0))
     with pytest.raises(UserError) as refused:
-        data.check_augmentation(1.0, 0.0)
+        data.check_augmentation(augmentation(1.0, 0.0))
     assert str(refused.value) == (
         f"data.augment_numbers 0.0: {outs[0]} was prepared with --augment-numbers 3.0; set "
         "data.augment_numbers=3.0 or give data.prepared another folder, which --prepare writes"
@@ -384,10 +429,57 @@ def test_prepare_refuses_a_number_rate_out_of_range(
     assert not out.exists()
 
 
+def test_preparing_with_repeated_digits_records_the_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--augment-repeated-digits 1: every number put in with room for it has a digit repeated;
+    the manifest records the share, training checks it, and without copy-teaching it is refused."""
+    _write_corpus(tmp_path / "corpus")  # 80 training pairs, 60 sharing "Tom" and a number
+    out = tmp_path / "p"
+    options = ["--augment-entities", "2", "--augment-repeated-digits", "1"]
+    main(_prepare_command(tmp_path / "corpus", out, *options))
+    data = PreparedData.load(out)
+    assert data.manifest["settings"]["augment_repeated_digits"] == 1.0
+    corpus = set(read_lines(tmp_path / "corpus" / "train.en"))
+    added = [line for line in read_lines(out / "train.en") if line not in corpus]
+    numbers = [NUMBER.search(line)[0] for line in added]
+    assert len(numbers) == 60 * 2
+    assert all(has_repeated_digit(n) for n in numbers if re.search(r"\d\d", n))
+    data.check_augmentation(augmentation(2.0, 0.0, 1.0))
+    with pytest.raises(UserError) as refused:
+        data.check_augmentation(augmentation(2.0, 0.0))
+    assert str(refused.value) == (
+        f"data.augment_repeated_digits 0.0: {out} was prepared with --augment-repeated-digits "
+        "1.0; set data.augment_repeated_digits=1.0 or give data.prepared another folder, which "
+        "--prepare writes"
+    )
+    capsys.readouterr()
+    for options, message in [
+        (
+            ["--augment-repeated-digits", "0.5"],
+            "--augment-repeated-digits 0.5: copy-teaching is "
+            "off; give --augment-entities or --augment-numbers too",
+        ),
+        (
+            ["--augment-entities", "2", "--augment-repeated-digits", "1.5"],
+            "argument --augment-repeated-digits: ",
+        ),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(_prepare_command(tmp_path / "corpus", tmp_path / "q", *options))
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and err.startswith(f"error: {message}")
+        assert err.count("\n") == 1 and not (tmp_path / "q").exists()
+    with pytest.raises(UserError, match=r"data\.augment_repeated_digits"):
+        load_config(None, ["data.augment_repeated_digits=1.5"])
+
+
 def test_the_tatoeba_configurations_turn_copy_teaching_on() -> None:
     for direction in DIRECTIONS:
         config = load_config(ROOT / "configs" / f"transformer.tatoeba.{direction}.toml")
         assert (config.data.augment_entities, config.data.augment_numbers) == (2.0, 20.0)
+        repeated_digits = {"en-fr": 0.0, "fr-en": 0.5}[direction]
+        assert config.data.augment_repeated_digits == repeated_digits
     multi30k = load_config(ROOT / "configs" / "transformer.multi30k.en-de.toml")
     assert (multi30k.data.augment_entities, multi30k.data.augment_numbers) == (0, 0)
     with pytest.raises(UserError, match=r"data\.augment_entities"):

@@ -89,6 +89,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             "0, as many as --augment-entities",
         ),
     )
+    parser.add_argument(
+        "--augment-repeated-digits",
+        metavar="SHARE",
+        default=0.0,
+        **ranged(
+            float,
+            RULES["data.augment_repeated_digits"],
+            "the share of copy-teaching's numbers drawn with two equal digits side by side",
+            "0, as they come",
+        ),
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of copy-teaching's draws")
     files = parser.add_argument_group(
         f"--corpus {USER_CORPUS}: your own corpus, plain text or .gz, one sentence a line"
@@ -135,5 +146,6 @@ def main(argv: list[str]) -> None:
         byte_fallback=args.byte_fallback,
         augment_entities=args.augment_entities,
         augment_numbers=args.augment_numbers,
+        augment_repeated_digits=args.augment_repeated_digits,
         augment_seed=args.seed,
     )

@@ -24,6 +24,11 @@ asks for (`NUMBER_SHAPES`), each side written as its language writes it:
     I am 30 years old.          J'ai 30 ans.
     I am 48.75 years old.       J'ai 48,75 ans.
 
+A model copies a digit that repeats ("7714", "19.99") worse than others: it must count equal
+pieces. With `repeated_digits` set, that share of the numbers put in are drawn with two equal
+digits side by side, where their shape has room for them (left at 0, only those drawn so by
+chance are).
+
 The replacements are training entities (`seq2seq.data.entities`): the entity test never sees
 them. The random draws come from one seeded generator, so the same corpus, rates and seed give
 the same pairs. Only the training split is augmented, and the tokenizer learns its vocabulary
@@ -52,6 +57,9 @@ TOKEN = re.compile(rf"{NUMBER.pattern}|[^\W\d_]+")
 # 3, the tokenizer learnt from the corpus's own pairs, without copy-teaching's, and a third of
 # the given names put in followed by a surname.
 AUGMENT_VERSION = 3
+# A prepared folder's copy-teaching settings (each recorded when it is not 0), as
+# `seq2seq prepare` and a configuration's `data` section name them.
+AUGMENT_SETTINGS = ("augment_entities", "augment_numbers", "augment_repeated_digits")
 SAME_SHAPE = 0.5  # the share of the numbers put in that have the shape of the one they replace
 # The share of the given names put in that come with a surname (a full name): everyday sentences
 # share hardly any surname, so without them a model would never see one to copy.
@@ -88,7 +96,8 @@ class EntityAugmenter:
     """Adds copy-teaching pairs to each pair that shares an entity: `rate` of them on average, or
     `number_rate` for each pair that shares a number (0: `rate`; a pair sharing a name and a
     number gets the larger). A rate of 2.5 gives two pairs, and a third with probability 0.5.
-    `languages`: the (source, target) languages, whose way of writing numbers is kept."""
+    `languages`: the (source, target) languages, whose way of writing numbers is kept;
+    `repeated_digits`: the share of the numbers put in that have a digit repeated."""
 
     def __init__(
         self,
@@ -98,9 +107,11 @@ class EntityAugmenter:
         languages: tuple[str, str],
         names: Names | None = None,
         number_rate: float = 0.0,
+        repeated_digits: float = 0.0,
     ) -> None:
         self.rate = rate
         self.number_rate = number_rate or rate
+        self.repeated_digits = repeated_digits
         self.languages = languages
         self.rng = random.Random(seed)
         self.names = names or load_names(held=False)
@@ -134,10 +145,16 @@ class EntityAugmenter:
         """A training number for `number`: of its shape and written as it is, or of any shape
         and written as each language writes it."""
         if self.rng.random() < SAME_SHAPE:
-            new = draw_number(self.rng, number, held=False)
+            new = self._number_like(number)
             return new, new
-        new = draw_number(self.rng, self.rng.choice(NUMBER_SHAPES), held=False)
+        new = self._number_like(self.rng.choice(NUMBER_SHAPES))
         return written_in(new, self.languages[0]), written_in(new, self.languages[1])
+
+    def _number_like(self, like: str) -> str:
+        """A training number shaped like `like`, `repeated_digits` of the time with a digit
+        repeated (no draw is spent on that choice when `repeated_digits` is 0)."""
+        repeated = bool(self.repeated_digits) and self.rng.random() < self.repeated_digits
+        return draw_number(self.rng, like, held=False, repeated_digit=repeated)
 
     def substitute(self, src: str, tgt: str, shared: list[str]) -> tuple[str, str]:
         """The pair with each of its `shared` entities replaced by a different random one. Given

@@ -36,6 +36,7 @@ YEARS = range(1900, 2030)
 NUMBER_SHAPES = ("7", "18", "345", "48213", "1987", "9:45", "14:30", "3.5", "19.99", "555-0142")
 DECIMAL_COMMA = frozenset({"de", "fr"})  # the languages that write 19.99 as 19,99
 DECIMAL = re.compile(r"(\d+)\.(\d+)")
+REPEATED_DIGIT = re.compile(r"(\d)\1")
 MAX_DRAWS = 1000  # a shape with no held-out (or no training) value left gives up after this
 
 
@@ -101,10 +102,18 @@ def _number_like(rng: random.Random, number: str) -> str:
     return re.sub(r"\d+", lambda run: _digits(rng, run[0]), number)
 
 
-def draw_number(rng: random.Random, like: str, held: bool) -> str:
-    """A random number shaped like `like` (see `_number_like`) on the `held` side of the split."""
+def has_repeated_digit(number: str) -> bool:
+    """Whether two equal digits stand side by side ("7714", "19.99"; not "12-21")."""
+    return REPEATED_DIGIT.search(number) is not None
+
+
+def draw_number(rng: random.Random, like: str, held: bool, *, repeated_digit: bool = False) -> str:
+    """A random number shaped like `like` (see `_number_like`) on the `held` side of the split;
+    with `repeated_digit`, one with two equal digits side by side where the shape has room for
+    them (any run of two digits or more: "1999" or "19:00", but not "7")."""
+    repeated_digit = repeated_digit and re.search(r"\d\d", like) is not None
     for _ in range(MAX_DRAWS):
         number = _number_like(rng, like)
-        if held_out(number) == held:
+        if held_out(number) == held and (has_repeated_digit(number) or not repeated_digit):
             return number
     raise ValueError(f"no number shaped like {like!r} on that side of the split")

@@ -28,7 +28,7 @@ import numpy as np
 import sentencepiece
 from tqdm import tqdm
 
-from seq2seq.data.augment import AUGMENT_VERSION, EntityAugmenter
+from seq2seq.data.augment import AUGMENT_SETTINGS, AUGMENT_VERSION, EntityAugmenter
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
 from seq2seq.data.corpora import (
     SPLITS,
@@ -95,6 +95,7 @@ def prepare(
     byte_fallback: bool = True,
     augment_entities: float = 0.0,
     augment_numbers: float = 0.0,
+    augment_repeated_digits: float = 0.0,
     augment_seed: int = 1,
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
@@ -111,8 +112,14 @@ def prepare(
     augment_entities, augment_numbers, augment_seed: the copy-teaching pairs added on average
         per training pair sharing a name or number, per pair sharing a number (0: as many as
         augment_entities), and the seed of their draws (see `seq2seq.data.augment`).
+    augment_repeated_digits: the share of copy-teaching's numbers drawn with a digit repeated.
     """
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
+    if augment_repeated_digits and not (augment_entities or augment_numbers):
+        raise UserError(
+            f"--augment-repeated-digits {augment_repeated_digits}: copy-teaching is off; give "
+            "--augment-entities or --augment-numbers too"
+        )
     if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
         raise UserError(
             f"--vocab-size {vocab_size}: byte fallback takes {BYTE_PIECES} pieces (one per byte) "
@@ -139,7 +146,11 @@ def prepare(
         "split_digits": split_digits,
         "byte_fallback": byte_fallback,
     }
-    rates = {"augment_entities": augment_entities, "augment_numbers": augment_numbers}
+    rates = {
+        "augment_entities": augment_entities,
+        "augment_numbers": augment_numbers,
+        "augment_repeated_digits": augment_repeated_digits,
+    }
     if any(rates.values()):  # recorded when on, so that folders prepared without them stay valid
         settings |= {key: float(rate) for key, rate in rates.items() if rate}
         settings["augment_seed"] = augment_seed
@@ -264,11 +275,15 @@ def _build(
     """Write every file of a prepared folder into `folder`; returns the manifest."""
     src, tgt = settings["src"], settings["tgt"]
     pairs, sources, licence = _read_corpus(settings, files, mirror, cache_dir, mirror_option)
-    rate, number_rate = (settings.get(key, 0.0) for key in ("augment_entities", "augment_numbers"))
+    rate, number_rate, repeated_digits = (settings.get(key, 0.0) for key in AUGMENT_SETTINGS)
     augmenter = None
     if rate or number_rate:
         augmenter = EntityAugmenter(
-            rate, settings["augment_seed"], languages=(src, tgt), number_rate=number_rate
+            rate,
+            settings["augment_seed"],
+            languages=(src, tgt),
+            number_rate=number_rate,
+            repeated_digits=repeated_digits,
         )
     lines, report, copies = _write_text(folder, pairs, settings, augmenter)
     src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings, copies)

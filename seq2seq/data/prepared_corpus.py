@@ -16,6 +16,7 @@ over them. `verify` compares every file's SHA256 with the manifest's (seq2seq tr
 import json
 import os
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,11 +162,12 @@ class PreparedData:
                 f"{kind} vocabulary; set data.joint_vocab={str(not joint).lower()}"
             )
 
-    def check_augmentation(self, rate: float, number_rate: float) -> None:
-        """`UserError` unless the folder was prepared with these copy-teaching rates (a
-        configuration's `data.augment_entities` and `data.augment_numbers`; see
-        `seq2seq.data.augment`) and, where they are on, by today's copy-teaching."""
-        for key, wanted in (("augment_entities", rate), ("augment_numbers", number_rate)):
+    def check_augmentation(self, wanted_settings: Mapping[str, float]) -> None:
+        """`UserError` unless the folder was prepared with these copy-teaching settings (a
+        configuration's `data.augment_entities`, `data.augment_numbers` and
+        `data.augment_repeated_digits`, keyed by those names; see `seq2seq.data.augment`) and,
+        where they are on, by today's copy-teaching."""
+        for key, wanted in wanted_settings.items():
             prepared = self.manifest["settings"].get(key, 0.0)
             if prepared != wanted:
                 option = "--" + key.replace("_", "-")
@@ -175,7 +177,7 @@ class PreparedData:
                     "--prepare writes"
                 )
         version = self.manifest["settings"].get("augment_version", 1)
-        if (rate or number_rate) and version != AUGMENT_VERSION:
+        if any(wanted_settings.values()) and version != AUGMENT_VERSION:
             raise UserError(
                 f"data.prepared: {self.folder} was prepared by copy-teaching version {version}, "
                 f"not {AUGMENT_VERSION}; run seq2seq prepare with its options again (it rebuilds "
