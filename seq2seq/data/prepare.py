@@ -146,13 +146,13 @@ def prepare(
         "split_digits": split_digits,
         "byte_fallback": byte_fallback,
     }
-    rates = {
+    augmentation = {
         "augment_entities": augment_entities,
         "augment_numbers": augment_numbers,
         "augment_repeated_digits": augment_repeated_digits,
     }
-    if any(rates.values()):  # recorded when on, so that folders prepared without them stay valid
-        settings |= {key: float(rate) for key, rate in rates.items() if rate}
+    if any(augmentation.values()):  # recorded when on: folders prepared without stay valid
+        settings |= {key: float(value) for key, value in augmentation.items() if value}
         settings["augment_seed"] = augment_seed
         settings["augment_version"] = AUGMENT_VERSION
     if files is not None:
