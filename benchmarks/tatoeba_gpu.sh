@@ -9,7 +9,8 @@
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 \
 #         --augment-numbers 20 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.en-fr
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src fr --tgt en --augment-entities 2 \
-#         --augment-numbers 20 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.fr-en
+#         --augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 --mirror ../shared/data \
+#         --out data/tatoeba-copy.fr-en
 #     tar czf data/tatoeba-copy.tar.gz -C data tatoeba-copy.en-fr tatoeba-copy.fr-en
 #
 # then, from the repository root on the GPU machine, with data/tatoeba-copy.tar.gz (or the two
@@ -135,13 +136,22 @@ hours=$($PY -c "import sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / 
     "$(cat "$work/start")" "$(cat "$work/end")")
 
 echo "== 2/4 averaging the last 5 checkpoints, 3/4 exporting, 4/4 evaluating (beam 5, fp32)"
+copy_teaching() { # CONFIG: its copy-teaching settings as seq2seq prepare's options
+    $PY -c 'import sys
+from seq2seq.config import load_config
+from seq2seq.data.augment import AUGMENT_SETTINGS
+data = load_config(sys.argv[1]).data
+values = {key: getattr(data, key) for key in AUGMENT_SETTINGS}
+options = ["--" + key.replace("_", "-") + f" {value:g}" for key, value in values.items() if value]
+print(" ".join(options))' "$1"
+}
 ship() { # DIRECTION: average, export and evaluate one direction's run
     local run="$work/$1" name="transformer-small.tatoeba.$1"
     local record="$out/$name.json" runs="checkpoints/transformer.tatoeba.$1"
     # the commands that made the model, as they run here (the record's commands)
     local prepare="seq2seq prepare --corpus tatoeba --src ${1%-*} --tgt ${1#*-}"
-    prepare+=" --augment-entities 2 --augment-numbers 20 --seed 1 --mirror ../shared/data"
-    prepare+=" --out data/tatoeba-copy.$1"
+    prepare+=" $(copy_teaching "configs/transformer.tatoeba.$1.toml") --seed 1"
+    prepare+=" --mirror ../shared/data --out data/tatoeba-copy.$1"
     local train="seq2seq train --config configs/transformer.tatoeba.$1.toml"
     train+=" train.device=$device train.run_dir=$runs  # by benchmarks/tatoeba_gpu.sh beside the"
     train+=" other direction, stopped with SIGTERM after at most $TRAIN_SECONDS s"

@@ -24,6 +24,7 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 
 from seq2seq.config import dump_toml, load_config
+from seq2seq.data.augment import AUGMENT_SETTINGS
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
@@ -398,10 +399,15 @@ def tiny_tatoeba(shared_data: Path, folder: Path) -> Path:
             out,
             vocab_size=400,
             files=files,
-            augment_entities=2.0,
-            augment_numbers=20.0,
+            **copy_teaching(src, tgt),
         )
     return folder / "data"
+
+
+def copy_teaching(src: str, tgt: str) -> dict[str, float]:
+    """The copy-teaching settings of the committed Tatoeba configuration from `src` to `tgt`."""
+    data = load_config(ROOT / "configs" / f"transformer.tatoeba.{src}-{tgt}.toml").data
+    return {key: getattr(data, key) for key in AUGMENT_SETTINGS}
 
 
 def without_packages(folder: Path, names: list[str]) -> str:
@@ -455,9 +461,10 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         assert (record.averaged_checkpoints, record.train_steps) == (5, 10)
         src, tgt = direction.split("-")
         runs = f"checkpoints/transformer.tatoeba.{direction}"
+        repeated_digits = {"en-fr": "", "fr-en": "--augment-repeated-digits 0.5 "}[direction]
         assert record.commands == [  # as they run here, the evaluation as it ran there
             f"seq2seq prepare --corpus tatoeba --src {src} --tgt {tgt} --augment-entities 2 "
-            "--augment-numbers 20 --seed 1 --mirror ../shared/data "
+            f"--augment-numbers 20 {repeated_digits}--seed 1 --mirror ../shared/data "
             f"--out data/tatoeba-copy.{direction}",
             f"seq2seq train --config configs/transformer.tatoeba.{direction}.toml "
             f"train.device=cpu train.run_dir={runs}  # by benchmarks/tatoeba_gpu.sh beside the "
