@@ -134,7 +134,7 @@ class EntityAugmenter:
     def _draw_name(self, name: str, full_names: bool) -> str:
         """A training name for `name`: a surname for a surname; for a given name, a given name,
         with `full_names` followed by a surname `FULL_NAME` of the time."""
-        if name in self.names.surnames:
+        if name in self.names.surname_set:
             return self.rng.choice(self.names.surnames)
         given = self.rng.choice(self.names.given)
         if full_names and self.rng.random() < FULL_NAME:
@@ -160,7 +160,7 @@ class EntityAugmenter:
         """The pair with each of its `shared` entities replaced by a different random one. Given
         names become full names only where the pair has no surname ("Tom" -> "Ana Berg", but
         not "Tom Smith" -> "Ana Berg Okafor")."""
-        full_names = not any(entity in self.names.surnames for entity in shared)
+        full_names = self.names.surname_set.isdisjoint(shared)
         in_src: dict[str, str] = {}
         in_tgt: dict[str, str] = {}
         taken = set(shared)

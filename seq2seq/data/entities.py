@@ -20,6 +20,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 NAMES_FILE = Path(__file__).with_name("names.tsv")
@@ -69,6 +70,11 @@ class Names:
 
     given: tuple[str, ...]
     surnames: tuple[str, ...]
+
+    @cached_property
+    def surname_set(self) -> frozenset[str]:
+        """`surnames` for lookups: copy-teaching asks of every name it swaps."""
+        return frozenset(self.surnames)
 
 
 def load_names(held: bool) -> Names:
