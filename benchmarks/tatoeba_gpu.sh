@@ -139,10 +139,8 @@ echo "== 2/4 averaging the last 5 checkpoints, 3/4 exporting, 4/4 evaluating (be
 copy_teaching() { # CONFIG: its copy-teaching settings as seq2seq prepare's options
     $PY -c 'import sys
 from seq2seq.config import load_config
-from seq2seq.data.augment import AUGMENT_SETTINGS
-data = load_config(sys.argv[1]).data
-values = {key: getattr(data, key) for key in AUGMENT_SETTINGS}
-options = ["--" + key.replace("_", "-") + f" {value:g}" for key, value in values.items() if value]
+settings = load_config(sys.argv[1]).data.augmentation
+options = ["--" + key.replace("_", "-") + f" {value:g}" for key, value in settings.items() if value]
 print(" ".join(options))' "$1"
 }
 ship() { # DIRECTION: average, export and evaluate one direction's run

@@ -47,6 +47,14 @@ class DataConfig:
     # which a model copies worst; 0: only those drawn so by chance
     augment_repeated_digits: float = 0.0
 
+    @property
+    def augmentation(self) -> dict[str, float]:
+        """The copy-teaching settings, by the names `seq2seq prepare`'s options and a prepared
+        folder's manifest give them (its `augment_*` fields)."""
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name.startswith("augment_")
+        }
+
 
 @dataclass
 class ModelConfig:

@@ -24,7 +24,6 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 
 from seq2seq.config import dump_toml, load_config
-from seq2seq.data.augment import AUGMENT_SETTINGS
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
@@ -399,15 +398,11 @@ def tiny_tatoeba(shared_data: Path, folder: Path) -> Path:
             out,
             vocab_size=400,
             files=files,
-            **copy_teaching(src, tgt),
+            **load_config(
+                ROOT / "configs" / f"transformer.tatoeba.{src}-{tgt}.toml"
+            ).data.augmentation,
         )
     return folder / "data"
-
-
-def copy_teaching(src: str, tgt: str) -> dict[str, float]:
-    """The copy-teaching settings of the committed Tatoeba configuration from `src` to `tgt`."""
-    data = load_config(ROOT / "configs" / f"transformer.tatoeba.{src}-{tgt}.toml").data
-    return {key: getattr(data, key) for key in AUGMENT_SETTINGS}
 
 
 def without_packages(folder: Path, names: list[str]) -> str:

@@ -145,12 +145,12 @@ class EntityAugmenter:
         """A training number for `number`: of its shape and written as it is, or of any shape
         and written as each language writes it."""
         if self.rng.random() < SAME_SHAPE:
-            new = self._number_like(number)
+            new = self._training_number(number)
             return new, new
-        new = self._number_like(self.rng.choice(NUMBER_SHAPES))
+        new = self._training_number(self.rng.choice(NUMBER_SHAPES))
         return written_in(new, self.languages[0]), written_in(new, self.languages[1])
 
-    def _number_like(self, like: str) -> str:
+    def _training_number(self, like: str) -> str:
         """A training number shaped like `like`, `repeated_digits` of the time with a digit
         repeated (no draw is spent on that choice when `repeated_digits` is 0)."""
         repeated = bool(self.repeated_digits) and self.rng.random() < self.repeated_digits

@@ -10,7 +10,6 @@ from typing import Any
 import torch
 
 from seq2seq.config import Config, DecodeConfig, config_from_dict
-from seq2seq.data.augment import AUGMENT_SETTINGS
 from seq2seq.data.batching import ParallelDataset
 from seq2seq.data.manifest import tokenization_options
 from seq2seq.data.prepare import prepare
@@ -88,7 +87,6 @@ def load_data(
     """The prepared folder of `cfg`, checked (file sizes; every checksum when `verify`), and
     prepared first when missing and `prepare_missing`."""
     folder = Path(cfg.data.prepared)
-    augmentation = {key: getattr(cfg.data, key) for key in AUGMENT_SETTINGS}
     if not (folder / "manifest.json").is_file():
         if not prepare_missing:
             raise UserError(
@@ -105,7 +103,7 @@ def load_data(
                 joint=cfg.data.joint_vocab,
                 split_digits=cfg.data.split_digits,
                 byte_fallback=cfg.data.byte_fallback,
-                **augmentation,
+                **cfg.data.augmentation,
                 augment_seed=cfg.train.seed,
             )
         distributed.barrier(env)
@@ -113,7 +111,7 @@ def load_data(
     if verify:
         data.verify()
     data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
-    data.check_augmentation(augmentation)
+    data.check_augmentation(cfg.data.augmentation)
     # The checkpoints' configuration names the corpus the folder holds, whatever data.corpus
     # said: the model's domain is read from it (seq2seq.data.corpora.domain_of).
     cfg.data.corpus = data.manifest["corpus"]
