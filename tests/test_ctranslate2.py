@@ -1,9 +1,11 @@
 """CTranslate2 (seq2seq.decoding.ctranslate2): the converter, the engine's search against the
 textbook one, exported folders and their checks, and the engine choice.
 
-Tolerance: CTranslate2's float32 kernels sum in another order than PyTorch's, so scores of the
-same output agree within SCORE_TOLERANCE (measured: at most 7e-4 on 200 Multi30k sentences),
-and a near tie may break the other way."""
+Tolerance: CTranslate2's float32 kernels compute in another order than PyTorch's, so scores of
+the same output agree within SCORE_TOLERANCE (measured on the first 200 test sentences of each
+shipped Transformer: at most 7e-4 for the Multi30k models, 1.3e-3 for Tatoeba en-fr and 2.3e-3
+for fr-en, on a 5-token output, where a length-normalised score averages few tokens), and a near
+tie may break the other way."""
 
 import hashlib
 import itertools
@@ -56,7 +58,7 @@ from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model
 from seq2seq.serving.state import NO_EXPLORER
 
-SCORE_TOLERANCE = 2e-3
+SCORE_TOLERANCE = 3e-3
 EN_DE = "transformer-tiny.multi30k.en-de"
 TRANSFORMERS = sorted(p.name for p in SHIPPED_MODELS.glob("transformer-*"))
 LINES = [

@@ -1,8 +1,8 @@
 """Copy-teaching: extra training pairs whose names and numbers are swapped for others.
 
 A corpus of everyday sentences names few people ("Tom", "Mary") and holds few numbers, so a
-model learns to translate them as words: 'Pierre et Sophie' -> 'Preaty and sunphy', '2015' ->
-'205'. Copy-teaching shows it many more. A training pair whose source and target share a name or
+model trained on it alone translates names as if they were words and changes digits ('2015' ->
+'205'). Copy-teaching shows it many more. A training pair whose source and target share a name or
 a number in the same form,
 
     Tom was born in 1990.   Tom est né en 1990.
