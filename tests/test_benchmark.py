@@ -456,10 +456,9 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         assert (record.averaged_checkpoints, record.train_steps) == (5, 10)
         src, tgt = direction.split("-")
         runs = f"checkpoints/transformer.tatoeba.{direction}"
-        repeated_digits = {"en-fr": "", "fr-en": "--augment-repeated-digits 0.5 "}[direction]
         assert record.commands == [  # as they run here, the evaluation as it ran there
             f"seq2seq prepare --corpus tatoeba --src {src} --tgt {tgt} --augment-entities 2 "
-            f"--augment-numbers 20 {repeated_digits}--seed 1 --mirror ../shared/data "
+            "--augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 --mirror ../shared/data "
             f"--out data/tatoeba-copy.{direction}",
             f"seq2seq train --config configs/transformer.tatoeba.{direction}.toml "
             f"train.device=cpu train.run_dir={runs}  # by benchmarks/tatoeba_gpu.sh beside the "
