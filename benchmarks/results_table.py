@@ -36,8 +36,9 @@ DEFAULT_FILES = [Path("README.md"), Path("docs/benchmarks.md")]
 BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the order shown
 # Records shown by a page of their own: docs/serve.md (serve_load), the CTranslate2 section
 # of docs/benchmarks.md (ctranslate2) and docs/experiments.md, "On one GPU: the speed recipe"
-# (gpu-probes) and "On one GPU: longer runs of the Multi30k models" (gpu-longer-runs).
-UNTABULATED_KINDS = ["serve_load", "ctranslate2", "gpu-probes", "gpu-longer-runs"]
+# (gpu-probes), "On one GPU: longer runs of the Multi30k models" (gpu-longer-runs) and
+# "Copy-teaching on Tatoeba: more repeated digits" (gpu-tatoeba).
+UNTABULATED_KINDS = ["serve_load", "ctranslate2", "gpu-probes", "gpu-longer-runs", "gpu-tatoeba"]
 PROFILE_KIND = "profile-decode"  # shown in a section of its own, "profile"
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
