@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from seq2seq.config_rules import RULES, check_rule
+from seq2seq.data.augment import AUGMENT_SETTINGS
 from seq2seq.errors import UserError
 
 # Dynamo's default recompile_limit: past it, a compiled model silently runs uncompiled.
@@ -50,10 +51,8 @@ class DataConfig:
     @property
     def augmentation(self) -> dict[str, float]:
         """The copy-teaching settings, by the names `seq2seq prepare`'s options and a prepared
-        folder's manifest give them (its `augment_*` fields)."""
-        return {
-            f.name: getattr(self, f.name) for f in fields(self) if f.name.startswith("augment_")
-        }
+        folder's manifest give them (`seq2seq.data.augment.AUGMENT_SETTINGS`)."""
+        return {key: getattr(self, key) for key in AUGMENT_SETTINGS}
 
 
 @dataclass

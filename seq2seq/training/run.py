@@ -87,6 +87,7 @@ def load_data(
     """The prepared folder of `cfg`, checked (file sizes; every checksum when `verify`), and
     prepared first when missing and `prepare_missing`."""
     folder = Path(cfg.data.prepared)
+    augmentation = cfg.data.augmentation
     if not (folder / "manifest.json").is_file():
         if not prepare_missing:
             raise UserError(
@@ -103,7 +104,7 @@ def load_data(
                 joint=cfg.data.joint_vocab,
                 split_digits=cfg.data.split_digits,
                 byte_fallback=cfg.data.byte_fallback,
-                **cfg.data.augmentation,
+                **augmentation,
                 augment_seed=cfg.train.seed,
             )
         distributed.barrier(env)
@@ -111,7 +112,7 @@ def load_data(
     if verify:
         data.verify()
     data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
-    data.check_augmentation(cfg.data.augmentation)
+    data.check_augmentation(augmentation)
     # The checkpoints' configuration names the corpus the folder holds, whatever data.corpus
     # said: the model's domain is read from it (seq2seq.data.corpora.domain_of).
     cfg.data.corpus = data.manifest["corpus"]
