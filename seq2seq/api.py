@@ -99,10 +99,11 @@ class Model:
         nbest: int | None = None,
         length_penalty: float | None = None,
         max_len_ratio: float | None = None,
+        keep_numbers: bool | None = None,
     ) -> list[str] | list[list[Translation]]:
-        """Translate `lines` with beam size `beam`, GNMT `length_penalty` and at most
-        `max_len_ratio` output pieces per source piece (each by default the model's decode
-        settings).
+        """Translate `lines` with beam size `beam`, GNMT `length_penalty`, at most
+        `max_len_ratio` output pieces per source piece and, with `keep_numbers`, the number
+        guard (seq2seq.decoding.number_guard) (each by default the model's decode settings).
 
         Returns the best translation of each line as text; with `nbest` = N, the N best of each
         line as `Translation`s (text, score, pieces), best first.
@@ -120,6 +121,10 @@ class Model:
             changes["length_penalty"] = checked("length_penalty", length_penalty, float)
         if max_len_ratio is not None:
             changes["max_len_ratio"] = checked("max_len_ratio", max_len_ratio, float)
+        if keep_numbers is not None:
+            if not isinstance(keep_numbers, bool):
+                raise ValueError(f"keep_numbers: {keep_numbers!r} is not True or False")
+            changes["keep_numbers"] = keep_numbers
         translator = self.translator.with_decode(**changes) if changes else self.translator
         results = translator.translate(lines, beam_size=beam, nbest=nbest or 1)
         return results if nbest else [nbest_list[0].text for nbest_list in results]

@@ -7,6 +7,7 @@ shipped Transformer: at most 7e-4 for the Multi30k models, 1.3e-3 for Tatoeba en
 for fr-en, on a 5-token output, where a length-normalised score averages few tokens), and a near
 tie may break the other way."""
 
+import copy
 import hashlib
 import itertools
 import json
@@ -165,6 +166,8 @@ def test_a_search_nobody_waits_for_stops(engines) -> None:
 def test_options_ctranslate2_lacks_are_refused(engines) -> None:
     with pytest.raises(UserError, match="max_piece_repeat"):
         engines[1].with_decode(max_piece_repeat=2)
+    with pytest.raises(UserError, match=r"decode.keep_numbers \(--keep-numbers\)"):
+        engines[1].with_decode(keep_numbers=True)
     with pytest.raises(UserError, match="PyTorch engine"):
         engines[1].translate(LINES[:1], need_attention=True)
     with pytest.raises(UserError, match="beam size 9000"):
@@ -464,6 +467,10 @@ def test_the_checked_folder_gives_its_configuration(exported: Path) -> None:
 def test_auto_picks_ctranslate2_only_where_it_gives_the_same(en_de: Inference) -> None:
     assert use_ctranslate2("auto", en_de.config)
     assert not use_ctranslate2("auto", en_de.config, need_attention=True)
+    for option in ("max_piece_repeat", "keep_numbers"):
+        config = copy.deepcopy(en_de.config)
+        setattr(config.decode, option, 1)
+        assert not use_ctranslate2("auto", config)
     gru = load_model("gru-small.multi30k.en-de")
     assert not use_ctranslate2("auto", gru.config)
     assert use_ctranslate2("ctranslate2", gru.config) and not use_ctranslate2("pytorch", gru.config)

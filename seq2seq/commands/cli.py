@@ -224,6 +224,12 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         ),
     )
     parser.add_argument(
+        "--keep-numbers",
+        action=argparse.BooleanOptionalAction,
+        help="write a number only as one of the source's, whole (the number guard; default: "
+        "the checkpoint's decode.keep_numbers)",
+    )
+    parser.add_argument(
         "--batch-size",
         type=number(int, RULES["decode.batch_size"]),
         help=f"{batch_size_help} ({RULES['decode.batch_size'].interval()})",
@@ -271,6 +277,8 @@ def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> 
         decode_cfg.no_repeat_ngram = args.no_repeat_ngram
     if args.max_piece_repeat is not None:
         decode_cfg.max_piece_repeat = args.max_piece_repeat
+    if args.keep_numbers is not None:
+        decode_cfg.keep_numbers = args.keep_numbers
     if args.batch_size is not None:
         decode_cfg.batch_size = args.batch_size
     if args.precision is not None:

@@ -87,6 +87,8 @@ POSITIONS = 1024  # positions of the stored encoding table: source and output le
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's
 # CTranslate2's precisions for ours ("auto": float32 on a CPU, where its int8 is slower one
 # sentence at a time (docs/benchmarks.md); float16 on a GPU)
+# the decoding options CTranslate2 has no counterpart of, with their command-line flags
+PYTORCH_ONLY_OPTIONS = {"max_piece_repeat": "--max-piece-repeat", "keep_numbers": "--keep-numbers"}
 COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8_float32"}
 
 
@@ -457,11 +459,12 @@ def use_ctranslate2(engine: str, config: Config, need_attention: bool = False) -
     with CTranslate2.
 
     "auto" picks CTranslate2 only where it gives what PyTorch would: a Transformer, no
-    attention maps asked for, options it has (no decode.max_piece_repeat), and ctranslate2
+    attention maps asked for, options it has (none of PYTORCH_ONLY_OPTIONS), and ctranslate2
     installed; else PyTorch."""
     if engine != "auto":
         return engine == "ctranslate2"
-    if config.model.arch != "transformer" or need_attention or config.decode.max_piece_repeat:
+    pytorch_only = pytorch_only_option(config.decode) is not None
+    if config.model.arch != "transformer" or need_attention or pytorch_only:
         return False
     try:
         import_ctranslate2()
@@ -473,11 +476,16 @@ def use_ctranslate2(engine: str, config: Config, need_attention: bool = False) -
 # --- Translating --------------------------------------------------------------------------
 
 
+def pytorch_only_option(decode_cfg: DecodeConfig) -> str | None:
+    """The first option set in `decode_cfg` that CTranslate2 has no counterpart of, or None."""
+    return next((name for name in PYTORCH_ONLY_OPTIONS if getattr(decode_cfg, name)), None)
+
+
 def check_options(decode_cfg: DecodeConfig) -> None:
     """`UserError` for a decoding option CTranslate2 has no counterpart of."""
-    if decode_cfg.max_piece_repeat:
+    if (name := pytorch_only_option(decode_cfg)) is not None:
         raise UserError(
-            "decode.max_piece_repeat (--max-piece-repeat): CTranslate2 has no such rule; "
+            f"decode.{name} ({PYTORCH_ONLY_OPTIONS[name]}): CTranslate2 has no such rule; "
             "use --engine pytorch"
         )
 

@@ -34,6 +34,7 @@ from torch import Tensor
 
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.number_guard import NumberGuard
 from seq2seq.decoding.translation import Hypothesis, check_stop, gnmt_penalty
 from seq2seq.models.base import Seq2SeqModel, select_rows
 
@@ -102,6 +103,7 @@ def greedy_search(
     no_repeat_ngram: int = 0,
     max_piece_repeat: int = 0,
     should_stop: Callable[[], bool] | None = None,
+    guard: NumberGuard | None = None,
 ) -> list[Hypothesis]:
     """Pick the most probable next token at every step. The same output as beam_search with K = 1.
 
@@ -121,6 +123,7 @@ def greedy_search(
     cache = model.init_cache(state)
     rows = torch.arange(batch_size, device=device)  # the sentences still running
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
+    guard_states = None if guard is None else guard.roots  # (B,) for the rows still running
     for step in range(max_steps):
         check_stop(should_stop)
         out = model.decode_step(state, prev, cache, need_attention)
@@ -128,7 +131,11 @@ def greedy_search(
         log_probs = _banned_log_probs(
             out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
+        if guard is not None:
+            guard.mask(log_probs, guard_states, at_max_len)
         best_log_probs, prev = log_probs.max(dim=1)
+        if guard is not None:
+            guard_states = guard.advance(guard_states, prev)
         tokens[rows, step] = prev
         log_prob_sums[rows] += best_log_probs
         if need_attention:
@@ -142,6 +149,7 @@ def greedy_search(
             state = select_rows(state, running)
             out.cache = select_rows(out.cache, running)
             rows, prev = rows[running], prev[running]
+            guard_states = None if guard is None else guard_states[running]
         cache = out.cache
 
     scores = log_prob_sums / gnmt_penalty(out_lens, length_penalty)
@@ -184,6 +192,7 @@ def beam_search(
     max_piece_repeat: int = 0,
     should_stop: Callable[[], bool] | None = None,
     trace: BeamTrace | None = None,
+    guard: NumberGuard | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences at once: B * K decoder rows advance together.
 
@@ -216,6 +225,7 @@ def beam_search(
     finished_count = torch.zeros(batch_size, dtype=torch.long, device=device)
     finished: list[_Finished] = []
     history_attention = None
+    guard_states = None if guard is None else guard.roots.repeat_interleave(k)  # (B * K,)
 
     for step in range(int(max_lens.max()) + 1):
         check_stop(should_stop)
@@ -226,6 +236,8 @@ def beam_search(
         log_probs = _banned_log_probs(
             out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
+        if guard is not None:
+            guard.mask(log_probs, guard_states, at_max_len)
         top_scores, top_beams, top_tokens = _top_candidates(model, beam_scores, log_probs)
         ends = (top_tokens == EOS_ID) & top_scores.isfinite()
         if need_attention:  # (A, K, t + 1, S): every beam's attention rows, this step's included
@@ -257,6 +269,9 @@ def beam_search(
         beam_scores = next_scores[running]
         sentence_rows = running.view(-1, 1)  # each running sentence's K beams, as (A', K) indices
         beam_tokens = torch.cat([beam_tokens[sentence_rows, new_beams], new_tokens[..., None]], 2)
+        if guard is not None:
+            kept = guard_states.view(num_active, k)[sentence_rows, new_beams]
+            guard_states = guard.advance(kept.view(-1), new_tokens.view(-1))
         if need_attention:
             beam_attention = history_attention[sentence_rows, new_beams]
         cache = select_rows(out.cache, (sentence_rows * k + new_beams).view(-1))  # (A' * K,)

@@ -20,6 +20,7 @@ from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.loading import Inference
+from seq2seq.decoding.number_guard import NumberGuard, allowed_numbers, run_pieces
 from seq2seq.decoding.search import max_output_lengths
 from seq2seq.decoding.translation import MAX_BATCH_TOKENS, Hypothesis, LineTranslator, Translation
 from seq2seq.device import decode_dtype, precision_name
@@ -60,6 +61,7 @@ class Translator(LineTranslator):
         decode_cfg: DecodeConfig,
         device: str | torch.device,
         max_batch_tokens: int | None = None,
+        languages: tuple[str, str] = ("", ""),
     ):
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
@@ -75,6 +77,10 @@ class Translator(LineTranslator):
         # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
         # one dictionary shared with every `with_decode` copy, so that they quantize once
         self.one_line_models: dict[int, Seq2SeqModel] = {}
+        # for decode.keep_numbers: the source and target languages, the target's run pieces
+        self.languages = languages
+        pieces = [tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)]
+        self.run_pieces = run_pieces(pieces)
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
@@ -85,6 +91,7 @@ class Translator(LineTranslator):
             inference.tgt_tokenizer,
             inference.config.decode,
             device,
+            languages=(inference.config.data.src, inference.config.data.tgt),
         )
 
     def precision_for(self, lines: int) -> str:
@@ -155,6 +162,7 @@ class Translator(LineTranslator):
         max_lens = max_output_lengths(src_lens, cfg.max_len_ratio, cfg.max_len_const)
         autocast = torch.autocast(self.device.type, dtype, enabled=dtype is not None)
         greedy_search, beam_search = searches_for(self.device)
+        guard = self._guard(sources) if cfg.keep_numbers else None
         if beam_size == 1 and trace is None:
             with autocast:
                 hypotheses = greedy_search(
@@ -167,6 +175,7 @@ class Translator(LineTranslator):
                     no_repeat_ngram=cfg.no_repeat_ngram,
                     max_piece_repeat=cfg.max_piece_repeat,
                     should_stop=should_stop,
+                    guard=guard,
                 )
             return [[hypothesis] for hypothesis in hypotheses]
         with autocast:
@@ -184,7 +193,15 @@ class Translator(LineTranslator):
                 max_piece_repeat=cfg.max_piece_repeat,
                 should_stop=should_stop,
                 trace=trace,
+                guard=guard,
             )
+
+    def _guard(self, sources: list[list[int]]) -> NumberGuard:
+        """The number guard of one batch of tokenized sources (seq2seq.decoding.number_guard)."""
+        src, tgt = self.languages
+        numbers = [allowed_numbers(line, src, tgt) for line in self.src_tokenizer.decode(sources)]
+        guard = NumberGuard.build(numbers, self.run_pieces, self.tgt_tokenizer.vocab_size)
+        return guard.to(self.device)
 
 
 def weights_version(model: torch.nn.Module) -> int:

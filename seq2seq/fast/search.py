@@ -27,6 +27,7 @@ from torch import Tensor
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.decoding import search
 from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.number_guard import NumberGuard
 from seq2seq.decoding.search import (
     _ban_repeated_ngrams,
     _Finished,
@@ -81,6 +82,7 @@ def greedy_search(
     max_piece_repeat: int = 0,
     should_stop: Callable[[], bool] | None = None,
     check_every: int = CHECK_EVERY,
+    guard: NumberGuard | None = None,
 ) -> list[Hypothesis]:
     """`seq2seq.decoding.search.greedy_search`, reading the device every `check_every` steps.
 
@@ -100,6 +102,7 @@ def greedy_search(
     rows = torch.arange(batch_size, device=device)  # (R,) the sentences in the batch
     running = torch.ones(batch_size, dtype=torch.bool, device=device)  # (R,)
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
+    guard_states = None if guard is None else guard.roots  # (R,)
     for step in range(max_steps):
         check_stop(should_stop)
         out = model.decode_step(state, prev, cache, need_attention)
@@ -107,7 +110,11 @@ def greedy_search(
         log_probs = _banned_log_probs(
             out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
+        if guard is not None:
+            guard.mask(log_probs, guard_states, at_max_len)
         best_log_probs, prev = log_probs.max(dim=1)
+        if guard is not None:
+            guard_states = guard.advance(guard_states, prev)
         tokens[rows, step] = prev.where(running, PAD_ID)
         log_prob_sums[rows] += best_log_probs.where(running, 0.0)
         if need_attention:
@@ -123,6 +130,7 @@ def greedy_search(
             if len(keep) < len(rows):
                 state, cache = select_rows(state, keep), select_rows(cache, keep)
                 rows, prev, running = rows[keep], prev[keep], running[keep]
+                guard_states = None if guard is None else guard_states[keep]
 
     scores = (log_prob_sums / gnmt_penalty(out_lens, length_penalty)).tolist()
     tokens, lengths, src_lengths = tokens.cpu(), out_lens.tolist(), src_lens.tolist()
@@ -185,6 +193,7 @@ def beam_search(
     should_stop: Callable[[], bool] | None = None,
     trace: BeamTrace | None = None,
     check_every: int = CHECK_EVERY,
+    guard: NumberGuard | None = None,
 ) -> list[list[Hypothesis]]:
     """`seq2seq.decoding.search.beam_search`, reading the device every `check_every` steps
     (every step with a `trace`, which records the steps of a running sentence only).
@@ -210,6 +219,7 @@ def beam_search(
     finished_count = torch.zeros(batch_size, dtype=torch.long, device=device)
     records: list[_StepRecord] = []
     history_attention = None
+    guard_states = None if guard is None else guard.roots.repeat_interleave(k)  # (A * K,)
 
     for step in range(int(max_lens.max()) + 1):
         check_stop(should_stop)
@@ -220,6 +230,8 @@ def beam_search(
         log_probs = _banned_log_probs(
             out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
+        if guard is not None:
+            guard.mask(log_probs, guard_states, at_max_len)
         top_scores, top_beams, top_tokens = _top_candidates(model, beam_scores, log_probs)
         ends = (top_tokens == EOS_ID) & top_scores.isfinite() & running[:, None]
         if need_attention:  # (A, K, t + 1, S)
@@ -252,6 +264,9 @@ def beam_search(
         beam_scores = next_scores
         sentence_rows = torch.arange(num_active, device=device).view(-1, 1)
         beam_tokens = torch.cat([beam_tokens[sentence_rows, new_beams], new_tokens[..., None]], 2)
+        if guard is not None:
+            kept = guard_states.view(num_active, k)[sentence_rows, new_beams]
+            guard_states = guard.advance(kept.view(-1), new_tokens.view(-1))
         if need_attention:
             beam_attention = history_attention[sentence_rows, new_beams]
         cache = select_rows(out.cache, (sentence_rows * k + new_beams).view(-1))  # (A * K,)
@@ -263,6 +278,7 @@ def beam_search(
             if len(still) < num_active:
                 beam_rows = (still.view(-1, 1) * k + torch.arange(k, device=device)).view(-1)
                 cache, prev = select_rows(cache, beam_rows), prev[beam_rows]
+                guard_states = None if guard is None else guard_states[beam_rows]
                 beam_scores, beam_tokens = beam_scores[still], beam_tokens[still]
                 if need_attention:
                     beam_attention = beam_attention[still]

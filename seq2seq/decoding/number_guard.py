@@ -1,0 +1,150 @@
+"""The number guard: the numbers of a translation are the source's numbers, each whole.
+
+A model that writes a number one digit piece at a time can drop or repeat a digit: "876-7714"
+becomes "876-714" when it loses count of the two 7s (docs/experiments.md). With the guard, the
+search lets a number into the output only as one of the source's numbers, in the form the source
+writes it or the form the target language does ("19.99" in English is "19,99" in French:
+seq2seq.data.entities.written_in). The guard only forbids pieces; the model's probabilities of
+the pieces it allows are unchanged.
+
+A *run* is a stretch of output pieces that write a number: pieces made of digits and the
+separators ". , : -" alone. The guard follows each beam's run with a small automaton whose states
+are the prefixes of the allowed numbers, the empty prefix meaning "outside a number":
+
+    ""          any piece may come, but a digit only if some allowed number begins with it
+    "876-77"    a run piece only if it extends the prefix ("876-7714" allows "1"); any other
+                piece (a word, a space, the EOS) only once the prefix is a whole number
+    "876-7714"  a whole number: what follows may end it; a separator is then punctuation
+                ("... le 876-7714.")
+
+A piece that begins a word ("▁" first, as "▁1990" in a vocabulary that does not split digits)
+ends the run before it, so it needs a whole number there too. A source line without numbers
+allows none.
+
+`NumberGuard` holds the automata of a batch of sentences as tables over the vocabulary's run
+pieces (C of them: 14 in a vocabulary that splits digits), so that one step of the search masks
+and advances every beam at once:
+
+    next_state  (N, C)  the state after each run piece, or -1 where the piece is not allowed
+    closed      (N,)    whether a piece that is not a run piece may come (the run is whole)
+    root        (N,)    the sentence's "" state, where any other piece leads
+"""
+
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seq2seq.data.entities import DECIMAL_COMMA, NUMBER, written_in
+
+SEPARATORS = ".,:-"
+WORD_START = "▁"  # sentencepiece's mark of a piece that begins a word
+RUN_PIECE = re.compile(rf"{WORD_START}?[\d{re.escape(SEPARATORS)}]+")
+COMMA_DECIMAL = re.compile(r"(\d+),(\d+)")
+
+
+def number_forms(number: str, src: str, tgt: str) -> set[str]:
+    """The forms of a source number that a translation into `tgt` may hold: as the source
+    writes it, and as the target language does ("12,22" in French is "12.22" in English)."""
+    english = number
+    if src in DECIMAL_COMMA and (decimal := COMMA_DECIMAL.fullmatch(number)) is not None:
+        english = f"{decimal[1]}.{decimal[2]}"
+    return {number, written_in(english, tgt)}
+
+
+def allowed_numbers(line: str, src: str, tgt: str) -> set[str]:
+    """Every form of every number in the source `line` that its translation may hold."""
+    return {form for number in NUMBER.findall(line) for form in number_forms(number, src, tgt)}
+
+
+def run_pieces(pieces: list[str]) -> dict[int, str]:
+    """{id: text} of the vocabulary's run pieces (digits and separators alone, "▁" allowed
+    first), from `pieces`, the vocabulary's pieces in id order."""
+    return {i: p for i, p in enumerate(pieces) if RUN_PIECE.fullmatch(p) and p != WORD_START}
+
+
+def _is_whole(prefix: str, numbers: set[str]) -> bool:
+    """Whether a run that has written `prefix` may end: it is empty, a whole allowed number, or
+    one followed by a separator (punctuation)."""
+    return (
+        prefix == "" or prefix in numbers or (prefix[-1] in SEPARATORS and prefix[:-1] in numbers)
+    )
+
+
+def _follow(prefix: str, text: str, numbers: set[str], prefixes: set[str]) -> str | None:
+    """The prefix after a run piece `text` follows `prefix`, or None where it is not allowed."""
+    if text.startswith(WORD_START):
+        if not _is_whole(prefix, numbers):
+            return None
+        prefix, text = "", text[len(WORD_START) :]
+    for char in text:
+        if prefix == "" and char in SEPARATORS:
+            continue  # punctuation outside a number
+        if prefix + char in prefixes:
+            prefix += char
+        elif char in SEPARATORS and _is_whole(prefix, numbers):
+            prefix = ""  # punctuation right after a whole number
+        else:
+            return None
+    return prefix
+
+
+@dataclass
+class NumberGuard:
+    """The automata of a batch of sentences; see the module docstring for the tables."""
+
+    column: Tensor  # (V,) each vocabulary id's column among the run pieces, or -1
+    run_ids: Tensor  # (C,) the run pieces' ids
+    next_state: Tensor  # (N, C)
+    closed: Tensor  # (N,)
+    root: Tensor  # (N,)
+    roots: Tensor  # (B,) each sentence's "" state
+
+    @classmethod
+    def build(cls, numbers: list[set[str]], runs: dict[int, str], vocab_size: int) -> "NumberGuard":
+        """The guard of B sentences: `numbers[b]`, the numbers sentence b's translation may
+        hold (`allowed_numbers`); `runs`, the vocabulary's run pieces (`run_pieces`)."""
+        run_ids = sorted(runs)
+        next_rows, closed, root, roots = [], [], [], []
+        for allowed in numbers:
+            prefixes = {""} | {n[:i] for n in allowed for i in range(len(n) + 1)}
+            states = {p: len(closed) + i for i, p in enumerate(sorted(prefixes))}
+            roots.append(states[""])
+            for prefix in sorted(prefixes):
+                after = [_follow(prefix, runs[i], allowed, prefixes) for i in run_ids]
+                next_rows.append([-1 if p is None else states[p] for p in after])
+                closed.append(_is_whole(prefix, allowed))
+                root.append(states[""])
+        column = torch.full((vocab_size,), -1, dtype=torch.long)
+        column[run_ids] = torch.arange(len(run_ids))
+        return cls(
+            column=column,
+            run_ids=torch.tensor(run_ids, dtype=torch.long),
+            next_state=torch.tensor(next_rows, dtype=torch.long).view(-1, len(run_ids)),
+            closed=torch.tensor(closed, dtype=torch.bool),
+            root=torch.tensor(root, dtype=torch.long),
+            roots=torch.tensor(roots, dtype=torch.long),
+        )
+
+    def to(self, device: torch.device) -> "NumberGuard":
+        return NumberGuard(*(t.to(device) for t in vars(self).values()))
+
+    def mask(self, log_probs: Tensor, states: Tensor, free: Tensor) -> Tensor:
+        """Set to -inf, in place, the log-probabilities (R, V) of the pieces that rows in
+        `states` (R,) may not write next; rows where `free` (R,) is True are left alone (a row
+        at its maximum length, which must end now)."""
+        run_log_probs = log_probs[:, self.run_ids]  # (R, C), a copy
+        run_log_probs.masked_fill_(self.next_state[states] < 0, float("-inf"))
+        inside = ~self.closed[states] & ~free
+        log_probs.masked_fill_(inside[:, None], float("-inf"))
+        log_probs[:, self.run_ids] = torch.where(
+            free[:, None], log_probs[:, self.run_ids], run_log_probs
+        )
+        return log_probs
+
+    def advance(self, states: Tensor, tokens: Tensor) -> Tensor:
+        """The states (R,) after rows in `states` (R,) write `tokens` (R,)."""
+        column = self.column[tokens]
+        after_run = self.next_state[states, column.clamp(min=0)]
+        return torch.where((column >= 0) & (after_run >= 0), after_run, self.root[states])
