@@ -170,3 +170,7 @@ class Tokenizer:
 
     def id_to_piece(self, piece_id: int) -> str:
         return self._sp.id_to_piece(piece_id)
+
+    def vocabulary(self) -> list[str]:
+        """Every piece, in id order."""
+        return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]

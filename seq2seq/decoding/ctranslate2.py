@@ -177,8 +177,8 @@ def transformer_spec(
     spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
     spec.config.unk_token, spec.config.bos_token = UNK_PIECE, BOS_PIECE
     spec.config.eos_token, spec.config.decoder_start_token = EOS_PIECE, BOS_PIECE
-    spec.register_source_vocabulary(_pieces(src))
-    spec.register_target_vocabulary(_pieces(tgt))
+    spec.register_source_vocabulary(src.vocabulary())
+    spec.register_target_vocabulary(tgt.vocabulary())
     spec.validate()
     spec.optimize(quantization="float32")
     return spec
@@ -257,10 +257,6 @@ def _set_ffn(spec: Any, weights: Mapping[str, np.ndarray], layer: str) -> None:
     _set_linear(spec.linear_1, weights, f"{layer}.ffn.linear2")
 
 
-def _pieces(tokenizer: Tokenizer) -> list[str]:
-    return [tokenizer.id_to_piece(i) for i in range(tokenizer.vocab_size)]
-
-
 def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = None) -> None:
     """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
     files, our model.json and tokenizer(s), `card` (if given) and MANIFEST."""
@@ -334,10 +330,10 @@ def check_folder(folder: Path) -> tuple[Config, Tokenizer, Tokenizer]:
         src = tgt = _tokenizer(folder / JOINT_TOKENIZER)
     else:
         src, tgt = (_tokenizer(folder / name) for name in SEPARATE_TOKENIZERS)
-    vocabularies = {"shared_vocabulary.json": _pieces(src)}
-    if _pieces(src) != _pieces(tgt):
-        vocabularies = {"source_vocabulary.json": _pieces(src)}
-        vocabularies["target_vocabulary.json"] = _pieces(tgt)
+    vocabularies = {"shared_vocabulary.json": src.vocabulary()}
+    if src.vocabulary() != tgt.vocabulary():
+        vocabularies = {"source_vocabulary.json": src.vocabulary()}
+        vocabularies["target_vocabulary.json"] = tgt.vocabulary()
     for name, pieces in vocabularies.items():
         if _read_json(folder / name) != pieces:
             raise UserError(f"{folder / name}: not the vocabulary of the sentencepiece model")
@@ -508,7 +504,7 @@ class CTranslate2Translator(LineTranslator):
         self.decode_cfg = decode_cfg
         self.device = engine.device
         self.precision = precision
-        self.target_ids = {piece: i for i, piece in enumerate(_pieces(tgt_tokenizer))}
+        self.target_ids = {piece: i for i, piece in enumerate(tgt_tokenizer.vocabulary())}
         # the PyTorch translator that answers calls asking for attention maps (None: refused)
         self.attention_translator: LineTranslator | None = None
 

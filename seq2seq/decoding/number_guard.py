@@ -134,14 +134,10 @@ class NumberGuard:
         """Set to -inf, in place, the log-probabilities (R, V) of the pieces that rows in
         `states` (R,) may not write next; rows where `free` (R,) is True are left alone (a row
         at its maximum length, which must end now)."""
-        run_log_probs = log_probs[:, self.run_ids]  # (R, C), a copy
-        run_log_probs.masked_fill_(self.next_state[states] < 0, float("-inf"))
-        inside = ~self.closed[states] & ~free
-        log_probs.masked_fill_(inside[:, None], float("-inf"))
-        log_probs[:, self.run_ids] = torch.where(
-            free[:, None], log_probs[:, self.run_ids], run_log_probs
-        )
-        return log_probs
+        inside = ~self.closed[states] & ~free  # (R,) rows that must go on with their number
+        banned = inside[:, None].expand_as(log_probs).clone()  # (R, V): every piece but a run's
+        banned[:, self.run_ids] = (self.next_state[states] < 0) & ~free[:, None]  # (R, C)
+        return log_probs.masked_fill_(banned, float("-inf"))
 
     def advance(self, states: Tensor, tokens: Tensor) -> Tensor:
         """The states (R,) after rows in `states` (R,) write `tokens` (R,)."""

@@ -11,7 +11,7 @@ adds the PyTorch search of each batch.
 """
 
 from collections.abc import Callable
-from functools import partial
+from functools import cached_property, partial
 
 import torch
 
@@ -77,10 +77,7 @@ class Translator(LineTranslator):
         # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
         # one dictionary shared with every `with_decode` copy, so that they quantize once
         self.one_line_models: dict[int, Seq2SeqModel] = {}
-        # for decode.keep_numbers: the source and target languages, the target's run pieces
-        self.languages = languages
-        pieces = [tgt_tokenizer.id_to_piece(i) for i in range(tgt_tokenizer.vocab_size)]
-        self.run_pieces = run_pieces(pieces)
+        self.languages = languages  # source and target, for decode.keep_numbers
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
@@ -195,6 +192,11 @@ class Translator(LineTranslator):
                 trace=trace,
                 guard=guard,
             )
+
+    @cached_property
+    def run_pieces(self) -> dict[int, str]:
+        """The target vocabulary's run pieces (seq2seq.decoding.number_guard.run_pieces)."""
+        return run_pieces(self.tgt_tokenizer.vocabulary())
 
     def _guard(self, sources: list[list[int]]) -> NumberGuard:
         """The number guard of one batch of tokenized sources (seq2seq.decoding.number_guard)."""
