@@ -35,6 +35,30 @@ def test_allowed_numbers_in_the_source_and_the_target_form():
     assert allowed_numbers("No numbers here.", "en", "fr") == set()
 
 
+def test_a_number_grouped_in_thousands_is_one_number_written_as_the_target_groups_it():
+    # French groups with spaces (or a no-break space): one number, not "2", "500" and "000",
+    # which the guard would let the model write alone ("500 people")
+    assert allowed_numbers("Environ 2 500 000 personnes et 1\u00a0500 chats.", "fr", "en") == {
+        "2500000",
+        "2,500,000",
+        "1500",
+        "1,500",
+    }
+    assert allowed_numbers("Il a 1.500 euros.", "fr", "en") == {"1500", "1,500"}
+    # "1,500" in French is one and a half
+    assert allowed_numbers("About 1,500 people.", "en", "fr") == {"1500"}
+    # numbers side by side that are no thousands stay apart: a phone number, a date
+    assert allowed_numbers("Le 06 12 34 56, le 11 novembre 2022.", "fr", "en") == {
+        "06",
+        "12",
+        "34",
+        "56",
+        "11",
+        "2022",
+    }
+    assert allowed_numbers("About 1 500 people.", "en", "fr") == {"1", "500"}
+
+
 def test_run_pieces_are_digits_and_separators_alone():
     assert sorted(run_pieces(PIECES).values()) == sorted(
         [".", ",", "-", ":", *"0123456789", "▁19", "90"]

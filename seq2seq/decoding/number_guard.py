@@ -42,11 +42,38 @@ SEPARATORS = ".,:-"
 WORD_START = "▁"  # sentencepiece's mark of a piece that begins a word
 RUN_PIECE = re.compile(rf"{WORD_START}?[\d{re.escape(SEPARATORS)}]+")
 COMMA_DECIMAL = re.compile(r"(\d+),(\d+)")
+# a number grouped in thousands: "1 500" (French, with a space or a no-break space), "1,500"
+# (English), "1.500" (German)
+SPACE_GROUPED = re.compile(r"(?<![\d.,:-])\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d.,:-])")
+COMMA_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
+DOT_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+")
+
+
+def source_numbers(line: str, src: str) -> list[str]:
+    """The numbers of a source `line`; in French or German a number grouped in thousands with
+    spaces ("2 500 000") is one number, not three."""
+    grouped = SPACE_GROUPED.findall(line) if src in DECIMAL_COMMA else []
+    rest = SPACE_GROUPED.sub(" ", line) if grouped else line
+    return grouped + NUMBER.findall(rest)
+
+
+def thousands(number: str, src: str) -> str | None:
+    """The digits of `number` where the source language groups them in thousands ("1,500" in
+    English, "1 500" or "1.500" in French), else None."""
+    grouping = DOT_GROUPED if src in DECIMAL_COMMA else COMMA_GROUPED
+    if SPACE_GROUPED.fullmatch(number) or grouping.fullmatch(number):
+        return re.sub(r"\D", "", number)
+    return None
 
 
 def number_forms(number: str, src: str, tgt: str) -> set[str]:
     """The forms of a source number that a translation into `tgt` may hold: as the source
-    writes it, and as the target language does ("12,22" in French is "12.22" in English)."""
+    writes it, and as the target language does ("12,22" in French is "12.22" in English). A
+    number grouped in thousands may only be written as the target groups it in one run of
+    pieces: "1,500" or "1500" in English, "1500" in French (its "1 500" would be two numbers
+    to the guard, and its "1,500" means 1.5)."""
+    if (digits := thousands(number, src)) is not None:
+        return {digits} if tgt in DECIMAL_COMMA else {digits, f"{int(digits):,}"}
     english = number
     if src in DECIMAL_COMMA and (decimal := COMMA_DECIMAL.fullmatch(number)) is not None:
         english = f"{decimal[1]}.{decimal[2]}"
@@ -55,7 +82,8 @@ def number_forms(number: str, src: str, tgt: str) -> set[str]:
 
 def allowed_numbers(line: str, src: str, tgt: str) -> set[str]:
     """Every form of every number in the source `line` that its translation may hold."""
-    return {form for number in NUMBER.findall(line) for form in number_forms(number, src, tgt)}
+    numbers = source_numbers(line, src)
+    return {form for number in numbers for form in number_forms(number, src, tgt)}
 
 
 def run_pieces(pieces: list[str]) -> dict[int, str]:
