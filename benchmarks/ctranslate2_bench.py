@@ -12,7 +12,8 @@ Tatoeba's test split), beam 5, each system in a fresh process of its own:
 - `ctranslate2`: CTranslate2 called directly on the folder (sentencepiece, translate_batch with
   its own defaults, max_batch_size 128, sentencepiece back), fp32;
 - `api-ct2`: `seq2seq.load(folder, engine="ctranslate2")`, fp32;
-- `api-pytorch`: `seq2seq.load(name, engine="pytorch")`, fp32;
+- `api-pytorch`: `seq2seq.load(name, engine="pytorch")`, fp32, without the number guard that
+  the Tatoeba models decode with by default (CTranslate2 has none: the same search on both);
 - `command-ct2`: `seq2seq translate --model folder --engine ctranslate2 --input FILE`, the
   whole command (its start included), batches only.
 
@@ -109,7 +110,9 @@ def api_translate(system: str, name: str, folder: Path) -> Any:
     if system == "api-ct2":
         model = seq2seq.load(folder, device="cpu", precision="fp32", engine="ctranslate2")
     else:
-        model = seq2seq.load(name, device="cpu", precision="fp32", engine="pytorch")
+        model = seq2seq.load(
+            name, device="cpu", precision="fp32", engine="pytorch", keep_numbers=False
+        )
     return lambda lines: model.translate(lines, beam=BEAM)
 
 

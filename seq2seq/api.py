@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from seq2seq.config import Config, DecodeConfig
-from seq2seq.config_rules import DECODE_PRECISIONS, checked, line_problem
+from seq2seq.config_rules import DECODE_PRECISIONS, checked, checked_flag, line_problem
 from seq2seq.decoding.ctranslate2 import CTranslate2Translator, use_ctranslate2
 from seq2seq.decoding.torch_free import open_torch_free
 from seq2seq.decoding.translation import Translation
@@ -122,9 +122,7 @@ class Model:
         if max_len_ratio is not None:
             changes["max_len_ratio"] = checked("max_len_ratio", max_len_ratio, float)
         if keep_numbers is not None:
-            if not isinstance(keep_numbers, bool):
-                raise ValueError(f"keep_numbers: {keep_numbers!r} is not True or False")
-            changes["keep_numbers"] = keep_numbers
+            changes["keep_numbers"] = checked_flag("keep_numbers", keep_numbers)
         translator = self.translator.with_decode(**changes) if changes else self.translator
         results = translator.translate(lines, beam_size=beam, nbest=nbest or 1)
         return results if nbest else [nbest_list[0].text for nbest_list in results]
@@ -182,6 +180,7 @@ def load(
     precision: str | None = None,
     plain: bool = False,
     engine: str = "pytorch",
+    keep_numbers: bool | None = None,
 ) -> Model:
     """The model `name` names: a shipped model (e.g. "transformer-tiny.multi30k.en-de"), an
     exported model folder, a training checkpoint file, or (engine "ctranslate2" or "auto") a
@@ -193,16 +192,20 @@ def load(
     (seq2seq.decoding.ctranslate2.use_ctranslate2: ctranslate2 where it gives what pytorch
     would). On CTranslate2, a CTranslate2 folder or a shipped or exported Transformer opens
     without importing torch (seq2seq.decoding.torch_free), and `attention` and `beam_tree`,
-    which need the PyTorch model, refuse."""
+    which need the PyTorch model, refuse. `keep_numbers`: decode with the number guard or
+    without it (None: the model's decode.keep_numbers); CTranslate2 has no number guard, so a
+    model that keeps numbers by default (the Tatoeba models) opens on it with False."""
     if precision is not None and precision not in DECODE_PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(DECODE_PRECISIONS)}")
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r}: one of {', '.join(ENGINES)}")
+    if keep_numbers is not None:
+        checked_flag("keep_numbers", keep_numbers)
     checkpoint = Path(name).suffix == ".pt" or Path(name).is_file()
+    set_options = partial(_set_options, precision, keep_numbers)
     if engine != "pytorch" and not checkpoint:
-        set_precision = partial(_set_precision, precision)
         opened = open_torch_free(
-            name, engine, device, set_options=set_precision, device_option="device"
+            name, engine, device, set_options=set_options, device_option="device"
         )
         if opened is not None:
             return Model(None, opened.translator, opened.config)
@@ -213,13 +216,17 @@ def load(
 
     torch_device = pick_device(device, "device")
     inference = load_model(name, torch_device, plain)
-    _set_precision(precision, inference.config.decode)
+    set_options(inference.config.decode)
     if use_ctranslate2(engine, inference.config):
         return Model(inference, translator_from_inference(inference, torch_device.type))
     return Model(inference, Translator.from_inference(inference, torch_device))
 
 
-def _set_precision(precision: str | None, decode_cfg: DecodeConfig) -> None:
-    """Decode in `precision` (None: the model's own decode.precision)."""
+def _set_options(
+    precision: str | None, keep_numbers: bool | None, decode_cfg: DecodeConfig
+) -> None:
+    """Decode in `precision` and with `keep_numbers` (None: the model's own setting)."""
     if precision is not None:
         decode_cfg.precision = precision
+    if keep_numbers is not None:
+        decode_cfg.keep_numbers = keep_numbers

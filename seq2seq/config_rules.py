@@ -168,6 +168,14 @@ def checked(name: str, value: Any, kind: type[int] | type[float]) -> Any:
     return kind(value)
 
 
+def checked_flag(name: str, value: Any) -> bool:
+    """`value` of the Python API's on/off argument `name`; a one-line ValueError naming the
+    argument unless it is True or False."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: {value!r} is not True or False")
+    return value
+
+
 def line_problem(line: Any) -> str | None:
     """Why `line` is no text to translate, or None: not a str, or a str holding a lone surrogate
     (a code point of U+D800..U+DFFF, which no UTF-8 text holds; JSON's "\\ud800" gives one)."""

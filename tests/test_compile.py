@@ -215,6 +215,7 @@ def test_validation_in_one_large_batch_translates_as_in_small_ones(
         overrides = ["decode.batch_size=1024", f"train.valid_batch_tokens={budget}"]
         cfg = load_config(None, [*overrides, 'decode.precision="fp32"'])
         translator = validation_translator(cfg, model, data, torch.device("cpu"))
+        assert translator.languages == (cfg.data.src, cfg.data.tgt)  # for decode.keep_numbers
         sizes: list[int] = []
         best = [nbest[0] for nbest in translator.translate(sources, 5, on_batch=sizes.append)]
         results.append((sizes, [t.tokens for t in best], [t.score for t in best]))

@@ -166,7 +166,8 @@ def test_a_search_nobody_waits_for_stops(engines) -> None:
 def test_options_ctranslate2_lacks_are_refused(engines) -> None:
     with pytest.raises(UserError, match="max_piece_repeat"):
         engines[1].with_decode(max_piece_repeat=2)
-    with pytest.raises(UserError, match=r"decode.keep_numbers \(--keep-numbers\)"):
+    off = r"use --engine pytorch, or --no-keep-numbers to decode without it"
+    with pytest.raises(UserError, match=r"decode.keep_numbers \(--keep-numbers\).*" + off):
         engines[1].with_decode(keep_numbers=True)
     with pytest.raises(UserError, match="PyTorch engine"):
         engines[1].translate(LINES[:1], need_attention=True)
@@ -450,6 +451,43 @@ def test_bad_folders_are_refused_before_ctranslate2_reads_them(
     with pytest.raises(UserError, match=message) as caught:
         seq2seq.load(folder, engine="ctranslate2")
     assert "\n" not in str(caught.value)
+
+
+def test_a_model_that_keeps_numbers_opens_on_ctranslate2_only_without_the_guard(
+    tmp_path: Path,
+) -> None:
+    """The Tatoeba models keep numbers by default (decode.keep_numbers), a rule CTranslate2
+    lacks: the engine is refused in one line naming the way out, which works; a CTranslate2
+    folder exported from such a model decodes without the guard."""
+    name = "transformer-small.tatoeba.en-fr"
+    with pytest.raises(UserError, match=r"--no-keep-numbers to decode without it"):
+        seq2seq.load(name, device="cpu", engine="ctranslate2")
+    model = seq2seq.load(name, device="cpu", engine="ctranslate2", keep_numbers=False)
+    assert not model.translator.decode_cfg.keep_numbers
+    assert isinstance(model.translator, CTranslate2Translator)
+    with pytest.raises(ValueError, match="keep_numbers: 'no' is not True or False"):
+        seq2seq.load(name, device="cpu", keep_numbers="no")
+    out = tmp_path / "en-fr"
+    export_command.main(["--model", name, "--format", "ctranslate2", "--out", str(out)])
+    config, _, _ = check_folder(out)
+    assert not config.decode.keep_numbers and config.decode.beam_size == 5
+    assert seq2seq.load(out, engine="ctranslate2").translate(["Where is the train station?"]) == [
+        "Où est la gare ?"
+    ]
+
+
+def test_the_server_refuses_the_number_guard_on_ctranslate2(served) -> None:
+    with TestClient(create_app(served, Limits())) as client:
+        answer, off = (
+            client.post("/v1/translate", json={"lines": ["It is 12.50."], "keep_numbers": keep})
+            for keep in (True, False)
+        )
+        assert client.get("/v1/models").json()[0]["keep_numbers"] is False
+    assert (answer.status_code, answer.json()) == (
+        422,
+        {"error": f"keep_numbers: {EN_DE} is served on CTranslate2, which has no number guard"},
+    )
+    assert off.status_code == 200
 
 
 def test_the_checked_folder_gives_its_configuration(exported: Path) -> None:

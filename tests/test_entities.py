@@ -7,12 +7,13 @@ import random
 import re
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from commands import SEQ2SEQ
 
 from seq2seq.commands import main
-from seq2seq.commands.evaluate import parse_args, record_entity_test
+from seq2seq.commands.evaluate import evaluation_command, parse_args, record_entity_test
 from seq2seq.config import load_config
 from seq2seq.data.augment import AUGMENT_VERSION, EntityAugmenter, entities, shared_entities
 from seq2seq.data.corpora import UserFiles
@@ -478,7 +479,14 @@ def test_the_tatoeba_configurations_turn_copy_teaching_on() -> None:
     for direction in DIRECTIONS:
         data = load_config(ROOT / "configs" / f"transformer.tatoeba.{direction}.toml").data
         assert (data.augment_entities, data.augment_numbers) == (2.0, 20.0)
-        assert data.augment_repeated_digits == 0.5
+    # the shipped fr-en model was trained with more repeated digits, the en-fr one without
+    # (docs/experiments.md)
+    en_fr, fr_en = (
+        load_config(ROOT / "configs" / f"transformer.tatoeba.{direction}.toml")
+        for direction in ("en-fr", "fr-en")
+    )
+    assert (en_fr.data.augment_repeated_digits, fr_en.data.augment_repeated_digits) == (0, 0.5)
+    assert en_fr.decode.keep_numbers and fr_en.decode.keep_numbers
     multi30k = load_config(ROOT / "configs" / "transformer.multi30k.en-de.toml")
     assert (multi30k.data.augment_entities, multi30k.data.augment_numbers) == (0, 0)
     with pytest.raises(UserError, match=r"data\.augment_entities"):
@@ -595,6 +603,7 @@ def test_recording_the_entity_test_changes_nothing_else(tmp_path: Path) -> None:
         device="cpu",
         precision="fp32",
         beam_size=5,
+        keep_numbers=True,
         hypotheses=[],
         hypothesis_ids=[],
         copy_accuracy={"number_copy_accuracy": 50.0, "numbers": 2, "numbers_copied": 1},
@@ -603,15 +612,34 @@ def test_recording_the_entity_test_changes_nothing_else(tmp_path: Path) -> None:
     after = json.loads(path.read_text())
     recorded = after.pop("entity_test")
     assert after == before
-    assert {key: recorded[key] for key in [*scores, "numbers_copied", "beam_size"]} == {
+    keys = [*scores, "numbers_copied", "beam_size", "keep_numbers"]
+    assert {key: recorded[key] for key in keys} == {
         **scores,
         "numbers_copied": 1,
         "beam_size": 5,
+        "keep_numbers": True,
     }
     assert recorded["command"] == (
-        f"seq2seq evaluate --model {SHIPPED[0]} --split entities --beam 5 --precision fp32"
+        f"seq2seq evaluate --model {SHIPPED[0]} --split entities --beam 5 --precision fp32 "
+        "--keep-numbers"
     )
     assert ModelResult.load(path).entity_test == recorded
+
+
+@pytest.mark.parametrize(
+    ("option", "used", "flag"),
+    [([], True, " --keep-numbers"), (["--no-keep-numbers"], False, " --no-keep-numbers")],
+)
+def test_the_recorded_command_says_whether_numbers_were_kept(
+    option: list[str], used: bool, flag: str
+) -> None:
+    """The Tatoeba models keep numbers by default: a record says so, and an evaluation without
+    the guard records the option that turned it off."""
+    args = parse_args(["--model", SHIPPED[0], "--split", "test", *option])
+    result = SimpleNamespace(beam_size=5, precision="fp32", keep_numbers=used)
+    assert evaluation_command(args, result) == (
+        f"seq2seq evaluate --model {SHIPPED[0]} --split test --beam 5 --precision fp32{flag}"
+    )
 
 
 def test_the_entity_test_is_recorded_in_an_existing_record_only(

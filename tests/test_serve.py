@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from libretranslatepy import LibreTranslateAPI
 
 from seq2seq.commands.serve import is_loopback
+from seq2seq.data.entities import NUMBER
 from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.decoding.translation import CARD
@@ -97,7 +98,7 @@ def test_models_describes_the_model_and_its_card(client: TestClient) -> None:
         == card["domain"]
         == ("Flickr image captions (Multi30k: 29,000 training pairs describing photos)")
     )
-    assert (info["precision"], info["beam"]) == ("int8", 5)
+    assert (info["precision"], info["beam"], info["keep_numbers"]) == ("int8", 5, False)
     assert info["scores"]["bleu"] == card["bleu"]
     assert info["scores"]["signatures"] == card["signatures"]
 
@@ -126,6 +127,19 @@ def test_empty_lines_and_options_follow_the_request(client: TestClient) -> None:
     assert len(short["translations"][0][0]["text"].split()) <= 10
 
 
+def test_the_number_guard_follows_the_request(client: TestClient) -> None:
+    """keep_numbers: true lets a number into the output only as one of the source's; left out,
+    the model's default (off for this model, which garbles them)."""
+    line = "A man pays 19.99 euros for 48213 roses."
+
+    def best(**options: object) -> str:
+        answer = client.post("/v1/translate", json={"lines": [line], **options})
+        return answer.json()["translations"][0][0]["text"]
+
+    assert "1999" in best() and best(keep_numbers=False) == best()
+    assert set(NUMBER.findall(best(keep_numbers=True))) <= {"19.99", "19,99", "48213"}
+
+
 BAD_REQUESTS = [
     (b'{"lines": ["a"', 400, "malformed JSON: Expecting ',' delimiter at character 14"),
     (b'{"lines": ["\xff"]}', 400, "the request body is not UTF-8 text (bad byte at byte 13)"),
@@ -140,6 +154,7 @@ BAD_REQUESTS = [
         "length_penalty: Input should be a finite number",
     ),
     (b'{"lines": ["a"], "beam": "5"}', 422, "beam: Input should be a valid integer"),
+    (b'{"lines": ["a"], "keep_numbers": 1}', 422, "keep_numbers: Input should be a valid boolean"),
     (b'{"lines": ["a", 3]}', 422, "lines[1]: Input should be a valid string"),
     (b'{"lines": ["a"], "file": "/etc/passwd"}', 422, "file: Extra inputs are not permitted"),
     (b'["a"]', 422, "body: a JSON object is needed"),

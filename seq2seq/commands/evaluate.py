@@ -152,6 +152,10 @@ def evaluation_command(args: argparse.Namespace, result: EvalResult) -> str:
         evaluation += ["--length-penalty", str(args.length_penalty)]
     if args.stop_early:
         evaluation.append("--stop-early")
+    if result.keep_numbers:
+        evaluation.append("--keep-numbers")
+    elif args.keep_numbers is False:
+        evaluation.append("--no-keep-numbers")
     return shlex.join(evaluation)
 
 
@@ -179,6 +183,7 @@ def model_result(
         commands=[*args.command, evaluation_command(args, result)],
         git_revision=(revision or "unknown") + ("-dirty" if dirty else ""),
         decode_precision=result.precision,
+        keep_numbers=result.keep_numbers,
         domain=domain_of(prepared.manifest["corpus"]),
     )
 
@@ -197,6 +202,7 @@ def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult)
         **(result.copy_accuracy or {}),
         "beam_size": result.beam_size,
         "decode_precision": result.precision,
+        "keep_numbers": result.keep_numbers,
         "command": evaluation_command(args, result),
         "git_revision": (revision or "unknown") + ("-dirty" if dirty else ""),
     }

@@ -47,6 +47,8 @@ SHA-256 of every file. `check_folder` verifies all of it before CTranslate2 read
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -87,8 +89,12 @@ POSITIONS = 1024  # positions of the stored encoding table: source and output le
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's
 # CTranslate2's precisions for ours ("auto": float32 on a CPU, where its int8 is slower one
 # sentence at a time (docs/benchmarks.md); float16 on a GPU)
-# the decoding options CTranslate2 has no counterpart of, with their command-line flags
-PYTORCH_ONLY_OPTIONS = {"max_piece_repeat": "--max-piece-repeat", "keep_numbers": "--keep-numbers"}
+# the decoding options CTranslate2 has no counterpart of, with the command-line flags that turn
+# each on and off
+PYTORCH_ONLY_OPTIONS = {
+    "max_piece_repeat": ("--max-piece-repeat", "--max-piece-repeat 0"),
+    "keep_numbers": ("--keep-numbers", "--no-keep-numbers"),
+}
 COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8_float32"}
 
 
@@ -259,7 +265,8 @@ def _set_ffn(spec: Any, weights: Mapping[str, np.ndarray], layer: str) -> None:
 
 def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = None) -> None:
     """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
-    files, our model.json and tokenizer(s), `card` (if given) and MANIFEST."""
+    files, our model.json (with PYTORCH_ONLY_OPTIONS off) and tokenizer(s), `card` (if given)
+    and MANIFEST."""
     from seq2seq.decoding.loading import write_description
 
     spec = transformer_spec(
@@ -269,7 +276,11 @@ def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = No
         inference.tgt_tokenizer,
     )
     spec.save(str(folder))
-    write_description(inference, folder)
+    # the folder decodes on CTranslate2 alone: its defaults are options CTranslate2 has
+    config = copy.deepcopy(inference.config)
+    for name in PYTORCH_ONLY_OPTIONS:
+        setattr(config.decode, name, getattr(DecodeConfig(), name))
+    write_description(dataclasses.replace(inference, config=config), folder)
     if card is not None and card.is_file():
         shutil.copyfile(card, folder / CARD)
     digests = {path.name: _sha256(path) for path in sorted(folder.iterdir()) if path.name != CARD}
@@ -480,15 +491,18 @@ def pytorch_only_option(decode_cfg: DecodeConfig) -> str | None:
 def check_options(decode_cfg: DecodeConfig) -> None:
     """`UserError` for a decoding option CTranslate2 has no counterpart of."""
     if (name := pytorch_only_option(decode_cfg)) is not None:
+        on, off = PYTORCH_ONLY_OPTIONS[name]
         raise UserError(
-            f"decode.{name} ({PYTORCH_ONLY_OPTIONS[name]}): CTranslate2 has no such rule; "
-            "use --engine pytorch"
+            f"decode.{name} ({on}): CTranslate2 has no such rule; use --engine pytorch, or "
+            f"{off} to decode without it"
         )
 
 
 class CTranslate2Translator(LineTranslator):
     """`Translator`'s interface and options (see the module docstring) with CTranslate2 doing
     the search: `translate`, `source_limit`, `check_beam_size`, `with_decode`, `precision`."""
+
+    lacks_options = frozenset(PYTORCH_ONLY_OPTIONS)
 
     def __init__(
         self,

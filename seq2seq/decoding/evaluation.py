@@ -32,6 +32,7 @@ class EvalResult:
     device: str
     precision: str  # what the model computed in: "fp32", "bf16", "fp16" or "int8"
     beam_size: int
+    keep_numbers: bool  # decoded with the number guard (seq2seq.decoding.number_guard)
     hypotheses: list[str]
     hypothesis_ids: list[list[int]]
     # the entity test's (seq2seq.data.entity_test): its CopyAccuracy as a dict; None elsewhere
@@ -86,6 +87,7 @@ def evaluate(
         device=str(translator.device),
         precision=translator.precision_for(len(src_lines)),
         beam_size=beam_size,
+        keep_numbers=translator.decode_cfg.keep_numbers,
         hypotheses=hypotheses,
         hypothesis_ids=[translation.tokens for translation in best],
     )

@@ -75,6 +75,7 @@ class ModelResult:
     commands: list[str]  # every command, from preparing the data to evaluating
     git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
     decode_precision: str = NOT_RECORDED  # what decoding computed in: fp32, bf16, fp16 or int8
+    keep_numbers: bool = False  # decoded with the number guard (decode.keep_numbers)
     domain: str = NOT_RECORDED  # the text it knows and its training data, in one line
     # What it gets wrong: {"problem": ..., "source": ..., "output": ...}, each with a real output
     limits: list[dict[str, str]] = field(default_factory=list)

@@ -130,6 +130,7 @@ class LineTranslator:
     decode_cfg: DecodeConfig
     precision: str
     max_batch_tokens: int = MAX_BATCH_TOKENS  # padded source tokens times beams per batch
+    lacks_options: frozenset[str] = frozenset()  # decode_cfg options this engine cannot apply
 
     def translate(
         self,

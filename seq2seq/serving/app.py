@@ -74,7 +74,12 @@ async def translate(request: TranslateRequest, state: StateDep, http: Request) -
     served = state.model(request.model)
     state.check_lines(request.lines)
     options = state.options(
-        served, request.beam, request.nbest, request.length_penalty, request.max_len_ratio
+        served,
+        request.beam,
+        request.nbest,
+        request.length_penalty,
+        request.max_len_ratio,
+        request.keep_numbers,
     )
     results = await state.translate(
         served, request.lines, options, disconnected=http.is_disconnected

@@ -56,6 +56,7 @@ class ServedModel:
             "beam": cfg.beam_size,
             "length_penalty": cfg.length_penalty,
             "max_len_ratio": cfg.max_len_ratio,
+            "keep_numbers": cfg.keep_numbers,
             "scores": self.scores,
         }
 

@@ -36,6 +36,11 @@ class TranslateRequest(BaseModel):
         allow_inf_nan=False,
         description="maximum output tokens per source token",
     )
+    keep_numbers: bool | None = Field(
+        None,
+        description="the number guard: write a number only as one of the source's, whole "
+        "(PyTorch engine only)",
+    )
 
 
 class Hypothesis(BaseModel):
@@ -70,6 +75,7 @@ class ModelInfo(BaseModel):
     beam: int
     length_penalty: float
     max_len_ratio: float
+    keep_numbers: bool = Field(description="whether numbers are kept by default (the guard)")
     scores: dict[str, Any] | None = Field(description="the model card's test scores")
 
 

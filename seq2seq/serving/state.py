@@ -90,11 +90,16 @@ class ServerState:
         nbest: int = 1,
         length_penalty: float | None = None,
         max_len_ratio: float | None = None,
+        keep_numbers: bool | None = None,
         need_attention: bool = False,
     ) -> DecodeOptions:
         """The decoding options of a request: those given, the model's defaults for the rest;
-        422 for a beam over the limit or an n-best list longer than the beam."""
+        422 for a beam over the limit, an n-best list longer than the beam, or the number guard
+        asked of an engine without it."""
         cfg = served.translator.decode_cfg
+        if keep_numbers and "keep_numbers" in served.translator.lacks_options:
+            message = f"{served.name} is served on CTranslate2, which has no number guard"
+            raise ApiError(422, f"keep_numbers: {message}")
         beam = beam or cfg.beam_size
         if beam > self.limits.max_beam:
             raise ApiError(
@@ -107,6 +112,7 @@ class ServerState:
             nbest=nbest,
             length_penalty=cfg.length_penalty if length_penalty is None else length_penalty,
             max_len_ratio=cfg.max_len_ratio if max_len_ratio is None else max_len_ratio,
+            keep_numbers=cfg.keep_numbers if keep_numbers is None else keep_numbers,
             need_attention=need_attention,
         )
 

@@ -60,6 +60,7 @@ class DecodeOptions:
     nbest: int
     length_penalty: float
     max_len_ratio: float
+    keep_numbers: bool = False  # the number guard (seq2seq.decoding.number_guard)
     need_attention: bool = False  # each best translation carries its attention map
 
 
@@ -194,6 +195,7 @@ class DecodingWorker:
             beam_size=options.beam,
             length_penalty=options.length_penalty,
             max_len_ratio=options.max_len_ratio,
+            keep_numbers=options.keep_numbers,
         )
         translate = translator.translate_ids
         if trace is not None:  # PyTorch's beam search, which records what it does

@@ -179,4 +179,7 @@ def validation_translator(
     tokens times beams (0: MAX_BATCH_TOKENS, as any decoding). A GPU decodes it in a few large
     batches; the translations are those of any batch size (tests/test_compile.py)."""
     budget = cfg.train.valid_batch_tokens or MAX_BATCH_TOKENS
-    return Translator(model, data.src_tokenizer, data.tgt_tokenizer, cfg.decode, device, budget)
+    languages = (cfg.data.src, cfg.data.tgt)  # for decode.keep_numbers
+    return Translator(
+        model, data.src_tokenizer, data.tgt_tokenizer, cfg.decode, device, budget, languages
+    )
