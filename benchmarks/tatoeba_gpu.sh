@@ -7,8 +7,7 @@
 # fits a 64 MiB transfer):
 #
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 \
-#         --augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 --mirror ../shared/data \
-#         --out data/tatoeba-copy.en-fr
+#         --augment-numbers 20 --seed 1 --mirror ../shared/data --out data/tatoeba-copy.en-fr
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src fr --tgt en --augment-entities 2 \
 #         --augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 --mirror ../shared/data \
 #         --out data/tatoeba-copy.fr-en

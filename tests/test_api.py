@@ -18,7 +18,7 @@ EXAMPLES = re.findall(r"^```python\n(.*?)^```", (ROOT / "docs" / "api.md").read_
 @pytest.mark.slow  # starts a Python that imports torch
 def test_the_docs_examples_run_from_another_folder(tmp_path: Path) -> None:
     """All examples of the page, in order, as one program."""
-    assert len(EXAMPLES) == 2
+    assert len(EXAMPLES) == 3
     result = subprocess.run(
         [sys.executable, "-c", "\n".join(EXAMPLES)],
         cwd=tmp_path,

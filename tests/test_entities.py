@@ -572,6 +572,7 @@ def test_the_recorded_entity_test_is_reproduced_on_the_shipped_model(name: str) 
     assert card.entity_test == recorded and recorded["sentences"] == PAIRS
     options = ["--split", "entities", "--json", "--device", "cpu"]
     options += ["--beam", str(recorded["beam_size"]), "--precision", recorded["decode_precision"]]
+    options.append("--keep-numbers" if recorded["keep_numbers"] else "--no-keep-numbers")
     result = subprocess.run(
         [*SEQ2SEQ, "evaluate", "--model", name, *options],
         capture_output=True,
