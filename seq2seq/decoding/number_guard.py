@@ -4,8 +4,9 @@ A model that writes a number one digit piece at a time can drop or repeat a digi
 becomes "876-714" when it loses count of the two 7s (docs/experiments.md). With the guard, the
 search lets a number into the output only as one of the source's numbers, in the form the source
 writes it or the form the target language does ("19.99" in English is "19,99" in French:
-seq2seq.data.entities.written_in). The guard only forbids pieces; the model's probabilities of
-the pieces it allows are unchanged.
+seq2seq.data.entities.written_in). A number grouped in thousands is one number ("2 500 000" in
+French), written as the target groups it ("2,500,000" or "2500000" in English: `number_forms`).
+The guard only forbids pieces; the model's probabilities of the pieces it allows are unchanged.
 
 A *run* is a stretch of output pieces that write a number: pieces made of digits and the
 separators ". , : -" alone. The guard follows each beam's run with a small automaton whose states
