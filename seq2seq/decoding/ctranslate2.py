@@ -341,10 +341,10 @@ def check_folder(folder: Path) -> tuple[Config, Tokenizer, Tokenizer]:
         src = tgt = _tokenizer(folder / JOINT_TOKENIZER)
     else:
         src, tgt = (_tokenizer(folder / name) for name in SEPARATE_TOKENIZERS)
-    vocabularies = {"shared_vocabulary.json": src.vocabulary()}
-    if src.vocabulary() != tgt.vocabulary():
-        vocabularies = {"source_vocabulary.json": src.vocabulary()}
-        vocabularies["target_vocabulary.json"] = tgt.vocabulary()
+    src_pieces, tgt_pieces = src.vocabulary(), tgt.vocabulary()
+    vocabularies = {"shared_vocabulary.json": src_pieces}
+    if src_pieces != tgt_pieces:
+        vocabularies = {"source_vocabulary.json": src_pieces, "target_vocabulary.json": tgt_pieces}
     for name, pieces in vocabularies.items():
         if _read_json(folder / name) != pieces:
             raise UserError(f"{folder / name}: not the vocabulary of the sentencepiece model")

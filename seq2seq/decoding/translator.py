@@ -61,7 +61,7 @@ class Translator(LineTranslator):
         decode_cfg: DecodeConfig,
         device: str | torch.device,
         max_batch_tokens: int | None = None,
-        languages: tuple[str, str] = ("", ""),
+        languages: tuple[str, str] | None = None,
     ):
         self.src_tokenizer = src_tokenizer
         self.tgt_tokenizer = tgt_tokenizer
@@ -77,7 +77,8 @@ class Translator(LineTranslator):
         # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
         # one dictionary shared with every `with_decode` copy, so that they quantize once
         self.one_line_models: dict[int, Seq2SeqModel] = {}
-        self.languages = languages  # source and target, for decode.keep_numbers
+        # source and target (e.g. ("en", "fr")), which decode.keep_numbers needs; None: unknown
+        self.languages = languages
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
@@ -200,6 +201,8 @@ class Translator(LineTranslator):
 
     def _guard(self, sources: list[list[int]]) -> NumberGuard:
         """The number guard of one batch of tokenized sources (seq2seq.decoding.number_guard)."""
+        if self.languages is None:
+            raise ValueError("decode.keep_numbers: give the Translator its languages")
         src, tgt = self.languages
         numbers = [allowed_numbers(line, src, tgt) for line in self.src_tokenizer.decode(sources)]
         guard = NumberGuard.build(numbers, self.run_pieces, self.tgt_tokenizer.vocab_size)
