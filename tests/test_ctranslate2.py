@@ -29,11 +29,13 @@ from ctranslate2_bench import shipped_test_pairs
 from fastapi.testclient import TestClient
 
 import seq2seq
+import seq2seq.commands
 from seq2seq.commands import export as export_command
 from seq2seq.commands import serve as serve_command
 from seq2seq.config import config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.ctranslate2 import (
+    GUARD_DROPPED,
     MANIFEST,
     CTranslate2Translator,
     check_folder,
@@ -48,7 +50,7 @@ from seq2seq.decoding.ctranslate2 import (
 from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.exported import WEIGHTS, read_description, read_weights
 from seq2seq.decoding.loading import Inference, load_model
-from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
 from seq2seq.decoding.translation import CARD, SourceTooLong, Stopped
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
@@ -61,6 +63,7 @@ from seq2seq.serving.state import NO_EXPLORER
 
 SCORE_TOLERANCE = 3e-3
 EN_DE = "transformer-tiny.multi30k.en-de"
+TATOEBA_EN_FR = "transformer-small.tatoeba.en-fr"  # keeps numbers by default
 TRANSFORMERS = sorted(p.name for p in SHIPPED_MODELS.glob("transformer-*"))
 LINES = [
     "A man in an orange hat starring at something.",
@@ -456,13 +459,10 @@ def test_bad_folders_are_refused_before_ctranslate2_reads_them(
     assert "\n" not in str(caught.value)
 
 
-def test_a_model_that_keeps_numbers_opens_on_ctranslate2_only_without_the_guard(
-    tmp_path: Path,
-) -> None:
+def test_a_model_that_keeps_numbers_opens_on_ctranslate2_only_without_the_guard() -> None:
     """The Tatoeba models keep numbers by default (decode.keep_numbers), a rule CTranslate2
-    lacks: the engine is refused in one line naming the way out, which works; a CTranslate2
-    folder exported from such a model decodes without the guard."""
-    name = "transformer-small.tatoeba.en-fr"
+    lacks: the engine is refused in one line naming the way out, which works."""
+    name = TATOEBA_EN_FR
     with pytest.raises(UserError, match=r"--no-keep-numbers to decode without it"):
         seq2seq.load(name, device="cpu", engine="ctranslate2")
     model = seq2seq.load(name, device="cpu", engine="ctranslate2", keep_numbers=False)
@@ -470,13 +470,72 @@ def test_a_model_that_keeps_numbers_opens_on_ctranslate2_only_without_the_guard(
     assert isinstance(model.translator, CTranslate2Translator)
     with pytest.raises(ValueError, match="keep_numbers: 'no' is not True or False"):
         seq2seq.load(name, device="cpu", keep_numbers="no")
+
+
+GUARD_REFUSED = (
+    "error: --format ctranslate2: the model keeps numbers (decode.keep_numbers, the number guard), "
+    "which CTranslate2 cannot run; pass --no-keep-numbers to export it without the guard (its "
+    "card then says so)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "error"),
+    [
+        (TATOEBA_EN_FR, ["--format", "ctranslate2"], GUARD_REFUSED),
+        (EN_DE, ["--format", "ctranslate2", "--keep-numbers"], GUARD_REFUSED),
+        (
+            EN_DE,
+            ["--no-keep-numbers"],
+            "error: --no-keep-numbers: only with --format ctranslate2\n",
+        ),
+    ],
+)
+def test_an_export_that_would_drop_the_number_guard_unsaid_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture, model: str, options: list[str], error: str
+) -> None:
+    """CTranslate2 has no number guard: a model that keeps numbers exports to it only with
+    --no-keep-numbers, else one line and exit status 2, and nothing is written."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        seq2seq.commands.main(["export", "--model", model, *options, "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr() == ("", error)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_exported_without_its_number_guard_says_so_on_its_card(tmp_path: Path) -> None:
+    """--no-keep-numbers: the folder decodes without the guard, and its card says so (keep_numbers
+    false, number_guard saying why) where the rest is the shipped card's."""
     out = tmp_path / "en-fr"
-    export_command.main(["--model", name, "--format", "ctranslate2", "--out", str(out)])
+    export_command.main(
+        [
+            "--model",
+            TATOEBA_EN_FR,
+            "--format",
+            "ctranslate2",
+            "--no-keep-numbers",
+            "--out",
+            str(out),
+        ]
+    )
     config, _, _ = check_folder(out)
     assert not config.decode.keep_numbers and config.decode.beam_size == 5
+    shipped = json.loads((SHIPPED_MODELS / TATOEBA_EN_FR / CARD).read_text(encoding="utf-8"))
+    card = json.loads((out / CARD).read_text(encoding="utf-8"))
+    assert shipped["keep_numbers"] is True
+    assert card == shipped | {"keep_numbers": False, "number_guard": GUARD_DROPPED}
+    assert ModelResult.load(out / CARD).number_guard.startswith("not in this folder: ")
     assert seq2seq.load(out, engine="ctranslate2").translate(["Where is the train station?"]) == [
         "Où est la gare ?"
     ]
+
+
+def test_a_model_without_the_number_guard_keeps_its_card_as_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "en-de"
+    options = ["--format", "ctranslate2", "--no-keep-numbers", "--out", str(out)]
+    export_command.main(["--model", EN_DE, *options])
+    assert (out / CARD).read_bytes() == (SHIPPED_MODELS / EN_DE / CARD).read_bytes()
 
 
 def test_the_server_refuses_the_number_guard_on_ctranslate2(served) -> None:

@@ -13,8 +13,11 @@ ignores (models/ holds the shipped models). Add its card with
 `seq2seq evaluate --model exported/NAME --record exported/NAME/card.json ...`.
 With --format ctranslate2 it holds CTranslate2's model (fp32 weights) and vocabulary, the
 sentencepiece model(s), the configuration, the model's card.json and a manifest of checksums.
+CTranslate2 has no number guard: a model that keeps numbers (the Tatoeba models) is refused
+unless --no-keep-numbers exports it without the guard, which its card then says.
 """
 
+import argparse
 from pathlib import Path
 
 from seq2seq.commands.cli import add_model_options, command_parser
@@ -48,12 +51,22 @@ def main(argv: list[str]) -> None:
         help="weight precision of --format pytorch (default: bf16)",
     )
     parser.add_argument(
+        "--keep-numbers",
+        action=argparse.BooleanOptionalAction,
+        help="--format ctranslate2: a model that keeps numbers (decode.keep_numbers, the number "
+        "guard, which CTranslate2 lacks) is refused unless --no-keep-numbers exports it without "
+        "the guard; its card then says so",
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="replace an exported model already in --out, or write inside the repository's "
         "models/ folder (the shipped models)",
     )
     args = parser.parse_args(argv)
+    if args.keep_numbers is not None and args.format != "ctranslate2":
+        option = "--keep-numbers" if args.keep_numbers else "--no-keep-numbers"
+        raise UserError(f"{option}: only with --format ctranslate2")
     from seq2seq.decoding import export  # imports torch: not for --help
     from seq2seq.decoding.exported import find_model
     from seq2seq.decoding.loading import load_model
@@ -75,7 +88,7 @@ def main(argv: list[str]) -> None:
         card = find_model(args.model) / CARD
     try:
         if args.format == "ctranslate2":
-            export.export_ctranslate2(inference, out, card)
+            export.export_ctranslate2(inference, out, card, args.keep_numbers)
         else:
             export.export_model(inference, out, export.DTYPES[args.dtype])
     except OSError as err:

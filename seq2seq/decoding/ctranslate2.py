@@ -67,6 +67,7 @@ import numpy as np
 from seq2seq.config import Config, DecodeConfig, config_from_dict
 from seq2seq.data.specials import BOS_PIECE, EOS_PIECE, PAD_PIECE, UNK_PIECE
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.model_result import read_card
 from seq2seq.decoding.translation import (
     CARD,
     DESCRIPTION,
@@ -96,6 +97,11 @@ PYTORCH_ONLY_OPTIONS = {
     "keep_numbers": ("--keep-numbers", "--no-keep-numbers"),
 }
 COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8_float32"}
+# what the card of a folder exported without the model's number guard says (its number_guard)
+GUARD_DROPPED = (
+    "not in this folder: CTranslate2 has no number guard (exported with --no-keep-numbers), so "
+    "it can change numbers; the scores and limits above were decoded with the guard"
+)
 
 
 def import_ctranslate2() -> ModuleType:
@@ -263,10 +269,21 @@ def _set_ffn(spec: Any, weights: Mapping[str, np.ndarray], layer: str) -> None:
     _set_linear(spec.linear_1, weights, f"{layer}.ffn.linear2")
 
 
+def check_number_guard(decode_cfg: DecodeConfig, keep_numbers: bool | None = None) -> None:
+    """Refuse to export for CTranslate2, which has no number guard, a model that decodes with it:
+    `keep_numbers` (None: the model's `decode_cfg.keep_numbers`) must be False."""
+    if decode_cfg.keep_numbers if keep_numbers is None else keep_numbers:
+        raise UserError(
+            "--format ctranslate2: the model keeps numbers (decode.keep_numbers, the number "
+            "guard), which CTranslate2 cannot run; pass --no-keep-numbers to export it without "
+            "the guard (its card then says so)"
+        )
+
+
 def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = None) -> None:
     """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
-    files, our model.json (with PYTORCH_ONLY_OPTIONS off) and tokenizer(s), `card` (if given)
-    and MANIFEST."""
+    files, our model.json (with PYTORCH_ONLY_OPTIONS off) and tokenizer(s), `card` (if given;
+    `write_card`) and MANIFEST."""
     from seq2seq.decoding.loading import write_description
 
     spec = transformer_spec(
@@ -282,7 +299,7 @@ def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = No
         setattr(config.decode, name, getattr(DecodeConfig(), name))
     write_description(dataclasses.replace(inference, config=config), folder)
     if card is not None and card.is_file():
-        shutil.copyfile(card, folder / CARD)
+        write_card(card, folder / CARD, guard_dropped=inference.config.decode.keep_numbers)
     digests = {path.name: _sha256(path) for path in sorted(folder.iterdir()) if path.name != CARD}
     parameters = sum(parameter.numel() for parameter in inference.model.parameters())
     manifest = {
@@ -292,6 +309,16 @@ def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = No
         "sha256": digests,
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def write_card(card: Path, to: Path, guard_dropped: bool) -> None:
+    """Copy the model card `card` to `to`; for a model exported without the number guard it
+    decodes with, the card says so: keep_numbers false, and number_guard (GUARD_DROPPED)."""
+    if not guard_dropped:
+        shutil.copyfile(card, to)
+        return
+    values = read_card(card) | {"keep_numbers": False, "number_guard": GUARD_DROPPED}
+    to.write_text(json.dumps(values, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _sha256(path: Path) -> str:

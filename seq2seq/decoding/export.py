@@ -11,7 +11,11 @@ from pathlib import Path
 import safetensors.torch
 import torch
 
-from seq2seq.decoding.ctranslate2 import is_ctranslate2_folder, write_ctranslate2
+from seq2seq.decoding.ctranslate2 import (
+    check_number_guard,
+    is_ctranslate2_folder,
+    write_ctranslate2,
+)
 from seq2seq.decoding.exported import WEIGHTS, is_exported_model
 from seq2seq.decoding.loading import Inference, write_description
 from seq2seq.decoding.model_result import SHIPPED_MODELS
@@ -70,9 +74,15 @@ def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfl
     write_folder(Path(out), fill)
 
 
-def export_ctranslate2(inference: Inference, out: Path, card: Path | None = None) -> None:
+def export_ctranslate2(
+    inference: Inference, out: Path, card: Path | None = None, keep_numbers: bool | None = None
+) -> None:
     """Write `inference`'s Transformer as a CTranslate2 folder `out` (seq2seq.decoding.ctranslate2)
-    with `card` as its card.json, replacing `out` if it exists (`write_folder`)."""
+    with `card` as its card.json, replacing `out` if it exists (`write_folder`). A model that
+    decodes with the number guard, which CTranslate2 lacks, is refused before anything is
+    written, unless `keep_numbers` is False: then it is exported without the guard, and its
+    card says so (`write_card`)."""
+    check_number_guard(inference.config.decode, keep_numbers)
     write_folder(Path(out), lambda tmp: write_ctranslate2(inference, tmp, card))
 
 

@@ -76,6 +76,9 @@ class ModelResult:
     git_revision: str  # the commit that evaluated it, "-dirty" if tracked files differed
     decode_precision: str = NOT_RECORDED  # what decoding computed in: fp32, bf16, fp16 or int8
     keep_numbers: bool = False  # decoded with the number guard (decode.keep_numbers)
+    # a folder exported for CTranslate2 without the number guard its scores were decoded with
+    # (seq2seq export --no-keep-numbers): why keep_numbers is false; "": no such folder
+    number_guard: str = ""
     domain: str = NOT_RECORDED  # the text it knows and its training data, in one line
     # What it gets wrong: {"problem": ..., "source": ..., "output": ...}, each with a real output
     limits: list[dict[str, str]] = field(default_factory=list)
