@@ -9,13 +9,19 @@ from pathlib import Path
 
 import pytest
 
+import seq2seq.commands
+from seq2seq.config import load_config
 from seq2seq.data.clean import normalize_lines
 from seq2seq.data.corpora import CORPORA, UserFiles
 from seq2seq.data.prepare import prepare
-from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.prepared_corpus import PreparedData, prepare_command, prepare_hint
 from seq2seq.data.specials import BOS_ID, EOS_ID, UNK_ID
+from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.translation import CARD
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NO_FILES = {
     f"{split}_{kind}": None
@@ -297,3 +303,47 @@ def test_new_folders_split_digits_and_fall_back_to_bytes(
     assert "reusing it" in capsys.readouterr().out
     prepare("files", "en", "de", older, vocab_size=300, files=files)
     assert "prepared with other settings; rebuilding it" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
+def test_the_hint_of_a_missing_tatoeba_folder_is_the_command_that_made_it(direction: str) -> None:
+    """The Tatoeba configurations train on a copy-teaching folder (data/tatoeba-copy.*) that
+    `make data` does not prepare: the hint is the command their shipped model's card records,
+    but for the card's --mirror."""
+    config = load_config(ROOT / "configs" / f"transformer.tatoeba.{direction}.toml")
+    card = SHIPPED_MODELS / f"transformer-small.tatoeba.{direction}" / CARD
+    recorded = json.loads(card.read_text(encoding="utf-8"))["commands"][0]
+    recorded = recorded.replace(" --mirror ../shared/data", "")
+    assert recorded.startswith("seq2seq prepare ")
+    assert prepare_command(config) == recorded
+    assert prepare_hint(config) == f"prepare it with `{recorded}`"
+
+
+def test_the_prepare_command_gives_every_setting_that_is_not_the_default() -> None:
+    config = load_config(None)
+    assert prepare_command(config) == (
+        "seq2seq prepare --corpus multi30k --src en --tgt de --out data/multi30k.en-de"
+    )
+    settings = ["vocab_size=1000", "joint_vocab=false", "split_digits=false"]
+    settings += ["byte_fallback=false", "augment_numbers=1.5"]
+    config = load_config(None, [*(f"data.{s}" for s in settings), "train.seed=7"])
+    config.data.corpus, config.data.prepared = "files", "data/mine"
+    assert prepare_command(config) == (
+        "seq2seq prepare --corpus files --src en --tgt de --data-dir DIR --vocab-size 1000 "
+        "--separate-vocab --no-split-digits --no-byte-fallback --augment-numbers 1.5 --seed 7 "
+        "--out data/mine"
+    )
+
+
+def test_evaluating_without_the_tatoeba_folder_names_its_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no data/ here
+    with pytest.raises(SystemExit) as exit_info:
+        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.en-fr"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: data/tatoeba-copy.en-fr: not a prepared corpus (no manifest.json); prepare it "
+        "with `seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 "
+        "--augment-numbers 20 --seed 1 --out data/tatoeba-copy.en-fr`\n"
+    )

@@ -218,7 +218,7 @@ def read_split(
 ) -> tuple[list[str], list[str], list[EntityPair] | None, PreparedData | None, str]:
     """The source and reference lines of --split, the entity test (with --split entities) or
     the prepared folder (with a split of it), and the file of the source lines (for errors)."""
-    from seq2seq.data.prepared_corpus import PreparedData
+    from seq2seq.data.prepared_corpus import PreparedData, prepare_hint
 
     args.split = args.split or "test"
     if args.split == ENTITIES:
@@ -226,7 +226,7 @@ def read_split(
         test = load_entity_test(direction)
         sources, references = [p.source for p in test], [p.reference for p in test]
         return sources, references, test, None, str(entity_test_file(direction))
-    prepared = PreparedData.load(config.data.prepared)
+    prepared = PreparedData.load(config.data.prepared, prepare_hint(config))
     sources, references = prepared.lines(args.split)
     return (
         sources,

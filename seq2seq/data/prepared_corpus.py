@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seq2seq.config import Config, DataConfig
 from seq2seq.data.augment import AUGMENT_VERSION
-from seq2seq.data.corpora import SPLITS, Pairs
+from seq2seq.data.corpora import SPLITS, USER_CORPUS, Pairs
 from seq2seq.data.manifest import FORMAT_VERSION, MANIFEST, array_files
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
@@ -33,8 +34,37 @@ from seq2seq.files import read_lines, sha256_file
 if TYPE_CHECKING:  # imports torch, which reading a split's lines (evaluate) does not need
     from seq2seq.data.batching import ParallelDataset
 
-HINT = "prepare it with `make data` or seq2seq prepare"
+HINT = "prepare it with `make data` or seq2seq prepare"  # when no configuration names it
 CHECK_CHUNK = 1 << 22  # array elements read at a time by the checks
+
+
+def prepare_command(config: Config) -> str:
+    """The `seq2seq prepare` command that writes the folder `config.data.prepared` as
+    `seq2seq train --prepare` would with `config`: the options whose values differ from the
+    defaults (DataConfig's are prepare's), and copy-teaching's seed (train.seed) when it is on.
+    A corpus of your own ("files") needs its files too: DIR stands for them."""
+    data, default = config.data, DataConfig()
+    words = ["seq2seq prepare", f"--corpus {data.corpus}", f"--src {data.src}", f"--tgt {data.tgt}"]
+    if data.corpus == USER_CORPUS:
+        words.append("--data-dir DIR")
+    if data.vocab_size != default.vocab_size:
+        words.append(f"--vocab-size {data.vocab_size}")
+    flags = {
+        "--separate-vocab": not data.joint_vocab,
+        "--no-split-digits": not data.split_digits,
+        "--no-byte-fallback": not data.byte_fallback,
+    }
+    words += [flag for flag, given in flags.items() if given]
+    augmentation = {key: value for key, value in data.augmentation.items() if value}
+    words += [f"--{key.replace('_', '-')} {value:g}" for key, value in augmentation.items()]
+    if augmentation:
+        words.append(f"--seed {config.train.seed}")
+    return " ".join([*words, f"--out {data.prepared}"])
+
+
+def prepare_hint(config: Config) -> str:
+    """How to prepare the folder of `config` (`prepare_command`), for the errors of `load`."""
+    return f"prepare it with `{prepare_command(config)}`"
 
 
 class FileArray:
@@ -109,11 +139,13 @@ class PreparedData:
     tgt_tokenizer: Tokenizer
 
     @classmethod
-    def load(cls, folder: str | Path) -> "PreparedData":
+    def load(cls, folder: str | Path, hint: str = HINT) -> "PreparedData":
+        """The prepared folder `folder`, its file sizes checked; a folder missing or damaged is
+        a `UserError` ending with `hint`, how to prepare it (`prepare_hint`)."""
         folder = Path(folder)
         path = folder / MANIFEST
         if not path.is_file():
-            raise UserError(f"{folder}: not a prepared corpus (no {MANIFEST}); {HINT}")
+            raise UserError(f"{folder}: not a prepared corpus (no {MANIFEST}); {hint}")
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
             version, names = manifest["format_version"], list(manifest["files"])
@@ -122,7 +154,7 @@ class PreparedData:
                 raise KeyError("lines, ids or settings")
             models = (tokenizer["src_model"], tokenizer["tgt_model"], tokenizer["joint"])
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise UserError(f"{path}: damaged manifest ({err!r}); {HINT}") from None
+            raise UserError(f"{path}: damaged manifest ({err!r}); {hint}") from None
         if version != FORMAT_VERSION:
             raise UserError(
                 f"{folder}: prepared by an older version (format {version}, now "
@@ -132,7 +164,7 @@ class PreparedData:
             )
         missing = [name for name in names if not (folder / name).is_file()]
         if missing:
-            raise UserError(f"{folder}: missing {', '.join(missing)}; {HINT}")
+            raise UserError(f"{folder}: missing {', '.join(missing)}; {hint}")
         _check_sizes(folder, manifest.get("sizes", {}))
         src_model, tgt_model, joint = models
         src_tokenizer = Tokenizer.load(folder / src_model)
