@@ -205,6 +205,19 @@ def model_preset(name: str) -> ModelConfig:
     return ModelConfig(name=name, **MODEL_PRESETS[name])
 
 
+def model_shape(model: ModelConfig) -> str:
+    """A model's shape in one line, as `seq2seq train --help` and the docs give it, e.g.
+    "Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads" (encoder + decoder layers)."""
+    layers = f"{model.encoder_layers}+{model.decoder_layers} layers"
+    if model.arch == "gru":
+        attention = "GRU with Bahdanau attention"
+        return f"{attention} {layers}, embeddings {model.embed_dim}, hidden {model.hidden_size}"
+    return (
+        f"Transformer {layers}, d_model {model.embed_dim}, FFN {model.ffn_size}, "
+        f"{model.num_heads} heads"
+    )
+
+
 def _coerce(where: str, value: Any, default: Any) -> Any:
     """Check `value` against the type of the field's default, converting int to float."""
     kind = type(default)

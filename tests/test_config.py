@@ -9,8 +9,19 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from seq2seq.config import MODEL_PRESETS, Config, config_from_dict, dump_toml, load_config
+from seq2seq.commands import train as train_command
+from seq2seq.config import (
+    MODEL_PRESETS,
+    Config,
+    config_from_dict,
+    dump_toml,
+    load_config,
+    model_preset,
+    model_shape,
+)
 from seq2seq.config_rules import ARGUMENTS, RULES, Range, checked, line_problem
+from seq2seq.decoding.exported import read_description
+from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.errors import UserError
 from seq2seq.serving.schemas import TranslateRequest
 
@@ -22,6 +33,42 @@ def test_committed_configs_load(path: Path) -> None:
     cfg = load_config(path)
     assert cfg.model.name in MODEL_PRESETS
     assert cfg.data.prepared.endswith(f"{cfg.data.src}-{cfg.data.tgt}")
+
+
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
+def test_the_tatoeba_configs_build_the_shipped_models_not_their_preset(direction: str) -> None:
+    """The Tatoeba configurations give exactly the shipped models' architecture, 4+2 layers and
+    FFN 512, which is not the shape of the preset they are named after (3+3 layers, FFN 1024)."""
+    model = load_config(CONFIGS[0].parent / f"transformer.tatoeba.{direction}.toml").model
+    shipped = read_description(SHIPPED_MODELS / f"transformer-small.tatoeba.{direction}")
+    assert model == shipped.config.model and model.name == "transformer-small"
+    assert model_shape(model) == "Transformer 4+2 layers, d_model 256, FFN 512, 4 heads"
+    assert model_shape(model_preset(model.name)) == (
+        "Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads"
+    )
+
+
+def test_train_help_gives_each_presets_shape_and_the_configs_that_change_it(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    with pytest.raises(SystemExit):
+        train_command.main(["--help"])
+    assert capsys.readouterr().out.endswith(train_command.presets_help() + "\n")
+    changed = "    transformer-small as Transformer 4+2 layers, d_model 256, FFN 512, 4 heads"
+    assert train_command.presets_help().splitlines() == [
+        "model presets (model.name; a configuration's [model] keys change them):",
+        "  gru                GRU with Bahdanau attention 1+1 layers, embeddings 256, hidden 512",
+        "  transformer-tiny   Transformer 4+4 layers, d_model 128, FFN 256, 4 heads",
+        "  transformer-small  Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads",
+        "  transformer-base   Transformer 6+6 layers, d_model 512, FFN 2048, 8 heads",
+        "committed configurations that change their preset's shape:",
+        "  configs/gru-small.multi30k.en-de.toml:",
+        "    gru as GRU with Bahdanau attention 1+1 layers, embeddings 192, hidden 256",
+        "  configs/transformer.tatoeba.en-fr.toml:",
+        changed,
+        "  configs/transformer.tatoeba.fr-en.toml:",
+        changed,
+    ]
 
 
 def test_preset_then_file_then_override(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from commands import SEQ2SEQ, default_sigint
 from fastapi.testclient import TestClient
 
 from seq2seq.commands.translate import load_translator, parse_args
+from seq2seq.config import model_preset, model_shape
 from seq2seq.data.corpora import domain_of, get_corpus
 from seq2seq.decoding.exported import WEIGHTS, read_description
 from seq2seq.decoding.loading import load_model
@@ -164,6 +165,22 @@ def test_the_card_and_the_readme_name_the_domain(model: Shipped) -> None:
     (result,) = [line for line in readme if f": `{model.name}` |" in line]
     scores = f"| {card.bleu:.1f} | {card.bleu_lc:.1f} | {card.chrf:.1f} |"
     assert scores in result and f"| {card.train_hours:.1f} h |" in result
+
+
+@shipped_models
+def test_the_readme_and_the_card_give_the_shape(model: Shipped) -> None:
+    """The README's table gives each model's shape (`model_shape`), and a card whose model has
+    other layers than the preset it is named after (the Tatoeba models: 4+2, the preset 3+3)
+    names them, so that the preset's name is not taken for its shape."""
+    config = read_description(SHIPPED_MODELS / model.name).config.model
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    (row,) = [line for line in readme if line.startswith(f"| `{model.name}` |")]
+    assert f"| {model_shape(config)} |" in row
+    preset = model_preset(config.name)
+    layers = (config.encoder_layers, config.decoder_layers)
+    if layers != (preset.encoder_layers, preset.decoder_layers):
+        card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
+        assert f"({layers[0]}+{layers[1]} layers)" in card.name
 
 
 @pytest.mark.slow  # starts a Python that imports torch

@@ -4,16 +4,18 @@ Starting the same command again resumes the run from its last.pt exactly.
 Several GPUs or nodes: `torchrun --nproc_per_node=N -m seq2seq train --config FILE`.
 """
 
+import argparse
 import io
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, redirect_stderr
 from pathlib import Path
 
 from seq2seq.commands.cli import add_plain_option, command_parser
-from seq2seq.config import load_config
+from seq2seq.config import MODEL_PRESETS, load_config, model_preset, model_shape
 from seq2seq.errors import UserError
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
@@ -25,6 +27,22 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 def committed_configs(configs_dir: Path = CONFIGS) -> list[str]:
     """The committed configurations, named as `--config` takes them from the repository root."""
     return sorted(f"configs/{path.name}" for path in configs_dir.glob("*.toml"))
+
+
+def presets_help(configs_dir: Path = CONFIGS) -> str:
+    """The end of `seq2seq train --help`: each model preset's shape, and each committed
+    configuration that changes its preset's shape (e.g. the Tatoeba ones: transformer-small as
+    4+2 layers), so that a preset's name is never taken for a shape it does not have."""
+    lines = ["model presets (model.name; a configuration's [model] keys change them):"]
+    lines += [f"  {name:<18} {model_shape(model_preset(name))}" for name in MODEL_PRESETS]
+    changed = []
+    for config in committed_configs(configs_dir):
+        model = load_config(configs_dir / Path(config).name).model
+        if (shape := model_shape(model)) != model_shape(model_preset(model.name)):
+            changed += [f"  {config}:", f"    {model.name} as {shape}"]
+    if changed:
+        lines += ["committed configurations that change their preset's shape:", *changed]
+    return "\n".join(lines)
 
 
 @contextmanager
@@ -49,6 +67,9 @@ def said_by_rank_0(silence_stderr: bool = False) -> Iterator[None]:
 
 def main(argv: list[str]) -> None:
     parser = command_parser("train", __doc__)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the epilog's lines as they are
+    parser.description = textwrap.fill(parser.description, 80)
+    parser.epilog = presets_help()
     parser.add_argument(
         "--config", help="TOML configuration file (required; see configs/)", metavar="FILE"
     )
