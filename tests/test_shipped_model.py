@@ -243,6 +243,25 @@ def test_the_card_states_the_limits_with_real_outputs(model: Shipped) -> None:
     assert all(output != source for output, source in zip(outputs, sources, strict=True))
 
 
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
+def test_the_tatoeba_cards_and_docs_give_months_and_accented_names(direction: str) -> None:
+    """Neither copy-teaching nor the entity test has months or accented names: each Tatoeba
+    card lists one of each among its limits (their outputs checked by
+    test_the_card_states_the_limits_with_real_outputs), as its copy in results/models/ and
+    docs/data.md do."""
+    name = f"transformer-small.tatoeba.{direction}"
+    card = ModelResult.load(SHIPPED_MODELS / name / CARD)
+    copy = ROOT / "results" / "models" / f"{name}.shipped.json"
+    assert copy.read_bytes() == (SHIPPED_MODELS / name / CARD).read_bytes()
+    (month,) = [limit for limit in card.limits if "month" in limit["problem"]]
+    (accented,) = [limit for limit in card.limits if "diacritics" in limit["problem"]]
+    assert {"February", "février"} & set(month["source"].rstrip(".").split())
+    assert any(not letter.isascii() for letter in accented["source"].split()[0])
+    doc = " ".join((ROOT / "docs" / "data.md").read_text(encoding="utf-8").split())
+    for limit in (month, accented):
+        assert f'"{limit["source"]}" -> "{limit["output"]}"' in doc
+
+
 def test_v1_models_gives_each_models_domain_and_limits() -> None:
     served = {
         model.name: served_model(model.name, load_model(model.name), torch.device("cpu"))
