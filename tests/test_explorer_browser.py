@@ -7,6 +7,7 @@ compared with the API's answer for the same request.
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, Route
 from seq2seq.models.attention import masked_softmax
 
 SENTENCE = "A man in a blue shirt is standing on a ladder ."
+PAGE_INK = "rgb(29, 36, 48)"  # the page's text colour (explorer.css), on every piece unpainted
 TOLERANCE = 2e-4  # the page shows 4 decimals of the API's weights (or of their mean)
 
 
@@ -241,6 +243,54 @@ def test_hovering_a_piece_colours_the_pieces_by_its_weights(page: Page, server) 
     assert shown == [colour(value) for value in column]
 
 
+def contrast(foreground: str, background: str) -> float:
+    """The WCAG 2 contrast ratio of two CSS colours "rgb(r, g, b)": 1 (alike) to 21."""
+
+    def luminance(css: str) -> float:
+        channels = [int(c) / 255 for c in re.findall(r"\d+", css)[:3]]
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    darker, lighter = sorted((luminance(foreground), luminance(background)))
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def test_contrast_is_wcags_ratio() -> None:
+    assert contrast("rgb(0, 0, 0)", "rgb(255, 255, 255)") == pytest.approx(21)
+    assert contrast("rgb(255, 255, 255)", "rgb(255, 255, 255)") == 1
+    # the pieces' text before inkOn: the page's ink on the darkest blue of the scale
+    assert contrast(PAGE_INK, "rgb(8, 48, 107)") == pytest.approx(1.22, abs=0.01)
+
+
+def text_and_background(page: Page, selector: str) -> list[tuple[str, str]]:
+    """The computed text and background colours of the elements `selector` finds."""
+    return page.eval_on_selector_all(
+        selector,
+        "nodes => nodes.map(node => { const style = getComputedStyle(node);"
+        " return [style.color, style.backgroundColor]; })",
+    )
+
+
+@pytest.mark.slow  # serves in another process to a browser
+def test_hovered_pieces_are_readable_on_their_colours(page: Page) -> None:
+    """Hovering each piece in turn paints the other sentence's pieces; the text of each has a
+    WCAG contrast of at least 4.5 with its colour, which the page's ink does not reach on the
+    darkest of them."""
+    type_sentence(page, SENTENCE)
+    ink_contrasts = []
+    for hovered, painted in (("#tgt-pieces", "#src-pieces"), ("#src-pieces", "#tgt-pieces")):
+        for chip in page.locator(f"{hovered} .piece").all():
+            chip.hover()
+            colours = text_and_background(page, f"{painted} .piece")
+            assert min(contrast(text, background) for text, background in colours) >= 4.5
+            ink_contrasts += [contrast(PAGE_INK, background) for _, background in colours]
+    assert min(ink_contrasts) < 2  # the most attended pieces are dark
+    page.mouse.move(0, 0)  # unhovered: the page's colours again
+    colours = text_and_background(page, ".piece")
+    assert {text for text, _ in colours} == {PAGE_INK}
+    assert {background for _, background in colours} == {"rgba(0, 0, 0, 0)"}
+
+
 def colour(value: float) -> str:
     """The page's colour of a weight (explorer.js `colour`, top 1): white to dark blue."""
     r, g, b = (math.floor(255 - value * (255 - end) + 0.5) for end in (8, 48, 107))  # Math.round
@@ -326,6 +376,8 @@ def test_the_masked_softmax_chapter_shows_the_librarys_weights(browser: Browser,
         )
         expected = masked_softmax(torch.tensor([scores]), torch.tensor([[valid_len] * 3]))[0]
         assert heatmap(chapter) == expected.tolist()  # the library's float32 weights, exactly
+        shown = text_and_background(chapter, "#heatmap td.cell")
+        assert min(contrast(text, background) for text, background in shown) >= 4.5
         masked = chapter.locator("#heatmap td.masked").count()
         assert masked == 3 * (8 - valid_len)
         top = legend_maxima(chapter, "#heatmap-legend .legend")

@@ -185,8 +185,7 @@ function showCandidate(payload, node) {
   pieces.replaceChildren(...payload.source.pieces.map((piece, j) => {
     const chip = element("span", { class: "piece", "data-index": j, "data-value": row[j],
       title: `${piece}: ${row[j].toFixed(3)}` }, piece);
-    chip.style.background = colour(row[j], top);
-    if (row[j] > 0.6 * top) chip.style.color = "#fff"; // readable on the dark end of the scale
+    paint(chip, colour(row[j], top));
     return chip;
   }));
   $("tree-legend").replaceChildren(legend((v) => colour(v, top), 0, top));

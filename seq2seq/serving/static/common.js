@@ -22,6 +22,24 @@ function colour(value, top = 1) {
   return `rgb(${r},${g},${b})`;
 }
 
+// The text colour that reads on `background` ("rgb(r,g,b)"): black or white, whichever contrasts
+// more with it. Their WCAG contrast ratios are (L + 0.05) / 0.05 and 1.05 / (L + 0.05), L the
+// background's relative luminance, so the better one is always at least 4.58.
+function inkOn(background) {
+  const [r, g, b] = background.match(/\d+/g).map((channel) => {
+    const c = Number(channel) / 255;
+    return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  const luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  return (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05) ? "#000" : "#fff";
+}
+
+// `node` on `background`, its text in the colour that reads on it.
+function paint(node, background) {
+  node.style.background = background;
+  node.style.color = inkOn(background);
+}
+
 function largest(weights) {
   return Math.max(...weights.map((row) => Math.max(...row)));
 }
@@ -81,10 +99,10 @@ function meanOfHeads(heads) {
 }
 
 // A matrix as a table of coloured cells, rows × columns of `values`; each cell holds its value in
-// data-value and shows it with `digits` decimals (none when digits is null), in white where
-// `dark(value)` says its colour is dark; `title(value, i, j)` is its tooltip.
+// data-value and shows it with `digits` decimals (none when digits is null), in the text colour
+// that reads on its background (inkOn); `title(value, i, j)` is its tooltip.
 function heatmapTable(values, options) {
-  const { rows, columns, corner = "", colourOf, dark = () => false, digits = 2 } = options;
+  const { rows, columns, corner = "", colourOf, digits = 2 } = options;
   const title = options.title || ((value) => String(value));
   const table = element("table", { class: "matrix-table" });
   const header = element("tr");
@@ -100,8 +118,7 @@ function heatmapTable(values, options) {
       const cell = element("td", { class: "cell", "data-row": i, "data-col": j,
         "data-value": String(value), title: title(value, i, j) },
         digits === null ? null : value.toFixed(digits));
-      cell.style.background = colourOf(value);
-      if (dark(value)) cell.style.color = "#fff";
+      paint(cell, colourOf(value));
       tr.append(cell);
     });
     body.append(tr);
@@ -248,11 +265,10 @@ function largestMagnitude(values) {
 function heatmapFigure(caption, values, options, diverging = false) {
   const top = diverging ? largestMagnitude(values) : largest(values) || 1;
   const colourOf = diverging ? (v) => divergingColour(v / top) : (v) => colour(v, top);
-  const dark = (v) => Math.abs(v) / top > 0.6;
   const figure = element("figure", { class: "matrix" });
   figure.append(element("figcaption", {}, caption),
     legend(colourOf, diverging ? -top : 0, top),
-    heatmapTable(values, { colourOf, dark, ...options }));
+    heatmapTable(values, { colourOf, ...options }));
   return figure;
 }
 

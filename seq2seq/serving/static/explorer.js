@@ -212,17 +212,17 @@ function colourPieces(side, index) {
   const src = $("src-pieces").querySelectorAll(".piece");
   const tgt = $("tgt-pieces").querySelectorAll(".piece");
   for (const chip of [...src, ...tgt]) {
-    chip.style.background = "";
+    chip.style.background = chip.style.color = "";
     chip.classList.remove("hovered");
   }
   if (side === null) return;
   const weights = sourceAttention();
   if (side === "tgt") {
     tgt[index].classList.add("hovered");
-    weights[index].forEach((value, j) => (src[j].style.background = colour(value)));
+    weights[index].forEach((value, j) => paint(src[j], colour(value)));
   } else {
     src[index].classList.add("hovered");
-    weights.forEach((row, i) => (tgt[i].style.background = colour(row[index])));
+    weights.forEach((row, i) => paint(tgt[i], colour(row[index])));
   }
 }
 

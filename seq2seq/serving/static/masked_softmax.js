@@ -37,7 +37,7 @@ function draw(weights, validLen) {
       cell.append(element("span", { class: "score" }, SCORES[i][j].toFixed(1)),
         element("span", { class: "weight" }, value.toFixed(3)));
       cell.style.backgroundColor = colour(value, top); // under the hatching of a masked key
-      cell.style.color = value / top > 0.55 ? "#fff" : "";
+      cell.style.color = inkOn(cell.style.backgroundColor);
       tr.append(cell);
     });
     body.append(tr);
