@@ -60,8 +60,8 @@ def server(random_gru: Path, run_dir: Path) -> Iterator[str]:
         yield started.url
 
 
-def open_page(browser: Browser, url: str, errors: list[str]) -> Page:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+def open_page(browser: Browser, url: str, errors: list[str], width: int = 1400) -> Page:
+    context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -166,5 +166,39 @@ def test_two_models_side_by_side_on_one_colour_scale(browser: Browser, server: s
     top = max(bahdanau.max(), cross[0].mean(0).max()).item()
     legend = page.eval_on_selector("#heatmap-legend .legend", "b => Number(b.dataset.max)")
     assert legend == pytest.approx(top, abs=1e-6)
+    page.context.close()
+    assert errors == []
+
+
+# The left and right edges, top and bottom of each side's labels, their menus and the side.
+BOXES_JS = """sides => sides.map(side => {
+  const box = (node) => { const r = node.getBoundingClientRect();
+                          return [r.left, r.right, r.top, r.bottom]; };
+  return ["model", "layer", "head"].map(menu => {
+    const id = `${side}-${menu}`;
+    return [box(document.querySelector(`label[for="${id}"]`)), box(document.getElementById(id)),
+            box(document.getElementById(side))];
+  });
+})"""
+
+
+@pytest.mark.slow  # serves in another process to a browser
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_each_label_stays_beside_its_menu(browser: Browser, server: str, width: int) -> None:
+    """At the page's usual widths each label is on the line of its menu, just before it, and
+    the menu within its side; the layer and head menus share a line."""
+    errors: list[str] = []
+    page = open_page(browser, server + "/explorer/compare.html", errors, width)
+    wait_for(page, "left", model=GRU_NAME)
+    wait_for(page, "right", model=EN_DE.name)
+    for side in page.evaluate(BOXES_JS, ["left", "right"]):
+        for label, menu, whole in side:
+            label_left, label_right, label_top, label_bottom = label
+            menu_left, menu_right, menu_top, menu_bottom = menu
+            assert menu_top <= (label_top + label_bottom) / 2 <= menu_bottom
+            assert 0 <= menu_left - label_right <= 10  # just before it, on its line
+            assert whole[0] <= label_left and menu_right <= whole[1]
+        (_, layer, _), (_, head, _) = side[1:]
+        assert layer[2] == head[2]
     page.context.close()
     assert errors == []
