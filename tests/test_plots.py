@@ -8,12 +8,15 @@ from tiny import tiny_model
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.decoding.attention_maps import (
+    CARD_LABEL_POINTS,
+    CARD_PIXELS,
     CELL_INCHES,
     DPI,
     LABEL_POINTS,
+    ROW_PIXELS,
     attention_figure,
-    attention_grid_figure,
     attention_text,
+    card_figure,
     head_figures,
     shown_cross_attention,
     source_attention,
@@ -126,38 +129,51 @@ def test_teacher_forced_maps_are_the_models_weights_without_the_batch_axis(kind:
 def test_head_figures_show_the_mean_and_every_head() -> None:
     heads = torch.stack([WEIGHTS, WEIGHTS.flip(1)])  # (H = 2, T, S)
     figures = head_figures(heads, SOURCE, TARGET, "sentence 0")
-    assert list(figures) == ["mean", "heads"]
-    mean_axes = figures["mean"].axes[0]
-    assert mean_axes.get_title() == "sentence 0, mean of heads"
-    assert torch.allclose(torch.tensor(mean_axes.images[0].get_array()), heads.mean(0))
-    maps = [axes for axes in figures["heads"].axes if axes.images]
-    assert [axes.get_title() for axes in maps] == ["head 0", "head 1"]
-    assert figures["heads"].axes[-1].get_ylabel() == "attention weight"  # the colour bar
-    assert list(head_figures(heads[:1], SOURCE, TARGET, "one head")) == ["mean"]
+    assert list(figures) == ["", "_head0", "_head1"]  # the ends of their TensorBoard tags
+    titles = [figure.axes[0].get_title() for figure in figures.values()]
+    assert titles == ["sentence 0, mean of heads", "sentence 0, head 0", "sentence 0, head 1"]
+    shown = [torch.tensor(figure.axes[0].images[0].get_array()) for figure in figures.values()]
+    assert torch.allclose(shown[0], heads.mean(0))
+    assert torch.equal(shown[1], heads[0]) and torch.equal(shown[2], heads[1])
+    assert all(figure.axes[1].get_xlabel() == "attention weight" for figure in figures.values())
+    assert list(head_figures(heads[:1], SOURCE, TARGET, "one head")) == [""]
 
 
-@pytest.mark.parametrize("figure_of", [attention_figure, attention_grid_figure])
-def test_figures_are_readable_at_their_own_size(figure_of) -> None:
+def test_attention_figure_is_readable_at_its_own_size() -> None:
     """Every map cell is at least 25 pixels and every piece label 10 points (about 14 pixels) in
-    the PNG, the size TensorBoard shows; four heads are two across and two down."""
+    the PNG that --save-attention writes."""
     source = [f"▁word{i}" for i in range(15)] + ["</s>"]
     target = [f"▁Wort{i}" for i in range(13)] + ["</s>"]
-    weights = torch.rand(4, 14, 16, generator=torch.Generator().manual_seed(0)).softmax(-1)
-    figure = figure_of(
-        weights if figure_of is attention_grid_figure else weights[0], source, target
-    )
+    weights = torch.rand(14, 16, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    figure = attention_figure(weights, source, target)
+    FigureCanvasAgg(figure).draw()
+    box = figure.axes[0].get_window_extent()
+    assert box.width / 16 >= CELL_INCHES * DPI and box.height / 14 >= CELL_INCHES * DPI
+    labels = [*figure.axes[0].get_xticklabels(), *figure.axes[0].get_yticklabels()]
+    assert [label.get_text() for label in labels] == source + target
+    assert {label.get_fontsize() for label in labels} == {LABEL_POINTS}
+
+
+@pytest.mark.parametrize(("num_src", "step"), [(6, 1), (16, 1), (24, 2), (60, 3)])
+def test_card_figures_are_read_at_their_own_size_in_tensorboard(num_src: int, step: int):
+    """TensorBoard shows an image CARD_PIXELS wide: a card is that wide, whatever the sentence,
+    so its labels are CARD_LABEL_POINTS (about 11 pixels) there, every target piece with a row
+    of ROW_PIXELS or more; the source labels are a label's height apart or more, every piece's
+    when that fits, else every `step`-th."""
+    source = [f"▁word{i}" for i in range(num_src - 1)] + ["</s>"]
+    target = [f"▁Wort{i}" for i in range(13)] + ["</s>"]
+    weights = torch.rand(14, num_src, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    figure = card_figure(weights, source, target, "valid sentence 0 on its translation, step 1")
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
-    maps = [axes for axes in figure.axes if axes.images]
-    assert len(maps) == (4 if figure_of is attention_grid_figure else 1)
-    for axes in maps:
-        box = axes.get_window_extent()
-        assert box.width / 16 >= CELL_INCHES * DPI and box.height / 14 >= CELL_INCHES * DPI
-        labels = [*axes.get_xticklabels(), *axes.get_yticklabels()]
-        assert [label.get_text() for label in labels] == source + target
-        assert {label.get_fontsize() for label in labels} == {LABEL_POINTS}
-    if figure_of is attention_grid_figure:
-        lefts = sorted({round(axes.get_window_extent().x0) for axes in maps})
-        tops = sorted({round(axes.get_window_extent().y0) for axes in maps})
-        assert len(lefts) == len(tops) == 2  # 2 x 2
-    assert canvas.get_width_height()[0] <= 1200  # two maps of 16 pieces side by side, not four
+    assert canvas.get_width_height()[0] == CARD_PIXELS
+    axes = figure.axes[0]
+    box = axes.get_window_extent()
+    assert ROW_PIXELS - 0.5 <= box.height / 14 <= max(ROW_PIXELS, box.width / num_src) + 0.5
+    assert [label.get_text() for label in axes.get_yticklabels()] == target
+    assert [label.get_text() for label in axes.get_xticklabels()] == source[::step]
+    label_pixels = CARD_LABEL_POINTS * DPI / 72
+    assert step * box.width / num_src >= label_pixels > (step - 1) * box.width / num_src
+    labels = [*axes.get_xticklabels(), *axes.get_yticklabels()]
+    assert {label.get_fontsize() for label in labels} == {CARD_LABEL_POINTS}
+    assert axes.title.get_window_extent().x1 <= CARD_PIXELS  # the title is wrapped to fit

@@ -16,18 +16,22 @@ last decoder layer, averaged over heads). The figures are bare matplotlib `Figur
 so no display and no global state): save one with `figure.savefig(path)` or hand it to
 TensorBoard's `add_figure`.
 
-The figures are sized for reading at their own pixel size, which is how TensorBoard shows an
-image when it fits the card: at `DPI` dots per inch every map cell is `CELL_INCHES` wide and
-high (25 pixels) and every piece label is `LABEL_POINTS` points (about 14 pixels), so one
-label fits beside one cell. A grid of heads has at most `GRID_COLUMNS` columns, so it grows
-down rather than across.
+`attention_figure` is sized for reading at its own pixel size (a saved PNG): at `DPI` dots per
+inch every map cell is `CELL_INCHES` wide and high (25 pixels) and every piece label is
+`LABEL_POINTS` points (about 14 pixels), so one label fits beside one cell. The TensorBoard
+figures (`card_figure`, one per head and one of their mean) are `CARD_PIXELS` wide instead, the
+width at which TensorBoard's images dashboard shows every image, so they are read there at their
+own size too: every target piece has a row of at least `ROW_PIXELS` and a label of
+`CARD_LABEL_POINTS` points, and the source columns share the width that is left.
 """
 
 import math
 import textwrap
 
 import torch
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
 from torch import Tensor
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
@@ -39,8 +43,10 @@ MAX_LABEL_CHARS = 12  # the target labels of a terminal view too wide for its wi
 DPI = 100  # pixels per inch of the figures (matplotlib's default, set so sizes are fixed)
 CELL_INCHES = 0.25  # the side of one map cell
 LABEL_POINTS = 10  # the font size of the piece labels
-TITLE_POINTS = 11  # and of the head titles
-GRID_COLUMNS = 2  # at most this many heads side by side
+CARD_PIXELS = 350  # the width of a TensorBoard card's image, whatever the image's own width
+CARD_LABEL_POINTS = 8  # the piece labels of a card (about 11 pixels)
+CARD_TITLE_POINTS = 9
+ROW_PIXELS = 14  # the least height of a card's row, a label's and a little space
 
 
 # --- Which maps ----------------------------------------------------------------------------
@@ -79,6 +85,21 @@ def shown_cross_attention(maps: dict[str, Tensor], layer: int) -> Tensor:
 # --- Views -----------------------------------------------------------------------------------
 
 
+def draw_map(
+    axes: Axes, weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], points: float
+) -> AxesImage:
+    """Draw weights (T, S) on `axes`: source pieces across the top, target pieces down the
+    side, labelled in `points`-point type."""
+    image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="viridis", vmin=0, vmax=1)
+    axes.set_xticks(range(len(src_pieces)), src_pieces, rotation=90, fontsize=points)
+    axes.set_yticks(range(len(tgt_pieces)), tgt_pieces, fontsize=points)
+    axes.xaxis.tick_top()
+    axes.xaxis.set_label_position("top")
+    axes.set_xlabel("source", fontsize=points)
+    axes.set_ylabel("target", fontsize=points)
+    return image
+
+
 def attention_figure(
     weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str = ""
 ) -> Figure:
@@ -88,56 +109,55 @@ def attention_figure(
     size = (2.5 + CELL_INCHES * num_src, 2 + CELL_INCHES * num_tgt)
     figure = Figure(figsize=size, dpi=DPI, layout="constrained")
     axes = figure.add_subplot()
-    image = axes.imshow(weights.detach().float().cpu().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-    axes.set_xticks(range(num_src), src_pieces, rotation=90, fontsize=LABEL_POINTS)
-    axes.set_yticks(range(num_tgt), tgt_pieces, fontsize=LABEL_POINTS)
-    axes.xaxis.tick_top()
-    axes.xaxis.set_label_position("top")
-    axes.set_xlabel("source")
-    axes.set_ylabel("target")
+    image = draw_map(axes, weights, src_pieces, tgt_pieces, LABEL_POINTS)
     if title:
         axes.set_title("\n".join(textwrap.wrap(title, width=max(40, int(3.5 * num_src) + 10))))
     figure.colorbar(image, ax=axes, label="attention weight", shrink=0.8)
     return figure
 
 
-def attention_grid_figure(
-    weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str = ""
+def card_figure(
+    weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str
 ) -> Figure:
-    """Every head of one sentence in one image: weights (H, T, S) as a grid of heatmaps,
-    head 0, 1, ... (TensorBoard shows one image per sentence instead of one per head)."""
-    columns = min(GRID_COLUMNS, len(weights))
-    rows = math.ceil(len(weights) / columns)
-    num_tgt, num_src = weights.shape[1:]
-    size = (columns * (1.5 + CELL_INCHES * num_src) + 1, rows * (1.5 + CELL_INCHES * num_tgt))
+    """A heatmap of weights (T, S) for a TensorBoard card: CARD_PIXELS wide, its colour scale
+    below. Every target piece has a row of ROW_PIXELS or more (as high as a column is wide, up
+    to a cell of `attention_figure`) and its label; the source columns share the width left
+    by the labels, and where a column is narrower than a label is high, every k-th source piece
+    is labelled, k as small as fits."""
+    num_tgt, num_src = weights.shape
+    size = (CARD_PIXELS / DPI, 2.5 + num_tgt * ROW_PIXELS / DPI)  # its height corrected below
     figure = Figure(figsize=size, dpi=DPI, layout="constrained")
-    grid = figure.subplots(rows, columns, squeeze=False)
-    for head, (axes, head_weights) in enumerate(zip(grid.flat, weights, strict=False)):
-        image = axes.imshow(head_weights.float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-        axes.set_xticks(range(num_src), src_pieces, rotation=90, fontsize=LABEL_POINTS)
-        axes.set_yticks(range(num_tgt), tgt_pieces, fontsize=LABEL_POINTS)
-        axes.xaxis.tick_top()
-        axes.set_title(f"head {head}", fontsize=TITLE_POINTS)
-    for axes in grid.flat[len(weights) :]:
-        axes.set_axis_off()
-    figure.colorbar(image, ax=grid, label="attention weight", shrink=0.6)
-    if title:
-        figure.suptitle(title)
+    axes = figure.add_subplot()
+    image = draw_map(axes, weights, src_pieces, tgt_pieces, CARD_LABEL_POINTS)
+    axes.set_aspect("auto")
+    axes.set_title("\n".join(textwrap.wrap(title, width=40)), fontsize=CARD_TITLE_POINTS)
+    scale = figure.colorbar(image, ax=axes, location="bottom", aspect=40)
+    scale.set_label("attention weight", fontsize=CARD_LABEL_POINTS)
+    scale.ax.tick_params(labelsize=CARD_LABEL_POINTS)
+    figure.draw_without_rendering()
+    column = axes.get_window_extent().width / num_src
+    step = math.ceil(CARD_LABEL_POINTS * DPI / 72 / column)
+    shown = range(0, num_src, step)
+    axes.set_xticks(shown, [src_pieces[j] for j in shown], rotation=90, fontsize=CARD_LABEL_POINTS)
+    row = max(ROW_PIXELS, min(column, CELL_INCHES * DPI))
+    for _ in range(3):  # the colour bar's height follows the map's: a few corrections
+        figure.draw_without_rendering()
+        missing = num_tgt * row - axes.get_window_extent().height
+        figure.set_figheight(figure.get_figheight() + missing / DPI)
     return figure
 
 
 def head_figures(
     weights: Tensor, src_pieces: list[str], tgt_pieces: list[str], title: str
 ) -> dict[str, Figure]:
-    """The figures of one sentence's weights (H, T, S), by kind: "mean", the mean over heads,
-    and with several heads "heads", every head in a grid."""
-    figures = {
-        "mean": attention_figure(weights.mean(0), src_pieces, tgt_pieces, f"{title}, mean of heads")
-    }
+    """The TensorBoard figures of one sentence's weights (H, T, S), by the end of their tag:
+    "" the mean over heads, and with several heads "_head0", "_head1", ... each head."""
+    figures = {"": card_figure(weights.mean(0), src_pieces, tgt_pieces, f"{title}, mean of heads")}
     if weights.shape[0] > 1:
-        figures["heads"] = attention_grid_figure(
-            weights, src_pieces, tgt_pieces, f"{title}, each head"
-        )
+        for head, head_weights in enumerate(weights):
+            figures[f"_head{head}"] = card_figure(
+                head_weights, src_pieces, tgt_pieces, f"{title}, head {head}"
+            )
     return figures
 
 

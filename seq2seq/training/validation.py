@@ -56,13 +56,12 @@ def log_attention_maps(
     forced: str = "its translation",
 ) -> None:
     """Cross-attention of a few fixed valid sentences: per sentence, one image of the mean over
-    heads and one of every head in a grid.
+    heads and one of each head.
 
     The weights come from teacher-forcing each of `hypotheses` (the model's own translations,
     or what `forced` names) through `Seq2SeqModel.attention_maps`, so every target piece (and
     the final </s>) has its row; a Transformer shows decoder layer `layer`.
     """
-    tags = {"mean": "", "heads": "_heads"}  # the TensorBoard tag of each figure, after the name
     for n, (source, hyp) in enumerate(zip(sources, hypotheses, strict=True)):
         src_ids = data.src_tokenizer.encode([source])[0]
         maps = teacher_forced_maps(model, src_ids, hyp, device)
@@ -70,8 +69,8 @@ def log_attention_maps(
         src_pieces = pieces(data.src_tokenizer, src_ids)
         tgt_pieces = pieces(data.tgt_tokenizer, hyp)
         title = f"valid sentence {n} on {forced}, step {step}"
-        for kind, figure in head_figures(weights, src_pieces, tgt_pieces, title).items():
-            log.figure(step, f"valid/attention_sentence{n}{tags[kind]}", figure)
+        for tag_end, figure in head_figures(weights, src_pieces, tgt_pieces, title).items():
+            log.figure(step, f"valid/attention_sentence{n}{tag_end}", figure)
 
 
 @torch.no_grad()
