@@ -3,6 +3,7 @@ nobody waits for it, access checks, one-line errors for malformed HTTP, and file
 a full disk or a special file cannot damage or hang."""
 
 import json
+import logging
 import os
 import pty
 import shutil
@@ -146,21 +147,21 @@ def test_a_search_stops_before_the_step_should_stop_refuses(tiny_model) -> None:
 
 
 @pytest.mark.slow
-def test_a_timed_out_request_stops_decoding(models: dict[str, ServedModel]) -> None:
-    """A request that decodes past its limit is dropped by the worker at its next step: a short
-    request sent after the 504 is answered within 2 s plus its own decoding time."""
+def test_a_timed_out_request_stops_decoding(
+    models: dict[str, ServedModel], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request that decodes past its limit is dropped by the worker at its next step: the
+    worker says so, and a short request sent after the 504 is answered within its own limit
+    (the heavy line alone decodes for over a minute)."""
     with TestClient(create_app(models, Limits(timeout_s=2.0))) as client:
-        started = time.monotonic()
-        client.post("/v1/translate", json={"lines": ["A dog runs."]})
-        own_time = time.monotonic() - started
         heavy = {"lines": [HEAVY_LINE], "beam": 16, "max_len_ratio": 10.0}
-        answer = client.post("/v1/translate", json=heavy)
-        assert answer.status_code == 504
-        started = time.monotonic()
-        answer = client.post("/v1/translate", json={"lines": ["A dog runs."]})
-        waited = time.monotonic() - started
+        with caplog.at_level(logging.INFO, logger="seq2seq.serving.worker"):
+            answer = client.post("/v1/translate", json=heavy)
+            assert answer.status_code == 504
+            answer = client.post("/v1/translate", json={"lines": ["A dog runs."]})
     assert answer.status_code == 200
-    assert waited < 2.0 + own_time
+    dropped = "dropped a batch of 1 lines: nobody waits for it any more"
+    assert dropped in [record.getMessage() for record in caplog.records]
 
 
 @pytest.mark.slow
@@ -180,7 +181,8 @@ def test_a_request_whose_client_left_stops_decoding(models: dict[str, ServedMode
     finally:
         assert stop_server(process) == 0
     assert answer.status_code == 200
-    assert waited < 5.0  # the heavy line alone decodes for over a minute
+    # the heavy line alone decodes for over a minute (longer under load, as this request does)
+    assert waited < 20.0
 
 
 # --- make serve and make explore ---------------------------------------------------------------

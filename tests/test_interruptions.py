@@ -27,14 +27,20 @@ from seq2seq.training.signals import StopSignals
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# The signal comes after step 10: the steps after it leave the test time to send it, however
+# loaded the machine (a tiny step takes milliseconds).
+STEPS = 200
+
+
 def signal_args(reversal: Path, run_dir: Path) -> list[str]:
-    """60 steps with no save but the validation at step 60 and the one a signal makes."""
+    """STEPS steps with no save but the validation at the last step and the one a signal
+    makes."""
     return [
         *tiny_overrides("transformer", reversal, run_dir),
         "model.dropout=0.1",  # dropout draws random numbers: resume must restore the generator
         "train.max_tokens=512",
-        "train.max_steps=60",
-        "train.valid_every=60",
+        f"train.max_steps={STEPS}",
+        f"train.valid_every={STEPS}",
         "train.save_every=0",
         "train.save_every_minutes=0",
         "train.log_every=1000",
@@ -57,7 +63,7 @@ def checksums(folder: Path) -> dict[str, tuple[str, int]]:
 
 @pytest.fixture(scope="module")
 def whole(reversal: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The uninterrupted 60-step run."""
+    """The uninterrupted run of STEPS steps."""
     run_dir = tmp_path_factory.mktemp("whole") / "run"
     result = subprocess.run(
         TRAIN + signal_args(reversal, run_dir), env=ENV, cwd=ROOT, capture_output=True, text=True
@@ -89,7 +95,7 @@ def test_a_signal_saves_last_pt_and_the_run_resumes_exactly(
     assert process.returncode == 128 + signum, stderr[-2000:]
     last = run_dir / "last.pt"
     step = load_checkpoint(last)["step"]
-    assert 10 <= step < 60
+    assert 10 <= step < STEPS
     assert stderr.splitlines()[-1] == (
         f"interrupted at step {step}: saved {last}; run the same command to resume"
     )
@@ -100,7 +106,7 @@ def test_a_signal_saves_last_pt_and_the_run_resumes_exactly(
     result = subprocess.run(TRAIN + args, env=ENV, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resumed from {last} at step {step}" in result.stdout
-    assert_resumed_exactly(whole, run_dir, 60)
+    assert_resumed_exactly(whole, run_dir, STEPS)
 
 
 @pytest.mark.slow  # trains in other processes
@@ -148,7 +154,8 @@ def test_a_finished_run_started_again_does_nothing(reversal: Path, whole: Path) 
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines()[-1].startswith(
-        f"run {whole} already finished at step 60 (train.max_steps=60 reached); best valid BLEU"
+        f"run {whole} already finished at step {STEPS} (train.max_steps={STEPS} reached); best "
+        "valid BLEU"
     )
     assert checksums(whole) == before
 

@@ -293,6 +293,12 @@ def metric(url: str, name: str) -> float:
     raise AssertionError(f"no metric {name}")
 
 
+def batches_over(url: str, sentences: int) -> float:
+    """How many decoding batches had more than `sentences` sentences (one of SIZE_BUCKETS)."""
+    bucket = metric(url, f'seq2seq_batch_sentences_bucket{{le="{float(sentences)}"}}')
+    return metric(url, "seq2seq_batch_sentences_count") - bucket
+
+
 @pytest.mark.slow  # serves in another process
 def test_concurrent_requests_are_batched_and_answered_in_order(
     server: str, test_set: list[str]
@@ -377,7 +383,9 @@ def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str])
         before = metric(url, "seq2seq_batch_sentences_count")
         for thread in clients:
             thread.start()
-        while metric(url, "seq2seq_batch_sentences_count") < before + 3:
+        # the signal comes once the 40-line request is in a batch (the single lines make
+        # batches of 4 at most) and 3 batches were made, whatever the machine's load
+        while batches_over(url, 4) < 1 or metric(url, "seq2seq_batch_sentences_count") < before + 3:
             time.sleep(0.005)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
