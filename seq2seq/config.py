@@ -151,11 +151,13 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0: no clipping
     log_every: int = 100  # steps between log lines (and TensorBoard points)
-    log_every_seconds: float = 30.0  # output not a terminal: a log line at least this often
+    log_every_seconds: float = 30.0  # also a log line when this long since the last one; 0: off
     valid_every: int = 1000  # steps between validations (each writes last.pt)
+    valid_every_minutes: float = 0.0  # also validate when this long since the last validation
+    # (or the start); 0: by steps only
     save_every: int = 0  # steps between extra writes of last.pt; 0: only at validations
     save_every_minutes: float = 10.0  # also write last.pt when this long since the last save
-    valid_max_sentences: int = 0  # 0: the whole valid split
+    valid_max_sentences: int = 0  # validate on the first N valid pairs; 0: the whole split
     valid_batch_tokens: int = 0  # validation decodes in batches of at most this many padded
     # source tokens times beams (and decode.batch_size sentences); 0: as any decoding (16,000)
     patience: int = 0  # validations without BLEU improvement before stopping; 0: never stop

@@ -115,6 +115,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.log_every": AT_LEAST_1,
     "train.log_every_seconds": AT_LEAST_0,
     "train.valid_every": AT_LEAST_1,
+    "train.valid_every_minutes": AT_LEAST_0,
     "train.save_every": AT_LEAST_0,
     "train.save_every_minutes": AT_LEAST_0,
     "train.valid_max_sentences": AT_LEAST_0,

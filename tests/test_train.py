@@ -1,6 +1,7 @@
 """Training through the real entry point: learning, exact resume after kill -9, TensorBoard,
 non-finite losses, bad configurations, and 2-process torchrun on CPU."""
 
+import math
 import os
 import signal
 import subprocess
@@ -27,7 +28,8 @@ from seq2seq.errors import UserError
 from seq2seq.training import distributed
 from seq2seq.training import loop as train_module
 from seq2seq.training import run as training_run
-from seq2seq.training.checkpoint import load_checkpoint
+from seq2seq.training.attention_history import history_path, load_history
+from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
 from seq2seq.training.run import Progress
 from seq2seq.training.run_lock import RunFolderLock
 
@@ -501,18 +503,115 @@ class Lines:
         self.lines.append(message)
 
 
-@pytest.mark.parametrize(("valid_every", "hint"), [(1000, True), (500, False)])
-def test_a_cpu_run_says_when_its_first_validation_comes(valid_every: int, hint: bool) -> None:
-    cfg = load_config(None, [f"train.valid_every={valid_every}", "train.save_every_minutes=10"])
+@pytest.mark.parametrize(
+    ("valid_every", "minutes", "when", "hint"),
+    [
+        (1000, 0.0, "at step 1000, in about 8 min", False),  # (1000 - 20) / 2 s
+        (3000, 0.0, "at step 3000, in about 25 min", True),
+        (3000, 1.5, "near step 180 (train.valid_every_minutes), in about 1 min", False),
+    ],
+)
+def test_a_cpu_run_says_when_its_first_validation_comes(
+    valid_every: int, minutes: float, when: str, hint: bool
+) -> None:
+    overrides = [f"train.valid_every={valid_every}", f"train.valid_every_minutes={minutes}"]
+    cfg = load_config(None, [*overrides, "train.save_every_minutes=10"])
     run, progress, log = SimpleNamespace(cfg=cfg), Progress(step=20), Lines()
     train_module.log_first_validation(run, progress, log, seconds=10.0)  # 2 steps/s
-    minutes = round((valid_every - 20) / 2 / 60)
     [line] = log.lines
     assert line.startswith(
-        f"first validation at step {valid_every}, in about {minutes} min at 2.00 steps/s; "
-        "last.pt is saved every 10 min"
+        f"first validation {when} at 2.00 steps/s; last.pt is saved every 10 min"
     )
-    assert line.endswith("has a recipe that validates sooner") == hint
+    assert (
+        line.endswith("train.valid_every_minutes validates sooner (docs/training.md, on a CPU)")
+        == hint
+    )
+    train_module.log_first_validation(run, Progress(step=20, history=[{}]), log, seconds=10.0)
+    assert len(log.lines) == 1  # validated already (by time): nothing to foresee
+
+
+class FakeClock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_bar_says_when_the_next_validation_comes_by_steps_or_by_time() -> None:
+    clock = FakeClock()
+    cfg = load_config(None, ["train.valid_every=500", "train.valid_every_minutes=1.5"])
+    saves = train_module.Saves(SimpleNamespace(cfg=cfg), signals=None, clock=clock)
+    progress = Progress(step=100)
+    clock.now = 30.0
+    assert saves.next_validation(progress, steps_per_second=1.0) == "in 01:00"  # 400 s by steps
+    assert saves.next_validation(progress, steps_per_second=None) == "in 01:00"
+    assert saves.next_validation(progress, steps_per_second=10.0) == "in 400 steps (00:40)"
+    cfg.train.valid_every_minutes = 0.0
+    assert saves.next_validation(progress, steps_per_second=None) == "in 400 steps"
+
+
+def test_the_bar_shows_the_saved_loss_after_a_resume_then_the_running_mean() -> None:
+    """Resumed, the bar shows the loss of the run's last log line (saved in last.pt); once steps
+    are read, the token-weighted mean loss of those since the last log line, and their rate."""
+    resumed, window = Progress(step=40, train_loss=4.25), train_module.Window()
+    postfix = train_module.bar_postfix(resumed, window, 1e-4, "in 01:30")
+    assert postfix == "loss 4.250, lr 1.00e-04, validation in 01:30"
+    window.add(update(41, loss=3.0, nll=2.0, tgt=100, src=90))
+    window.add(update(42, loss=5.0, nll=4.0, tgt=300, src=310))
+    window.settle()
+    window.start -= 2.0  # the two steps took at least 2 s: at most 200 tokens/s
+    postfix = train_module.bar_postfix(resumed, window, 1e-4, "in 01:30")
+    loss, lr, rate, validation = postfix.split(", ")
+    assert (loss, lr, validation) == ("loss 4.500", "lr 1.00e-04", "validation in 01:30")
+    assert rate.endswith(" tgt tok/s") and 0 < int(rate.split()[0]) <= 200
+    older = Progress(step=40)  # resumed from a checkpoint saved before the loss was kept
+    postfix = train_module.bar_postfix(older, train_module.Window(), 1e-4, "in 3 steps")
+    assert postfix == "lr 1.00e-04, validation in 3 steps"
+
+
+@pytest.mark.slow  # trains for seconds
+def test_validating_by_time_writes_best_pt_and_attention_snapshots(
+    reversal: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """train.valid_every_minutes=1, each step 20 s on a clock that the steps drive: validations
+    at steps 3, 6 and 9 (and at max_steps, 10), each with its snapshot of the attention history,
+    best.pt from the first one on; last.pt keeps the loss of the last log line for the bar. A
+    resume from a checkpoint without that loss (saved before it was kept) goes on."""
+    clock = FakeClock()
+    real_update = train_module.train_update
+
+    def update_of_20_seconds(*args):
+        clock.now += 20.0
+        return real_update(*args)
+
+    monkeypatch.setattr(train_module, "train_update", update_of_20_seconds)
+    run_dir = tmp_path / "timed"
+    overrides = [
+        *tiny_overrides("transformer", reversal, run_dir),
+        "train.max_steps=10",
+        "train.valid_every=1000",
+        "train.valid_every_minutes=1",
+        "train.valid_max_sentences=8",
+        "train.log_every=5",
+        "train.log_every_seconds=0",
+    ]
+    progress = train_module.train(load_config(None, overrides), clock=clock)
+    assert [entry["step"] for entry in progress.history] == [3, 6, 9, 10]
+    assert load_checkpoint(run_dir / "best.pt")["step"] == progress.best_step >= 3
+    assert load_history(history_path(run_dir)).steps == [1, 3, 6, 9, 10]
+    last = load_checkpoint(run_dir / "last.pt")
+    [line] = [
+        line for line in (run_dir / "train.log").read_text().splitlines() if " step 10 " in line
+    ]
+    assert f"loss {last['training']['progress']['train_loss']:.4f} " in line
+
+    del last["training"]["progress"]["train_loss"]
+    save_checkpoint(last, run_dir / "last.pt")
+    resumed = train_module.train(load_config(None, [*overrides, "train.max_steps=15"]), clock=clock)
+    assert resumed.step == 15 and math.isfinite(resumed.train_loss)  # the line at step 15
 
 
 def test_fp16_on_a_cpu_logs_a_warning() -> None:

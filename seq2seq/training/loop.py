@@ -4,10 +4,12 @@
     for each group of `accum_steps` batches:
         loss = label-smoothed cross-entropy of the teacher-forced logits, per target token
         backward, clip the gradient norm, AdamW step, learning-rate schedule
-        every `log_every` steps: the losses the steps left on the device, read at once, to
-            train.log and TensorBoard (no step waits for a GPU: `Update`, `Window`)
-        every `valid_every` steps: valid loss and perplexity, BLEU and chrF of real decoding,
-            attention maps and sample translations to TensorBoard, step-N.pt / best.pt / last.pt
+        every `log_every` steps or `log_every_seconds`: the losses the steps left on the
+            device, read at once, to train.log and TensorBoard (no step waits for a GPU:
+            `Update`, `Window`)
+        every `valid_every` steps or `valid_every_minutes`: valid loss and perplexity, BLEU and
+            chrF of real decoding, attention maps and sample translations to TensorBoard, the
+            attention history, step-N.pt / best.pt / last.pt
         every `save_every_minutes`: last.pt
 
 A run folder holds everything: config.toml, train.log, TensorBoard events, checkpoints, and
@@ -73,7 +75,7 @@ from seq2seq.training.signals import StopSignals
 from seq2seq.training.validation import log_first_attention, validate
 
 CPU_ESTIMATE_AFTER = 20  # updates timed before a CPU run says when its first validation comes
-CPU_RECIPE_VALID_EVERY = 500  # train.valid_every of the CPU recipe in docs/training.md
+HINT_AFTER_MINUTES = 10  # a first validation further away than this names train.valid_every_minutes
 
 
 class Update(NamedTuple):
@@ -108,7 +110,7 @@ class Window:
     src: int = 0  # source tokens
     grad_norm: float = 0.0  # of the last update settled
     steps: int = 0  # updates added
-    shown_loss: float = math.nan  # the loss of the last log line, which the progress bar shows
+    last_rate: float | None = None  # target tokens/s of the last log line, for the progress bar
     after_timer: bool = False  # the line before it was written by time, not at a step count
 
     def add(self, update: Update) -> None:
@@ -308,18 +310,48 @@ def log_start(run: Run, progress: Progress, log: RunLog, resumed: bool) -> None:
         )
 
 
-def show_progress(run: Run, progress: Progress, window: Window, bar: tqdm) -> None:
-    """Advance the bar, with what the host knows without reading the device: the loss of the
-    last log line, the learning rate, and when the next validation comes."""
-    train = run.cfg.train
-    lr = run.optimizer.param_groups[0]["lr"]
-    next_validation = train.valid_every - progress.step % train.valid_every
-    bar.update(1)
-    postfix = f"loss {window.shown_loss:.3f}, lr {lr:.2e}, validation in {next_validation} steps"
-    steps_per_second = None if bar.disable else bar.format_dict["rate"]
-    if steps_per_second:
-        postfix += f" ({tqdm.format_interval(next_validation / steps_per_second)})"
-    bar.set_postfix_str(postfix, refresh=False)
+def progress_bar(cfg: Config, progress: Progress, batches_per_epoch: int, main: bool) -> tqdm:
+    """The bar of a terminal (none on other ranks, or when the output is not a terminal): steps
+    done, to the run's last step with its ETA when it is known (`planned_last_step`)."""
+    total = planned_last_step(cfg, progress, batches_per_epoch)
+    counts = "{n_fmt} steps [{elapsed}{postfix}]"
+    if total is not None:
+        counts = "{l_bar}{bar}| {n_fmt}/{total_fmt} steps [{elapsed}<{remaining}{postfix}]"
+    return tqdm(
+        total=total,
+        initial=progress.step,
+        disable=None if main else True,
+        bar_format=counts,
+        dynamic_ncols=True,
+    )
+
+
+def bar_figures(progress: Progress, window: Window) -> tuple[float | None, float | None]:
+    """The loss and target tokens/s that the bar shows: the token-weighted mean loss per target
+    token of the updates settled since the last log line, and their rate; while there are none
+    (right after a log line; on a GPU, until the next one), those of the last log line."""
+    if window.tgt:
+        return window.loss / window.tgt, window.tgt / window.seconds()
+    return progress.train_loss, window.last_rate
+
+
+def bar_postfix(progress: Progress, window: Window, lr: float, next_validation: str) -> str:
+    """What the bar shows after its counts, e.g. `loss 5.123, lr 1.25e-04, 2,345 tgt tok/s,
+    validation in 3:10`; a figure not known yet is left out."""
+    loss, rate = bar_figures(progress, window)
+    parts = [] if loss is None else [f"loss {loss:.3f}"]
+    parts.append(f"lr {lr:.2e}")
+    parts += [] if rate is None else [f"{rate:,.0f} tgt tok/s"]
+    return ", ".join([*parts, f"validation {next_validation}"])
+
+
+def show_progress(run: Run, progress: Progress, window: Window, saves: "Saves", bar: tqdm) -> None:
+    """Advance the bar, with what the host knows without reading the device (`bar_postfix`)."""
+    if not bar.disable:
+        lr = run.optimizer.param_groups[0]["lr"]
+        next_validation = saves.next_validation(progress, bar.format_dict["rate"])
+        bar.set_postfix_str(bar_postfix(progress, window, lr, next_validation), refresh=False)
+    bar.update(1)  # shown with this step's postfix
 
 
 def log_line(run: Run, progress: Progress, window: Window, log: RunLog, reason: str) -> Window:
@@ -340,7 +372,8 @@ def log_line(run: Run, progress: Progress, window: Window, log: RunLog, reason: 
         f"step {progress.step} epoch {progress.epoch} loss {loss:.4f} nll {nll:.4f} "
         f"lr {lr:.3g} |g| {window.grad_norm:.3g} {tgt_per_s:,.0f} tgt tok/s"
     )
-    return Window(after_timer=reason == "time", shown_loss=loss)
+    progress.train_loss = loss
+    return Window(after_timer=reason == "time", last_rate=tgt_per_s)
 
 
 def log_reason(step: int, window: Window, log_every: int, log_every_seconds: float) -> str | None:
@@ -357,21 +390,25 @@ def log_reason(step: int, window: Window, log_every: int, log_every_seconds: flo
 
 
 def log_first_validation(run: Run, progress: Progress, log: RunLog, seconds: float) -> None:
-    """On a CPU, say early when the first validation (and its checkpoint) will come."""
-    valid_every, done = run.cfg.train.valid_every, progress.step
-    if done >= valid_every:
+    """On a CPU, say early when the first validation (and its checkpoint) will come, at the rate
+    of the run's first CPU_ESTIMATE_AFTER updates, which took `seconds`: at step valid_every, or
+    valid_every_minutes after the start when that comes sooner."""
+    train = run.cfg.train
+    if progress.history or progress.step >= train.valid_every:
         return
     steps_per_second = CPU_ESTIMATE_AFTER / seconds
-    minutes = (valid_every - done) / steps_per_second / 60
+    minutes = (train.valid_every - progress.step) / steps_per_second / 60
+    when = f"at step {train.valid_every}"
+    by_time = max(train.valid_every_minutes - seconds / 60, 0.0)
+    if train.valid_every_minutes and by_time < minutes:
+        minutes, step = by_time, progress.step + round(by_time * 60 * steps_per_second)
+        when = f"near step {step} (train.valid_every_minutes)"
     message = (
-        f"first validation at step {valid_every}, in about {minutes:.0f} min at "
-        f"{steps_per_second:.2f} steps/s; last.pt is saved every "
-        f"{run.cfg.train.save_every_minutes:g} min"
+        f"first validation {when}, in about {minutes:.0f} min at {steps_per_second:.2f} "
+        f"steps/s; last.pt is saved every {train.save_every_minutes:g} min"
     )
-    if valid_every > CPU_RECIPE_VALID_EVERY:
-        message += (
-            ". On a CPU, docs/training.md (Training on a CPU) has a recipe that validates sooner"
-        )
+    if minutes > HINT_AFTER_MINUTES:
+        message += "; train.valid_every_minutes validates sooner (docs/training.md, on a CPU)"
     log.line(message)
 
 
@@ -394,11 +431,17 @@ def planned_last_step(cfg: Config, progress: Progress, batches_per_epoch: int) -
 # ---------------------------------------------------------------------------------------------
 
 
-def train(cfg: Config, prepare_missing: bool = False, verify_data: bool = False) -> Progress:
+def train(
+    cfg: Config,
+    prepare_missing: bool = False,
+    verify_data: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> Progress:
     """Train (or resume) the run described by `cfg`; returns where training ended.
 
     prepare_missing: prepare data.prepared first when it is missing. verify_data: check every
-    file of data.prepared against its manifest's checksums first (sizes are always checked)."""
+    file of data.prepared against its manifest's checksums first (sizes are always checked).
+    clock: the seconds by which validating and saving by time are due (`Saves`)."""
     device = pick_device(cfg.train.device, "train.device")
     env = distributed.init_distributed(device.type)
     device = distributed.local_device(device, env)
@@ -408,7 +451,7 @@ def train(cfg: Config, prepare_missing: bool = False, verify_data: bool = False)
             progress = start(run)
             if finished_reason(cfg, progress) is None:
                 with StopSignals() as signals:
-                    train_loop(run, progress, signals)
+                    train_loop(run, progress, Saves(run, signals, clock))
             # Rank 0 may still be validating and saving: end the group only when all are done.
             distributed.barrier(env)
         return progress
@@ -488,27 +531,21 @@ def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[], Iterator
     )
 
 
-def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
+def train_loop(run: Run, progress: Progress, saves: "Saves") -> None:
     """Update after update until max_steps, max_epochs, early stopping or a stop signal. Nothing
     in a step reads the device, but the log lines (every `log_every` steps), validation and
-    saving: a GPU runs ahead of the host."""
+    saving: a GPU runs ahead of the host. With a bar on a CPU, where a read costs nothing, each
+    step's figures are read at once, for the bar's running loss and tokens/s."""
     cfg, env = run.cfg, run.env
     resumed = progress.step > 0
     log = RunLog(run.run_dir, env.is_main, purge_step=progress.step + 1 if resumed else None)
     log_start(run, progress, log, resumed)
     sampler, epoch_batches = training_batches(run)
-    bar = tqdm(
-        total=planned_last_step(cfg, progress, len(sampler)),
-        initial=progress.step,
-        disable=None if env.is_main else True,
-        unit="step",
-        dynamic_ncols=True,
-    )
-    log_every_seconds = cfg.train.log_every_seconds if bar.disable else 0.0  # without a bar
+    bar = progress_bar(cfg, progress, len(sampler), env.is_main)
+    read_every_step = not bar.disable and run.device.type == "cpu"
     run.model.train()
     window, consecutive_bad, started = Window(), 0, time.perf_counter()
     first_step, last_validated = progress.step, progress.step if resumed else -1
-    saves = Saves(run, signals)
     while finished_reason(cfg, progress) is None:
         sampler.load_state_dict({"epoch": progress.epoch, "position": progress.position})
         batches = epoch_batches()
@@ -521,10 +558,14 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
             consecutive_bad = 0 if update.applied is None else consecutive_bad
             progress.step += 1
             window.add(update)
-            if reason := log_reason(progress.step, window, cfg.train.log_every, log_every_seconds):
+            reason = log_reason(
+                progress.step, window, cfg.train.log_every, cfg.train.log_every_seconds
+            )
+            if reason or read_every_step:
                 consecutive_bad = settle(cfg, progress, window, log, consecutive_bad)
+            if reason:
                 window = log_line(run, progress, window, log, reason)
-            show_progress(run, progress, window, bar)
+            show_progress(run, progress, window, saves, bar)
             if progress.step == 1 and env.is_main:
                 data, lines = run.data, run.valid_lines
                 log_first_attention(cfg, run.raw_model, data, lines, run.device, log, 1)
@@ -543,7 +584,7 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
                 message = f"interrupted at step {progress.step}: saved {run.last_path}"
                 log.line(message, echo=False)
                 log.close()
-                signals.exit(message, announce=env.is_main)
+                saves.signals.exit(message, announce=env.is_main)
             if saves.reached_max(progress) or progress.stopped_early:
                 break
         else:
@@ -561,13 +602,16 @@ def train_loop(run: Run, progress: Progress, signals: StopSignals) -> None:
 
 
 class Saves:
-    """When the loop validates (every `valid_every` steps and at max_steps, writing its
-    checkpoints) and when it only writes last.pt (every `save_every` steps, every
-    `save_every_minutes`, and at a stop signal, so that the run resumes where it stopped)."""
+    """When the loop validates (every `valid_every` steps, every `valid_every_minutes` and at
+    max_steps, writing its checkpoints) and when it only writes last.pt (every `save_every`
+    steps, every `save_every_minutes`, and at a stop signal, so that the run resumes where it
+    stopped). Minutes are read on `clock` (seconds), from the start of the loop."""
 
-    def __init__(self, run: Run, signals: StopSignals) -> None:
-        self.run, self.signals = run, signals
-        self.last_save = time.monotonic()
+    def __init__(
+        self, run: Run, signals: StopSignals, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.run, self.signals, self.clock = run, signals, clock
+        self.last_save = self.last_validation = clock()
 
     def reached_max(self, progress: Progress) -> bool:
         max_steps = self.run.cfg.train.max_steps
@@ -576,14 +620,17 @@ class Saves:
     def due(self, progress: Progress) -> tuple[bool, bool, bool]:
         """(validate, save last.pt only, stop) after the update that made `progress.step`,
         agreed by every rank."""
-        train = self.run.cfg.train
+        train, now = self.run.cfg.train, self.clock()
         save_due = bool(train.save_every and progress.step % train.save_every == 0)
         minutes = train.save_every_minutes
-        save_due = save_due or bool(minutes and time.monotonic() - self.last_save >= minutes * 60)
-        stop_signal, save_due = distributed.any_rank(
-            [self.signals.received, save_due], self.run.env, self.run.device
+        save_due = save_due or bool(minutes and now - self.last_save >= minutes * 60)
+        minutes = train.valid_every_minutes
+        validate_due = bool(minutes and now - self.last_validation >= minutes * 60)
+        stop_signal, save_due, validate_due = distributed.any_rank(
+            [self.signals.received, save_due, validate_due], self.run.env, self.run.device
         )
-        validate = progress.step % train.valid_every == 0 or self.reached_max(progress)
+        validate = validate_due or progress.step % train.valid_every == 0
+        validate = validate or self.reached_max(progress)
         return validate, not validate and (save_due or stop_signal), stop_signal
 
     def save(self, progress: Progress, log: RunLog, validate: bool) -> None:
@@ -591,4 +638,21 @@ class Saves:
             validate_and_save(self.run, progress, log)
         else:
             save_last(self.run, progress)
-        self.last_save = time.monotonic()
+        self.last_save = self.clock()
+        if validate:
+            self.last_validation = self.last_save
+
+    def next_validation(self, progress: Progress, steps_per_second: float | None) -> str:
+        """When the next validation comes, as the bar says it: `in N steps (m:ss)` at
+        `steps_per_second` (None: not known yet), or `in m:ss` when valid_every_minutes brings
+        it sooner."""
+        train = self.run.cfg.train
+        steps = train.valid_every - progress.step % train.valid_every
+        by_steps = steps / steps_per_second if steps_per_second else None
+        if train.valid_every_minutes:
+            waited = self.clock() - self.last_validation
+            by_time = max(train.valid_every_minutes * 60 - waited, 0.0)
+            if by_steps is None or by_time < by_steps:
+                return f"in {tqdm.format_interval(by_time)}"
+        shown = f"in {steps} steps"
+        return shown if by_steps is None else f"{shown} ({tqdm.format_interval(by_steps)})"

@@ -48,6 +48,8 @@ class Progress:
     validations_without_improvement: int = 0
     stopped_early: bool = False  # by train.patience
     skipped_steps: int = 0  # non-finite losses skipped so far
+    train_loss: float | None = None  # of the last log line, which the progress bar shows on
+    # resuming (absent from checkpoints saved before it was kept: None)
     history: list[dict[str, float]] = field(default_factory=list)  # one entry per validation
 
 
@@ -297,6 +299,7 @@ CHANGEABLE_ON_RESUME = frozenset(
         "train.patience",
         "train.max_bad_steps",
         "train.valid_every",
+        "train.valid_every_minutes",
         "train.valid_batch_tokens",
         "train.save_every",
         "train.save_every_minutes",

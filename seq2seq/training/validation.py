@@ -30,9 +30,12 @@ def valid_loss(
     max_tokens: int,
     device: torch.device,
     dtype: torch.dtype | None,
+    count: int | None = None,
 ) -> tuple[float, float]:
-    """Mean NLL per target token on `dataset` and its perplexity."""
-    sampler = TokenBatchSampler(dataset.src_lens, dataset.tgt_lens, max_tokens, shuffle=False)
+    """Mean NLL per target token on the first `count` pairs of `dataset` (None: all) and its
+    perplexity."""
+    src_lens, tgt_lens = dataset.src_lens[:count], dataset.tgt_lens[:count]
+    sampler = TokenBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=False)
     total_nll, total_tokens = 0.0, 0
     for batch in make_loader(dataset, sampler):
         batch = batch.to(device)
@@ -136,11 +139,12 @@ def validate(
     log: RunLog,
     step: int,
 ) -> dict[str, float]:
-    """Valid loss and perplexity, BLEU and chrF of decoded output, maps and samples."""
+    """Valid loss and perplexity, BLEU and chrF of decoded output, maps and samples, on the
+    valid pairs of `valid_lines` (the first train.valid_max_sentences)."""
     model.eval()
     sources, references = valid_lines
     log.line(f"validating at step {step}: {len(sources)} sentences")
-    nll, ppl = valid_loss(model, valid_set, cfg.train.max_tokens, device, dtype)
+    nll, ppl = valid_loss(model, valid_set, cfg.train.max_tokens, device, dtype, len(sources))
     translator = validation_translator(cfg, model, data, device)
     beam_size = cfg.decode.valid_beam_size
     # in a terminal, a bar of its own under the training bar; nothing in a log file
