@@ -51,11 +51,19 @@ data: $(STAMP)
 	SEQ2SEQ_MAKE_TARGET=data $(PY) scripts/prepare_data.py --corpus $(CORPUS) --src $(SRC) --tgt $(TGT) $(if $(MIRROR),--mirror $(MIRROR)) $(ARGS)
 
 # make train MODEL=transformer|gru [CONFIG=file.toml] [ARGS="train.lr=1e-3 ..."] [MIRROR=dir|url]
-# Prepares the configuration's corpus first when it is missing; run again to resume.
+# Prepares the configuration's corpus first when it is missing; run again to resume. Where
+# PyTorch sees no CUDA GPU (CUDA=0; asked of torch when the recipe runs, unless given), CONFIG
+# is the CPU recipe configs/$(MODEL).multi30k.en-de.cpu.toml when there is one.
+# Ctrl-C: `set -m` as for serve, so only the training gets the SIGINT; it saves and exits with
+# 130, and make, which would say "Error 130", is stopped by the same signal instead: it exits
+# with the training's status and says nothing (the `sleep` lets it stop before the shell ends).
 MODEL ?= transformer
-CONFIG ?= configs/$(MODEL).multi30k.en-de.toml
+CUDA ?= $(shell $(PY) -c "import torch; print(int(torch.cuda.is_available()))" 2>/dev/null)
+CPU_CONFIG = $(wildcard configs/$(MODEL).multi30k.en-de.cpu.toml)
+CONFIG ?= $(or $(if $(CPU_CONFIG),$(if $(filter 1,$(CUDA)),,$(CPU_CONFIG))),configs/$(MODEL).multi30k.en-de.toml)
 train: $(STAMP)
-	SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS)
+	{ set -m; } 2>/dev/null; SEQ2SEQ_MAKE_TARGET=train $(if $(MIRROR),SEQ2SEQ_DATA_MIRROR=$(MIRROR)) $(PY) scripts/train.py --config $(CONFIG) --prepare $(ARGS); \
+		status=$$?; [ $$status != 130 ] || { kill -INT $$PPID; sleep 1; exit 0; }; exit $$status
 
 # make translate [NAME=transformer-tiny.multi30k.en-de] [ARGS="--beam 1 ..."]
 # Interactive translation with a shipped model (NAME: transformer-tiny.multi30k.en-de, or another

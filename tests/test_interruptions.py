@@ -4,6 +4,7 @@ of a save resumes to the same files, finished runs do nothing, and bad states ar
 import errno
 import hashlib
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from commands import SEQ2SEQ
-from reversal import ENV, TRAIN, assert_resumed_exactly, tiny_overrides
+from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 
 from seq2seq import files as files_module
 from seq2seq.config import load_config
@@ -366,3 +367,41 @@ def test_a_killed_trainers_forked_workers_do_not_keep_its_run_folder_lock(tmp_pa
     finally:
         os.kill(child, signal.SIGKILL)
         trainer.stdout.close()
+
+
+def read_until(terminal: int, output: bytes, wanted: bytes | None, deadline: float) -> bytes:
+    """`output` and what the terminal gives until `wanted` is in it (None: until it closes)."""
+    while (wanted is None or wanted not in output) and time.monotonic() < deadline:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # the terminal closed: its process ended
+            break
+        if not chunk:
+            break
+        output += chunk
+    return output
+
+
+@pytest.mark.slow  # trains in another process
+def test_ctrl_c_on_make_train_says_only_where_it_saved(reversal: Path, tmp_path: Path) -> None:
+    """Ctrl-C typed in a terminal at `make train`: the run saves and says so; make adds no line
+    (no "make: *** [Makefile:N: train] Error 130" or "Interrupt") and exits as the run did,
+    by SIGINT."""
+    run_dir = tmp_path / "run"
+    args = [*signal_args(reversal, run_dir), "train.max_steps=100000", "train.valid_every=100000"]
+    command = ["make", "-s", "-o", ".venv/.installed", "train", f"CONFIG={DEFAULTS}"]
+    command.append(f"ARGS={' '.join(args)}")
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: make, in the terminal
+        os.chdir(ROOT)
+        os.execvp("make", command)
+    output = read_until(terminal, b"", b" epoch 0 loss ", time.monotonic() + 120)  # step 1
+    os.write(terminal, b"\x03")  # Ctrl-C
+    output = read_until(terminal, output, None, time.monotonic() + 120)
+    _, status = os.waitpid(pid, 0)
+    os.close(terminal)
+    text = output.decode(errors="replace")
+    assert "interrupted at step " in text and "saved" in text, text
+    assert "make:" not in text, text
+    assert os.waitstatus_to_exitcode(status) == -signal.SIGINT
+    assert (run_dir / "last.pt").is_file()

@@ -161,3 +161,31 @@ def test_git_ignores_build_folders_and_keeps_the_shipped_models():
     assert ignored("dist/seq2seq-0.1.0.tar.gz")
     assert not ignored("seq2seq/shipped_models/transformer-tiny.multi30k.en-de/sentencepiece.model")
     assert not ignored("scripts/build/notes.txt")  # only the top-level build/
+
+
+def make_train_config(*variables: str) -> str:
+    """The --config of the command that `make -n train` prints with `variables`."""
+    command = ["make", "-n", "-o", ".venv/.installed", "train", *variables]
+    dry_run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    return dry_run.stdout.split("--config ")[1].split()[0]
+
+
+@pytest.mark.parametrize(
+    ("variables", "config"),
+    [
+        (["CUDA=0"], "configs/transformer.multi30k.en-de.cpu.toml"),
+        (["CUDA=1"], "configs/transformer.multi30k.en-de.toml"),
+        (["CUDA=0", "MODEL=gru"], "configs/gru.multi30k.en-de.toml"),  # no CPU recipe of its own
+        (["CUDA=0", "CONFIG=configs/gru.multi30k.en-de.toml"], "configs/gru.multi30k.en-de.toml"),
+    ],
+)
+def test_make_train_picks_the_cpu_recipe_without_a_cuda_gpu(variables, config):
+    assert make_train_config(*variables) == config
+
+
+@pytest.mark.slow  # starts a Python that imports torch
+def test_make_train_asks_torch_for_a_cuda_gpu():
+    import torch
+
+    cpu = not torch.cuda.is_available()
+    assert make_train_config() == make_train_config(f"CUDA={int(not cpu)}")
