@@ -112,6 +112,7 @@ def test_dump_and_reload_round_trip(tmp_path: Path) -> None:
         ("train.seed=-1", "override: train.seed=-1: must be in [0, 4294967295]"),
         ("train.num_workers=-1", "train.num_workers=-1: must be >= 0"),
         ("train.clip_norm=-1", "train.clip_norm=-1.0: must be >= 0"),
+        ("train.valid_every_minutes=-1", "train.valid_every_minutes=-1.0: must be >= 0"),
         ("train.log_every=0", "train.log_every=0: must be >= 1"),
         ("train.keep_last=-1", "train.keep_last=-1: must be >= 0"),
         ("decode.batch_size=0", "decode.batch_size=0: must be in [1, 100000]"),
