@@ -533,9 +533,10 @@ def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[], Iterator
 
 def train_loop(run: Run, progress: Progress, saves: "Saves") -> None:
     """Update after update until max_steps, max_epochs, early stopping or a stop signal. Nothing
-    in a step reads the device, but the log lines (every `log_every` steps), validation and
-    saving: a GPU runs ahead of the host. With a bar on a CPU, where a read costs nothing, each
-    step's figures are read at once, for the bar's running loss and tokens/s."""
+    in a step reads the device, but the log lines (every `log_every` steps or
+    `log_every_seconds`), validation and saving: a GPU runs ahead of the host. With a bar on a
+    CPU, where a read costs nothing, each step's figures are read at once, for the bar's running
+    loss and tokens/s."""
     cfg, env = run.cfg, run.env
     resumed = progress.step > 0
     log = RunLog(run.run_dir, env.is_main, purge_step=progress.step + 1 if resumed else None)
