@@ -9,16 +9,18 @@ of --batch-size sentences and `batch_tokens_for` the device, and the searches fo
 1. the first --sync-sentences lines under `torch.cuda.set_sync_debug_mode("warn")`, which warns
    at every operation that waits for the GPU, counting the warnings of each decoding step (from
    one `decode_step` call to the next; a batch's last step, which also assembles its outputs,
-   is left out). The GPU's searches (seq2seq.fast.search) read the device once every
-   CHECK_EVERY steps; tests/test_decode_sync.py counts the same on a CPU;
+   is left out). A fast model's searches on a GPU (`BatchedReads` of seq2seq.decoding.search)
+   read the device once every CHECK_EVERY steps; tests/test_decode_sync.py counts the same on
+   a CPU;
 2. all the lines again, timed: the model is warm by then (unlike `seq2seq evaluate`, whose time
    includes the GPU's first kernels);
-3. with --textbook-too, the --sync-sentences lines timed once more with the textbook searches
-   (seq2seq.decoding.search), which read the device after every step, for comparison.
+3. with --textbook-too, the --sync-sentences lines timed once more with the textbook's reads
+   (`EVERY_STEP` of seq2seq.decoding.search), after every step, for comparison.
 
 Writes all of it as JSON. On a CPU nothing waits and every count is 0: a check that this runs.
 """
 
+import copy
 import json
 import time
 import warnings
@@ -27,11 +29,9 @@ from pathlib import Path
 import torch
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
-from seq2seq.decoding import search
-from seq2seq.decoding import translator as translator_module
 from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.search import CHECK_EVERY, EVERY_STEP
 from seq2seq.decoding.translator import Translator
-from seq2seq.fast.search import CHECK_EVERY
 from seq2seq.files import text_lines
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # the warning of the sync debug mode
@@ -95,11 +95,6 @@ def timed(translator: Translator, lines: list[str], beam: int) -> dict[str, floa
     return {"seconds": seconds, "sentences_per_second": per_second, "batches": len(batches)}
 
 
-def textbook_searches(device: torch.device) -> tuple[object, object]:
-    """Stands in for `seq2seq.fast.search.searches_for`: the textbook searches on any device."""
-    return search.greedy_search, search.beam_search
-
-
 def main() -> None:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="a checkpoint or model to decode with")
@@ -137,12 +132,9 @@ def main() -> None:
             **timed(translator, lines, beam),
         }
         if args.textbook_too:
-            fast_searches = translator_module.searches_for
-            translator_module.searches_for = textbook_searches
-            try:
-                figures["textbook"] = timed(translator, lines[: args.sync_sentences], beam)
-            finally:
-                translator_module.searches_for = fast_searches
+            textbook = copy.copy(translator)
+            textbook.reads = EVERY_STEP
+            figures["textbook"] = timed(textbook, lines[: args.sync_sentences], beam)
         record[f"beam{beam}"] = figures
         print(
             f"beam {beam}: {figures['sentences_per_second']:.1f} sentences/s in "

@@ -1,8 +1,9 @@
 """How often a decoding step reads the device. On a GPU each read of a device tensor to the host
 (the size of a `nonzero`, `bool(t)`, an index by a boolean mask, `.tolist()`, `.cpu()`) makes
 the host wait for the GPU, which then idles while the host prepares the next step. The textbook
-searches (seq2seq.decoding.search) read after every step, to drop the finished sentences and set
-the ended hypotheses aside; the GPU's (seq2seq.fast.search) once every `check_every` steps.
+searches (seq2seq.decoding.search, `EVERY_STEP`) read after every step, to drop the finished
+sentences and set the ended hypotheses aside; with a GPU's `BatchedReads`, once every
+`check_every` steps.
 
 Counted on a CPU as tests/test_host_sync.py counts training's reads: a dispatch mode counts the
 operators that hand a value to the host, and the methods that read a tensor's values without an
@@ -19,8 +20,7 @@ from test_host_sync import HOST_READING_METHODS, ReadCounter
 from test_search import held_out, new_model
 
 from seq2seq.decoding import search
-from seq2seq.decoding.search import max_output_lengths
-from seq2seq.fast import search as gpu_search
+from seq2seq.decoding.search import BatchedReads, max_output_lengths
 from seq2seq.models.base import Seq2SeqModel
 
 aten = torch.ops.aten
@@ -91,22 +91,21 @@ def test_textbook_beam_search_reads_four_times_a_step(monkeypatch: pytest.Monkey
     assert reads == [3, 3] + [4] * (len(reads) - 2)
 
 
-def test_textbook_greedy_search_reads_four_times_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rows at their maximum length, the rows that finished (a boolean index), whether all
-    did, and the rows still running."""
+def test_textbook_greedy_search_reads_twice_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows at their maximum length and the rows still running."""
     reads = count_reads(
         lambda model: search.greedy_search(model, SRC, SRC_LENS, MAX_LENS), monkeypatch
     )
-    assert reads == [4] * len(reads)
+    assert reads == [2] * len(reads)
 
 
 @pytest.mark.parametrize("check_every", [1, 4, 8])
-def test_gpu_beam_search_reads_once_every_check(
+def test_batched_reads_beam_search_reads_once_every_check(
     monkeypatch: pytest.MonkeyPatch, check_every: int
 ) -> None:
     reads = count_reads(
-        lambda model: gpu_search.beam_search(
-            model, SRC, SRC_LENS, 5, MAX_LENS, max_piece_repeat=2, check_every=check_every
+        lambda model: search.beam_search(
+            model, SRC, SRC_LENS, 5, MAX_LENS, max_piece_repeat=2, reads=BatchedReads(check_every)
         ),
         monkeypatch,
     )
@@ -114,12 +113,12 @@ def test_gpu_beam_search_reads_once_every_check(
 
 
 @pytest.mark.parametrize("check_every", [1, 4, 8])
-def test_gpu_greedy_search_reads_once_every_check(
+def test_batched_reads_greedy_search_reads_once_every_check(
     monkeypatch: pytest.MonkeyPatch, check_every: int
 ) -> None:
     reads = count_reads(
-        lambda model: gpu_search.greedy_search(
-            model, SRC, SRC_LENS, MAX_LENS, no_repeat_ngram=2, check_every=check_every
+        lambda model: search.greedy_search(
+            model, SRC, SRC_LENS, MAX_LENS, no_repeat_ngram=2, reads=BatchedReads(check_every)
         ),
         monkeypatch,
     )
@@ -127,13 +126,17 @@ def test_gpu_greedy_search_reads_once_every_check(
 
 
 GPU_SEARCHES = {
-    "greedy": lambda model: gpu_search.greedy_search(model, SRC, SRC_LENS, MAX_LENS),
-    "beam": lambda model: gpu_search.beam_search(model, SRC, SRC_LENS, 5, MAX_LENS),
+    "greedy": lambda model: search.greedy_search(
+        model, SRC, SRC_LENS, MAX_LENS, reads=BatchedReads()
+    ),
+    "beam": lambda model: search.beam_search(
+        model, SRC, SRC_LENS, 5, MAX_LENS, reads=BatchedReads()
+    ),
 }
 
 
 @pytest.mark.parametrize("search_name", GPU_SEARCHES)
-def test_gpu_searches_copy_nothing_from_the_host_in_a_step(
+def test_batched_reads_copy_nothing_from_the_host_in_a_step(
     monkeypatch: pytest.MonkeyPatch, search_name: str
 ) -> None:
     """No tensor made from Python data within a step (a copy to the device that the host

@@ -1,10 +1,10 @@
 """The speed work (seq2seq.fast), each piece against the plain version it replaces: the packed
 dropout mask (its distribution, scale, gradient and seeding), the hand-written loss, the chunked
 top-k, beam-grouped, fused and inference attention, the int8 linear layer, a whole fast
-model (and its int8 copy) against its plain twin, the GPU's searches against the textbook ones;
-and the switch between them (model.fast,
---plain): the textbook modules import nothing of seq2seq.fast, and the plain product translates
-and trains as the fast one while running the textbook code."""
+model (and its int8 copy) against its plain twin, the searches reading the device as a GPU does
+against the textbook's; and the switch between them (model.fast, --plain): the textbook modules
+import nothing of seq2seq.fast, and the plain product translates and trains as the fast one
+while running the textbook code."""
 
 import ast
 from collections import Counter
@@ -27,8 +27,15 @@ from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.decoding import search
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.quantize import quantized_copy
-from seq2seq.decoding.search import beam_search, max_output_lengths
+from seq2seq.decoding.search import (
+    CHECK_EVERY,
+    EVERY_STEP,
+    BatchedReads,
+    beam_search,
+    max_output_lengths,
+)
 from seq2seq.decoding.translation import Hypothesis, Stopped
+from seq2seq.decoding.translator import reads_for
 from seq2seq.fast import (
     FAST_TWINS,
     FastModel,
@@ -38,7 +45,6 @@ from seq2seq.fast import (
     speed_up,
 )
 from seq2seq.fast import loss as fast_loss
-from seq2seq.fast import search as gpu_search
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.dropout import packed_dropout as dropout
@@ -164,7 +170,7 @@ def test_best_candidates_equal_topk_of_the_sum(vocab_size, beams):
     assert best_candidates(beam_scores, log_probs, n)[0][:, beams:].isneginf().all()
 
 
-# The GPU's searches ------------------------------------------------------------------------
+# The GPU's reads of the device ---------------------------------------------------------------
 
 
 def outputs(nbest_lists: list[list[Hypothesis]]) -> list:
@@ -175,7 +181,7 @@ def outputs(nbest_lists: list[list[Hypothesis]]) -> list:
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-def test_gpu_searches_checking_every_step_equal_the_textbook_bit_for_bit(arch, fast, alpha):
+def test_batched_reads_checking_every_step_give_the_textbook_outputs_bit_for_bit(arch, fast, alpha):
     """With check_every = 1 the rows of each step are the textbook's, so every product is the
     same: the same n-best lists, scores and attention to the last bit, on fp32."""
     model = new_model(arch, fast)
@@ -183,22 +189,22 @@ def test_gpu_searches_checking_every_step_equal_the_textbook_bit_for_bit(arch, f
     max_lens = max_output_lengths(src_lens, 1.5, 3)
     bans = dict(no_repeat_ngram=2, max_piece_repeat=2)
     expected = search.greedy_search(model, src, src_lens, max_lens, True, alpha, **bans)
-    got = gpu_search.greedy_search(
-        model, src, src_lens, max_lens, True, alpha, **bans, check_every=1
+    got = search.greedy_search(
+        model, src, src_lens, max_lens, True, alpha, **bans, reads=BatchedReads(1)
     )
     assert outputs([expected]) == outputs([got])
     for k in (1, 5):
         for stop_early in (False, True):
             options = dict(nbest=k, need_attention=True, stop_early=stop_early, **bans)
             expected = search.beam_search(model, src, src_lens, k, max_lens, alpha, **options)
-            got = gpu_search.beam_search(
-                model, src, src_lens, k, max_lens, alpha, **options, check_every=1
+            got = search.beam_search(
+                model, src, src_lens, k, max_lens, alpha, **options, reads=BatchedReads(1)
             )
             assert outputs(expected) == outputs(got)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_gpu_searches_checking_every_8_steps_find_the_textbook_translations(arch):
+def test_batched_reads_checking_every_8_steps_find_the_textbook_translations(arch):
     """With finished sentences kept until the next check, a step's matrix products have more
     rows than the textbook's, and a CPU's products round a row differently by the row count
     (as batched decoding does against one sentence at a time): the same tokens, and scores
@@ -206,24 +212,49 @@ def test_gpu_searches_checking_every_8_steps_find_the_textbook_translations(arch
     model = new_model(arch)
     src, src_lens, _ = held_out(size=13, seed=1)
     max_lens = max_output_lengths(src_lens, 1.5, 3)
+    reads = BatchedReads(8)
     expected = search.greedy_search(model, src, src_lens, max_lens)
-    got = gpu_search.greedy_search(model, src, src_lens, max_lens, check_every=8)
+    got = search.greedy_search(model, src, src_lens, max_lens, reads=reads)
     assert [h.tokens for h in got] == [h.tokens for h in expected]
     assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-5)
-    expected_beams = search.beam_search(model, src, src_lens, 3, max_lens, 0.6)
-    got_beams = gpu_search.beam_search(model, src, src_lens, 3, max_lens, 0.6, check_every=8)
-    assert [n[0].tokens for n in got_beams] == [n[0].tokens for n in expected_beams]
-    best = [n[0].score for n in expected_beams]
-    assert [n[0].score for n in got_beams] == pytest.approx(best, abs=1e-5)
+    expected_beams = search.beam_search(model, src, src_lens, 3, max_lens, 0.6, nbest=3)
+    got_beams = search.beam_search(model, src, src_lens, 3, max_lens, 0.6, nbest=3, reads=reads)
+    assert [[h.tokens for h in n] for n in got_beams] == [
+        [h.tokens for h in n] for n in expected_beams
+    ]
+    best = [h.score for n in expected_beams for h in n]
+    assert [h.score for n in got_beams for h in n] == pytest.approx(best, abs=1e-5)
 
 
-def test_gpu_beam_search_traces_as_the_textbook():
+@pytest.mark.parametrize("fast", [False, True])
+def test_batched_reads_of_one_sentence_give_the_textbook_outputs_bit_for_bit(fast):
+    """One sentence has the same rows whenever the host reads (it leaves the batch only when
+    the search ends): the same n-best lists, scores and attention to the last bit."""
+    model = new_model("transformer", fast)
+    src, src_lens, _ = held_out(size=1, seed=3)
+    max_lens = max_output_lengths(src_lens, 1.5, 3)
+    options = dict(nbest=4, need_attention=True, max_piece_repeat=2)
+    expected = search.beam_search(model, src, src_lens, 4, max_lens, 0.6, **options)
+    got = search.beam_search(
+        model, src, src_lens, 4, max_lens, 0.6, **options, reads=BatchedReads()
+    )
+    assert outputs(expected) == outputs(got)
+    expected = search.greedy_search(model, src, src_lens, max_lens, True, 0.6)
+    got = search.greedy_search(model, src, src_lens, max_lens, True, 0.6, reads=BatchedReads())
+    assert outputs([expected]) == outputs([got])
+
+
+def test_a_traced_beam_search_reads_every_step():
+    """A trace records the steps of a running sentence: with it the search reads as the
+    textbook's, whatever `reads` says."""
     model = new_model("transformer")
     src, src_lens, _ = held_out(size=1, seed=3)
     max_lens = max_output_lengths(src_lens, 1.5, 3)
     traces = BeamTrace(), BeamTrace()
     expected = search.beam_search(model, src, src_lens, 4, max_lens, nbest=4, trace=traces[0])
-    got = gpu_search.beam_search(model, src, src_lens, 4, max_lens, nbest=4, trace=traces[1])
+    got = search.beam_search(
+        model, src, src_lens, 4, max_lens, nbest=4, trace=traces[1], reads=BatchedReads()
+    )
     assert [(h.tokens, h.score) for h in got[0]] == [(h.tokens, h.score) for h in expected[0]]
     assert len(traces[1].steps) == len(traces[0].steps) > 2
     for ours, theirs in zip(traces[1].steps, traces[0].steps, strict=True):
@@ -232,7 +263,7 @@ def test_gpu_beam_search_traces_as_the_textbook():
         assert torch.equal(ours.finished, theirs.finished)
 
 
-def test_gpu_searches_honour_should_stop():
+def test_batched_reads_honour_should_stop():
     model = new_model("gru")
     src, src_lens, _ = held_out(size=4, seed=3)
     max_lens = max_output_lengths(src_lens, 1.5, 3)
@@ -242,20 +273,29 @@ def test_gpu_searches_honour_should_stop():
         calls.append(1)
         return len(calls) == 3
 
+    reads = BatchedReads()
     with pytest.raises(Stopped):
-        gpu_search.beam_search(model, src, src_lens, 3, max_lens, should_stop=stop_at_third_step)
+        search.beam_search(
+            model, src, src_lens, 3, max_lens, should_stop=stop_at_third_step, reads=reads
+        )
     assert len(calls) == 3
     calls.clear()
     with pytest.raises(Stopped):
-        gpu_search.greedy_search(model, src, src_lens, max_lens, should_stop=stop_at_third_step)
+        search.greedy_search(
+            model, src, src_lens, max_lens, should_stop=stop_at_third_step, reads=reads
+        )
     assert len(calls) == 3
 
 
-def test_searches_for_a_device():
-    cpu = gpu_search.searches_for(torch.device("cpu"))
-    assert cpu == (search.greedy_search, search.beam_search)
-    gpu = gpu_search.searches_for(torch.device("cuda"))
-    assert gpu == (gpu_search.greedy_search, gpu_search.beam_search)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_translator_reads_in_batches_only_with_a_fast_model_on_a_gpu(arch):
+    """`--plain` decodes with the textbook's reads on every device, and so does a CPU."""
+    plain, fast = new_model(arch, False), new_model(arch, True)
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert reads_for(fast, gpu) == BatchedReads(CHECK_EVERY)
+    assert reads_for(plain, gpu) is EVERY_STEP
+    assert reads_for(fast, cpu) is EVERY_STEP
+    assert reads_for(plain, cpu) is EVERY_STEP
 
 
 # Attention ---------------------------------------------------------------------------------

@@ -125,8 +125,7 @@ def test_the_gpu_searches_guard_as_the_textbook_ones(beam_size):
     from seq2seq.data.entity_test import load_entity_test
     from seq2seq.data.specials import EOS_ID, PAD_ID
     from seq2seq.decoding import search
-    from seq2seq.decoding.search import max_output_lengths
-    from seq2seq.fast import search as fast_search
+    from seq2seq.decoding.search import BatchedReads, max_output_lengths
 
     model = seq2seq.load("transformer-small.tatoeba.en-fr", device="cpu", precision="fp32")
     translator = model.translator
@@ -141,11 +140,11 @@ def test_the_gpu_searches_guard_as_the_textbook_ones(beam_size):
     if beam_size == 1:
         args = (translator.model, src, src_lens, max_lens)
         plain = [[h] for h in search.greedy_search(*args, guard=guard)]
-        fast = [[h] for h in fast_search.greedy_search(*args, guard=guard, check_every=4)]
+        fast = [[h] for h in search.greedy_search(*args, guard=guard, reads=BatchedReads(4))]
     else:
         args = (translator.model, src, src_lens, beam_size, max_lens)
         plain = search.beam_search(*args, nbest=2, guard=guard)
-        fast = fast_search.beam_search(*args, nbest=2, guard=guard, check_every=4)
+        fast = search.beam_search(*args, nbest=2, guard=guard, reads=BatchedReads(4))
     assert [[h.tokens for h in n] for n in fast] == [[h.tokens for h in n] for n in plain]
     scores = torch.tensor([[h.score for h in n] for n in plain])
     assert torch.allclose(torch.tensor([[h.score for h in n] for n in fast]), scores, atol=1e-5)

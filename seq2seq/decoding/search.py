@@ -22,12 +22,17 @@ Both take an optional `should_stop`, called before each step: when it returns Tr
 raises `Stopped` (a server uses it to drop the work of a request nobody waits for any more).
 `beam_search` also takes an optional `trace` (seq2seq.decoding.beam_trace), which it fills with
 every step's candidates, kept and pruned, for the explorer's beam tree.
+
+Both take `reads`, which says when the host reads the device (the end of this module): the
+textbook's `EVERY_STEP` (the default, and what `--plain` decodes with on every device) after
+every step, or a GPU's `BatchedReads` once every `check_every` steps; the outputs are the same.
+
 `Hypothesis`, `Stopped` and `gnmt_penalty` live in seq2seq.decoding.translation, beside what
 CTranslate2's engine shares with this search without importing torch.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -36,7 +41,7 @@ from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.number_guard import NumberGuard
 from seq2seq.decoding.translation import Hypothesis, check_stop, gnmt_penalty
-from seq2seq.models.base import Seq2SeqModel, select_rows
+from seq2seq.models.base import Seq2SeqModel, State, select_rows
 
 
 def max_output_lengths(src_lens: Tensor, ratio: float, const: int) -> Tensor:
@@ -104,13 +109,16 @@ def greedy_search(
     max_piece_repeat: int = 0,
     should_stop: Callable[[], bool] | None = None,
     guard: NumberGuard | None = None,
+    reads: "EveryStep | None" = None,
 ) -> list[Hypothesis]:
     """Pick the most probable next token at every step. The same output as beam_search with K = 1.
 
     src: (B, S) source ids (each `ids + [EOS]`, PAD-padded); src_lens: (B,);
     max_lens: (B,) maximum output lengths (EOS not counted), e.g. from `max_output_lengths`.
+    `reads`: when the host reads the device (None: `EVERY_STEP`).
     Returns one Hypothesis per sentence; its score is defined in the module docstring.
     """
+    reads = reads or EVERY_STEP
     batch_size, device = src.shape[0], src.device
     max_steps = int(max_lens.max()) + 1
     tokens = torch.full((batch_size, max_steps), PAD_ID, dtype=torch.long, device=device)
@@ -121,14 +129,15 @@ def greedy_search(
 
     state = model.encode(src, src_lens)
     cache = model.init_cache(state)
-    rows = torch.arange(batch_size, device=device)  # the sentences still running
+    rows = torch.arange(batch_size, device=device)  # (R,) the sentences in the batch
+    running = reads.all_running(batch_size, device)  # (R,) those not finished (None: all)
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
-    guard_states = None if guard is None else guard.roots  # (B,) for the rows still running
+    guard_states = None if guard is None else guard.roots  # (R,)
     for step in range(max_steps):
         check_stop(should_stop)
         out = model.decode_step(state, prev, cache, need_attention)
         history, at_max_len = tokens[rows, :step], step >= max_lens[rows]
-        log_probs = _banned_log_probs(
+        log_probs = reads.banned_log_probs(
             out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
         if guard is not None:
@@ -137,35 +146,44 @@ def greedy_search(
         if guard is not None:
             guard_states = guard.advance(guard_states, prev)
         tokens[rows, step] = prev
-        log_prob_sums[rows] += best_log_probs
+        log_prob_sums[rows] += _of_running(best_log_probs, running)
         if need_attention:
             attention[rows, step] = _mean_heads(out.attention)
-        finished = prev == EOS_ID
-        out_lens[rows[finished]] = step + 1
-        if finished.all():
+        finished = _of_running(prev == EOS_ID, running)  # (R,) the rows that end now
+        out_lens[rows] = out_lens[rows].where(~finished, step + 1)
+        running, keep = reads.rows_to_keep(~finished, running, step)
+        if len(keep) == 0:
             break
-        running = (~finished).nonzero().squeeze(1)
-        if len(running) < len(rows):
-            state = select_rows(state, running)
-            out.cache = select_rows(out.cache, running)
-            rows, prev = rows[running], prev[running]
-            guard_states = None if guard is None else guard_states[running]
+        if len(keep) < len(rows):
+            state = select_rows(state, keep)
+            out.cache = select_rows(out.cache, keep)
+            rows, prev = rows[keep], prev[keep]
+            guard_states = None if guard is None else guard_states[keep]
         cache = out.cache
 
-    scores = log_prob_sums / gnmt_penalty(out_lens, length_penalty)
+    scores = (log_prob_sums / gnmt_penalty(out_lens, length_penalty)).tolist()
+    tokens, lengths, src_lengths = tokens.cpu(), out_lens.tolist(), src_lens.tolist()
+    if need_attention:
+        attention = attention.cpu()
     return [
         Hypothesis(
-            tokens=tokens[i, : out_lens[i] - 1].tolist(),
-            score=float(scores[i]),
-            attention=attention[i, : out_lens[i], : src_lens[i]].cpu() if need_attention else None,
+            tokens=tokens[i, : lengths[i] - 1].tolist(),
+            score=scores[i],
+            attention=attention[i, : lengths[i], : src_lengths[i]] if need_attention else None,
         )
         for i in range(batch_size)
     ]
 
 
+def _of_running(values: Tensor, running: Tensor | None) -> Tensor:
+    """`values` (R, ...) in the rows still running, 0 (False) in those finished but not yet out
+    of the batch (`BatchedReads`); `running` None: every row of the batch runs."""
+    return values if running is None else values.where(running, False)
+
+
 @dataclass
 class _Finished:
-    """Hypotheses that ended (chose EOS) at one step, kept as tensors until the final assembly.
+    """Hypotheses that ended (chose EOS), on the host, until the final assembly.
 
     sentences: (F,) sentence numbers; scores: (F,) length-penalised scores;
     tokens: (F, t) outputs without EOS; attention: (F, t + 1, S) or None.
@@ -175,6 +193,86 @@ class _Finished:
     scores: Tensor
     tokens: Tensor
     attention: Tensor | None
+
+
+@dataclass
+class _StepEnds:
+    """The candidates of one beam step that end with EOS, as the step left them.
+
+    ends: (A, 2K) which candidates end (only the K best count); beams, scores: (A, 2K) the beams
+    they extend and their log-probabilities; penalty: the length penalty of their length;
+    sentences: (A,) the batch's sentence numbers; beam_tokens: (A, K, t) the beams' outputs;
+    attention: (A, K, t + 1, S) or None; running: (A,) the sentences still running
+    (`BatchedReads`; None: all of them).
+    """
+
+    ends: Tensor
+    beams: Tensor
+    scores: Tensor
+    penalty: float
+    sentences: Tensor
+    beam_tokens: Tensor
+    attention: Tensor | None
+    running: Tensor | None = None
+
+    def counts(self) -> Tensor:
+        """(A,) how many of each sentence's K best candidates end."""
+        return self.ends[:, : self.beam_tokens.shape[1]].sum(dim=1)
+
+    def finished(self) -> _Finished | None:
+        """The K best candidates that end, as finished hypotheses scored by log-probability /
+        `penalty` (None: none end)."""
+        ends = self.ends[:, : self.beam_tokens.shape[1]]
+        if self.running is not None:
+            ends = ends & self.running[:, None]
+        rows, ranks = ends.nonzero(as_tuple=True)
+        if len(rows) == 0:
+            return None
+        ended_beams = self.beams[rows, ranks]
+        attention = self.attention
+        return _Finished(
+            sentences=self.sentences[rows],
+            scores=self.scores[rows, ranks] / self.penalty,
+            tokens=self.beam_tokens[rows, ended_beams],
+            attention=None if attention is None else attention[rows, ended_beams],
+        )
+
+    def to_host(self) -> "_StepEnds":
+        """The same, its tensors copied to the host's memory."""
+        attention, running = self.attention, self.running
+        return _StepEnds(
+            self.ends.cpu(),
+            self.beams.cpu(),
+            self.scores.cpu(),
+            self.penalty,
+            self.sentences.cpu(),
+            self.beam_tokens.cpu(),
+            None if attention is None else attention.cpu(),
+            None if running is None else running.cpu(),
+        )
+
+
+@dataclass
+class _BeamBatch:
+    """The A sentences in a beam search's batch, and the K beams of each.
+
+    sentences: (A,) their numbers in the input; state: the encoder's output, one row per
+    sentence; beam_state: the rows the decoder steps read (one per beam:
+    `Seq2SeqModel.beam_state`); cache: the decoder's, one row per beam, K rows per sentence;
+    prev: (A * K,) each beam's last token; scores: (A, K) the beams' log-probabilities;
+    tokens: (A, K, t) their outputs; attention: (A, K, t, S) their attention rows (t = 0 when
+    not needed); guard_states: (A * K,) their number-guard states, or None.
+    """
+
+    sentences: Tensor
+    state: State
+    beam_state: State
+    cache: State
+    prev: Tensor
+    scores: Tensor
+    tokens: Tensor
+    attention: Tensor
+    guard_states: Tensor | None
 
 
 @torch.no_grad()
@@ -193,6 +291,7 @@ def beam_search(
     should_stop: Callable[[], bool] | None = None,
     trace: BeamTrace | None = None,
     guard: NumberGuard | None = None,
+    reads: "EveryStep | None" = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over all sentences at once: B * K decoder rows advance together.
 
@@ -202,54 +301,42 @@ def beam_search(
     At each step every beam of a sentence proposes its continuations; the 2K best of the K * V
     (beam, token) pairs are kept. Those of the first K that end with EOS are set aside as
     finished hypotheses; the K best that do not end become the next beams. A sentence leaves
-    the batch when it is done (`_running`).
-
-    Returns per sentence its `nbest` (<= K) best finished hypotheses, best first, all distinct.
-    With a `trace` (one sentence only), every step's candidates are added to it as well.
+    the batch when it is done (`_running`). Returns per sentence its `nbest` (<= K) best
+    finished hypotheses, best first, all distinct. With a `trace` (one sentence only), every
+    step's candidates are added to it as well. `reads`: when the host reads the device (None,
+    or with a `trace`: `EVERY_STEP`).
     """
-    if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest must be in [1, beam_size={beam_size}], got {nbest}")
-    if trace is not None and src.shape[0] != 1:
-        raise ValueError(f"a trace records one sentence, got {src.shape[0]}")
+    _check_beam_options(nbest, beam_size, trace, src.shape[0])
+    reads = EVERY_STEP if reads is None or trace is not None else reads
     batch_size, device, k = src.shape[0], src.device, beam_size
-
-    # The cache has one row per beam: K rows per sentence. `state` keeps one row per sentence,
-    # `beam_state` the rows the decoder steps read (one per beam: `Seq2SeqModel.beam_state`).
-    state = model.encode(src, src_lens)
-    beam_rows = torch.arange(batch_size, device=device).repeat_interleave(k)
-    cache = select_rows(model.init_cache(state), beam_rows)
-    beam_state = model.beam_state(state, k)
-    sentences = torch.arange(batch_size, device=device)  # (A,) the A sentences still running
-    beam_scores, beam_tokens, beam_attention = _first_beams(batch_size, k, src.shape[1], device)
-    prev = torch.full((batch_size * k,), BOS_ID, dtype=torch.long, device=device)
+    batch = _first_batch(model, src, src_lens, k, guard)
+    running = reads.all_running(batch_size, device)  # (A,) the sentences not done (None: all)
     finished_count = torch.zeros(batch_size, dtype=torch.long, device=device)
-    finished: list[_Finished] = []
+    finished: list = []  # what `reads.set_aside` keeps
     history_attention = None
-    guard_states = None if guard is None else guard.roots.repeat_interleave(k)  # (B * K,)
 
     for step in range(int(max_lens.max()) + 1):
         check_stop(should_stop)
-        num_active = len(sentences)
-        out = model.decode_step(beam_state, prev, cache, need_attention or trace is not None)
+        sentences, num_active = batch.sentences, len(batch.sentences)
+        need_step_attention = need_attention or trace is not None
+        out = model.decode_step(batch.beam_state, batch.prev, batch.cache, need_step_attention)
         at_max_len = (step >= max_lens[sentences]).repeat_interleave(k)
-        history = beam_tokens.reshape(num_active * k, step)
-        log_probs = _banned_log_probs(
+        history = batch.tokens.reshape(num_active * k, step)
+        log_probs = reads.banned_log_probs(
             out.log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat
         )
         if guard is not None:
-            guard.mask(log_probs, guard_states, at_max_len)
-        top_scores, top_beams, top_tokens = _top_candidates(model, beam_scores, log_probs)
+            guard.mask(log_probs, batch.guard_states, at_max_len)
+        top_scores, top_beams, top_tokens = _top_candidates(model, batch.scores, log_probs)
         ends = (top_tokens == EOS_ID) & top_scores.isfinite()
         if need_attention:  # (A, K, t + 1, S): every beam's attention rows, this step's included
             step_attention = _mean_heads(out.attention).view(num_active, k, 1, -1)
-            history_attention = torch.cat([beam_attention, step_attention], dim=2)
+            history_attention = torch.cat([batch.attention, step_attention], dim=2)
 
         # Set aside the hypotheses that end among the K best candidates.
         penalty = gnmt_penalty(step + 1, length_penalty)
-        top_k = (ends[:, :k], top_beams, top_scores, penalty)
-        if (ended := _ended(*top_k, sentences, beam_tokens, history_attention)) is not None:
-            finished.append(ended)
-            finished_count[sentences] += ends[:, :k].sum(dim=1)
+        ended = (ends, top_beams, top_scores, penalty, sentences, batch.tokens, history_attention)
+        reads.set_aside(_StepEnds(*ended), running, finished, finished_count)
 
         # The K best candidates that do not end become the next beams.
         next_scores, keep = top_scores.masked_fill(ends, float("-inf")).topk(k, dim=1)  # (A, K)
@@ -257,31 +344,86 @@ def beam_search(
         if trace is not None:  # one sentence: ended_beams (E,) are the beams that ended
             ended_beams = top_beams[:, :k][ends[:, :k]]
             trace.add_step(
-                beam_scores, log_probs, out.attention, new_beams, new_tokens, ended_beams, penalty
+                batch.scores, log_probs, out.attention, new_beams, new_tokens, ended_beams, penalty
             )
 
         below_max = step < max_lens[sentences]
         still = _running(finished_count[sentences], ends[:, 0], below_max, k, nbest, stop_early)
-        running = still.nonzero().squeeze(1)  # (A',) the sentences that stay in the batch
-        if len(running) == 0:
+        running, kept = reads.rows_to_keep(still, running, step)  # (A',) the sentences that stay
+        if len(kept) == 0:
             break
-        new_beams, new_tokens = new_beams[running], new_tokens[running]
-        beam_scores = next_scores[running]
-        sentence_rows = running.view(-1, 1)  # each running sentence's K beams, as (A', K) indices
-        beam_tokens = torch.cat([beam_tokens[sentence_rows, new_beams], new_tokens[..., None]], 2)
-        if guard is not None:
-            kept = guard_states.view(num_active, k)[sentence_rows, new_beams]
-            guard_states = guard.advance(kept.view(-1), new_tokens.view(-1))
-        if need_attention:
-            beam_attention = history_attention[sentence_rows, new_beams]
-        cache = select_rows(out.cache, (sentence_rows * k + new_beams).view(-1))  # (A' * K,)
-        if len(running) < num_active:
-            state = select_rows(state, running)
-            beam_state = model.beam_state(state, k)
-            sentences = sentences[running]
-        prev = new_tokens.view(-1)
+        beams = (new_beams[kept], new_tokens[kept], next_scores[kept])
+        batch = _next_batch(model, batch, kept, *beams, out.cache, history_attention, guard)
 
-    return _nbest_lists(finished, batch_size, nbest, src_lens)
+    return reads.nbest_lists(finished, batch_size, nbest, src_lens)
+
+
+def _check_beam_options(nbest: int, beam_size: int, trace: BeamTrace | None, batch: int) -> None:
+    """ValueError unless 1 <= nbest <= beam_size, and a trace has one sentence to record."""
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest must be in [1, beam_size={beam_size}], got {nbest}")
+    if trace is not None and batch != 1:
+        raise ValueError(f"a trace records one sentence, got {batch}")
+
+
+def _first_batch(
+    model: Seq2SeqModel, src: Tensor, src_lens: Tensor, k: int, guard: NumberGuard | None
+) -> _BeamBatch:
+    """The batch before the first step: every sentence, encoded, with K beams of which only
+    the first is live (the others score -inf), so the first step expands one beam into K
+    distinct ones."""
+    batch_size, device = src.shape[0], src.device
+    state = model.encode(src, src_lens)
+    beam_rows = torch.arange(batch_size, device=device).repeat_interleave(k)
+    cache = select_rows(model.init_cache(state), beam_rows)
+    beam_state = model.beam_state(state, k)
+    sentences = torch.arange(batch_size, device=device)
+    scores = torch.full((batch_size, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0
+    tokens = torch.zeros(batch_size, k, 0, dtype=torch.long, device=device)
+    attention = torch.zeros(batch_size, k, 0, src.shape[1], device=device)
+    prev = torch.full((batch_size * k,), BOS_ID, dtype=torch.long, device=device)
+    guard_states = None if guard is None else guard.roots.repeat_interleave(k)
+    return _BeamBatch(
+        sentences, state, beam_state, cache, prev, scores, tokens, attention, guard_states
+    )
+
+
+def _next_batch(
+    model: Seq2SeqModel,
+    batch: _BeamBatch,
+    kept: Tensor,
+    beams: Tensor,
+    tokens: Tensor,
+    scores: Tensor,
+    cache: State,
+    history_attention: Tensor | None,
+    guard: NumberGuard | None,
+) -> _BeamBatch:
+    """The batch of the next step: the sentences `kept` (A',) of `batch`, each with its K new
+    beams, which extend its beams `beams` (A', K) with `tokens` (A', K) and score `scores`
+    (A', K). cache: the step's decoder cache, one row per beam of `batch`; history_attention:
+    (A, K, t + 1, S) the attention rows of `batch`'s beams and this step, or None."""
+    k = beams.shape[1]
+    sentence_rows = kept.view(-1, 1)  # each kept sentence's K beams, as (A', K) indices
+    beam_tokens = torch.cat([batch.tokens[sentence_rows, beams], tokens[..., None]], 2)
+    guard_states = None
+    if guard is not None:
+        kept_states = batch.guard_states.view(len(batch.sentences), k)[sentence_rows, beams]
+        guard_states = guard.advance(kept_states.view(-1), tokens.view(-1))
+    attention = batch.attention
+    if history_attention is not None:
+        attention = history_attention[sentence_rows, beams]
+    cache = select_rows(cache, (sentence_rows * k + beams).view(-1))  # (A' * K,)
+    state, beam_state, sentences = batch.state, batch.beam_state, batch.sentences
+    if len(kept) < len(sentences):
+        state = select_rows(state, kept)
+        beam_state = model.beam_state(state, k)
+        sentences = sentences[kept]
+    prev = tokens.view(-1)
+    return _BeamBatch(
+        sentences, state, beam_state, cache, prev, scores, beam_tokens, attention, guard_states
+    )
 
 
 def _top_candidates(
@@ -313,45 +455,6 @@ def _running(
     return ~done & below_max
 
 
-def _first_beams(
-    batch_size: int, k: int, src_len: int, device: torch.device
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The beams before the first step: scores (B, K), tokens (B, K, 0), attention (B, K, 0, S).
-    Only the first beam is live (the others score -inf), so the first step expands one beam
-    into K distinct ones."""
-    scores = torch.full((batch_size, k), float("-inf"), device=device)
-    scores[:, 0] = 0.0
-    tokens = torch.zeros(batch_size, k, 0, dtype=torch.long, device=device)
-    return scores, tokens, torch.zeros(batch_size, k, 0, src_len, device=device)
-
-
-def _ended(
-    ends: Tensor,
-    top_beams: Tensor,
-    top_scores: Tensor,
-    penalty: float,
-    sentences: Tensor,
-    beam_tokens: Tensor,
-    history_attention: Tensor | None,
-) -> _Finished | None:
-    """The candidates among the K best that end with EOS, as finished hypotheses (None: none),
-    scored by log-probability / `penalty` (the length penalty of their length).
-
-    ends: (A, K) which of the K best candidates end; top_beams, top_scores: (A, >=K) their beams
-    and log-probabilities; beam_tokens: (A, K, t); history_attention: (A, K, t + 1, S).
-    """
-    rows, ranks = ends.nonzero(as_tuple=True)
-    if len(rows) == 0:
-        return None
-    ended_beams = top_beams[rows, ranks]
-    return _Finished(
-        sentences=sentences[rows],
-        scores=top_scores[rows, ranks] / penalty,
-        tokens=beam_tokens[rows, ended_beams],
-        attention=None if history_attention is None else history_attention[rows, ended_beams],
-    )
-
-
 def _nbest_lists(
     finished: list[_Finished], batch_size: int, nbest: int, src_lens: Tensor
 ) -> list[list[Hypothesis]]:
@@ -365,3 +468,142 @@ def _nbest_lists(
                 attention = group.attention[i, :, : src_lens[sentence]].cpu()
             pools[sentence].append(Hypothesis(group.tokens[i].tolist(), scores[i], attention))
     return [sorted(pool, key=lambda h: -h.score)[:nbest] for pool in pools]
+
+
+# ---------------------------------------------------------------------------------------------
+# When the host reads the device
+# ---------------------------------------------------------------------------------------------
+
+CHECK_EVERY = 8  # a GPU's decoding steps between the host's reads of which sentences still run
+
+
+class EveryStep:
+    """The textbook's reads of the device, after every step: the sentences that are done leave
+    the batch at once (`rows_to_keep`), the hypotheses that end are sorted out at once
+    (`set_aside`), and the rows whose tokens are banned are found with `nonzero`
+    (`_banned_log_probs`). Each read is free on a CPU, and each sentence that leaves saves its
+    compute: every CPU decodes so, and `--plain` (model.fast false) on every device."""
+
+    def all_running(self, rows: int, device: torch.device) -> Tensor | None:
+        """The mask of the batch's rows still running at the start; None: the batch holds only
+        rows that run."""
+        return None
+
+    def banned_log_probs(
+        self,
+        log_probs: Tensor,
+        history: Tensor,
+        at_max_len: Tensor,
+        no_repeat_ngram: int,
+        max_piece_repeat: int,
+    ) -> Tensor:
+        """The step's log-probabilities, the tokens not allowed at -inf (`_banned_log_probs`)."""
+        return _banned_log_probs(log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat)
+
+    def rows_to_keep(
+        self, still: Tensor, running: Tensor | None, step: int
+    ) -> tuple[Tensor | None, Tensor]:
+        """After step `step`, with `still` (A,) True where a row still runs: the mask of the
+        running rows among those kept, and the rows to keep in the batch (A',) (none: the search
+        is over)."""
+        return running, still.nonzero().squeeze(1)
+
+    def set_aside(
+        self, ends: _StepEnds, running: Tensor | None, finished: list, counts: Tensor
+    ) -> None:
+        """Add the hypotheses that end to `finished` and their number to each sentence's
+        `counts` (B,)."""
+        if (ended := ends.finished()) is not None:
+            finished.append(ended)
+            counts[ends.sentences] += ends.counts()
+
+    def nbest_lists(
+        self, finished: list, batch_size: int, nbest: int, src_lens: Tensor
+    ) -> list[list[Hypothesis]]:
+        """The `nbest` best of each sentence's hypotheses in `finished` (`_nbest_lists`)."""
+        return _nbest_lists(finished, batch_size, nbest, src_lens)
+
+
+EVERY_STEP = EveryStep()
+
+
+@dataclass(frozen=True)
+class BatchedReads(EveryStep):
+    """A GPU's reads of the device: once every `check_every` steps, instead of several times a
+    step. The same outputs as `EVERY_STEP`.
+
+    A GPU runs behind the host. Each read of a device tensor (the size of a `nonzero`, a `bool`
+    of a tensor) makes the host wait until the GPU has caught up, and the GPU then idles while
+    the host prepares the next step. Here
+
+    - a row that is done stays in the batch, masked (`running`), until the next check, every
+      `check_every` steps: one `nonzero` then removes the rows that are done, or ends the search;
+    - each step's ending candidates stay on the device as that step's dense tensors
+      (`_StepEnds`), sorted out on the host once the search is over;
+    - the banned tokens are masked over the whole step (`_banned_on_device`).
+
+    The rows that are done cost some compute until the next check; on a GPU that costs less
+    than the waits. With check_every = 1 the rows of each step are those of `EVERY_STEP`."""
+
+    check_every: int = CHECK_EVERY
+
+    def all_running(self, rows: int, device: torch.device) -> Tensor | None:
+        return torch.ones(rows, dtype=torch.bool, device=device)
+
+    def banned_log_probs(
+        self,
+        log_probs: Tensor,
+        history: Tensor,
+        at_max_len: Tensor,
+        no_repeat_ngram: int,
+        max_piece_repeat: int,
+    ) -> Tensor:
+        return _banned_on_device(log_probs, history, at_max_len, no_repeat_ngram, max_piece_repeat)
+
+    def rows_to_keep(
+        self, still: Tensor, running: Tensor | None, step: int
+    ) -> tuple[Tensor | None, Tensor]:
+        assert running is not None  # from `all_running`
+        running = running & still
+        if (step + 1) % self.check_every != 0:
+            return running, torch.arange(len(running), device=running.device)  # every row
+        keep = running.nonzero().squeeze(1)  # the host's one read
+        return running[keep], keep
+
+    def set_aside(
+        self, ends: _StepEnds, running: Tensor | None, finished: list, counts: Tensor
+    ) -> None:
+        finished.append(replace(ends, running=running))  # sorted out by `nbest_lists`
+        counts[ends.sentences] += ends.counts()
+
+    def nbest_lists(
+        self, finished: list, batch_size: int, nbest: int, src_lens: Tensor
+    ) -> list[list[Hypothesis]]:
+        on_host = [ended for ends in finished if (ended := ends.to_host().finished()) is not None]
+        return _nbest_lists(on_host, batch_size, nbest, src_lens.cpu())
+
+
+def _banned_on_device(
+    log_probs: Tensor,
+    history: Tensor,
+    at_max_len: Tensor,
+    no_repeat_ngram: int,
+    max_piece_repeat: int = 0,
+) -> Tensor:
+    """`_banned_log_probs` without reading the device or copying to it: the same -inf entries in
+    log_probs (R, V), the repeated piece banned by a scatter and the rows at their maximum
+    length masked whole (a pass over (R, V) that a GPU does not notice, but a CPU does).
+    """
+    log_probs[:, PAD_ID].fill_(float("-inf"))  # views filled: an index by a list, or a value
+    log_probs[:, BOS_ID].fill_(float("-inf"))  # assigned, is a tensor made on the host
+    _ban_repeated_ngrams(log_probs, history, no_repeat_ngram)
+    r = max_piece_repeat
+    if r > 0 and history.shape[1] >= r:
+        last = history[:, history.shape[1] - r :]  # (R, r)
+        repeating = (last == last[:, -1:]).all(dim=1, keepdim=True)  # (R, 1): one piece r times
+        piece_log_probs = log_probs.gather(1, last[:, -1:]).masked_fill(repeating, float("-inf"))
+        log_probs.scatter_(1, last[:, -1:], piece_log_probs)
+    eos_log_probs = log_probs[:, EOS_ID].clone()
+    log_probs.masked_fill_(at_max_len[:, None], float("-inf"))
+    log_probs[:, EOS_ID] = eos_log_probs
+    return log_probs

@@ -21,11 +21,17 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.loading import Inference
 from seq2seq.decoding.number_guard import NumberGuard, allowed_numbers, run_pieces
-from seq2seq.decoding.search import max_output_lengths
+from seq2seq.decoding.search import (
+    EVERY_STEP,
+    BatchedReads,
+    EveryStep,
+    beam_search,
+    greedy_search,
+    max_output_lengths,
+)
 from seq2seq.decoding.translation import MAX_BATCH_TOKENS, Hypothesis, LineTranslator, Translation
 from seq2seq.device import decode_dtype, precision_name
-from seq2seq.fast import int8_copy
-from seq2seq.fast.search import searches_for
+from seq2seq.fast import FastModel, int8_copy
 from seq2seq.models.base import Seq2SeqModel
 
 GPU_BATCH_TOKENS = 256_000  # MAX_BATCH_TOKENS on a GPU, where a batch should fill the device
@@ -37,6 +43,14 @@ def batch_tokens_for(device: torch.device) -> int:
     sentences' beams at a time keep busy (the Multi30k test set in one or two batches at beam
     5, with decode.batch_size = 1024)."""
     return MAX_BATCH_TOKENS if device.type == "cpu" else GPU_BATCH_TOKENS
+
+
+def reads_for(model: Seq2SeqModel, device: torch.device) -> EveryStep:
+    """When the searches of `model` on `device` read the device (seq2seq/decoding/search.py):
+    `BatchedReads` for a fast twin (seq2seq.fast) on a GPU, whose every read makes it wait;
+    else the textbook's `EVERY_STEP`, on a CPU, where reading costs nothing and removing each
+    finished sentence at once saves compute, and for a plain model (`--plain`) everywhere."""
+    return BatchedReads() if isinstance(model, FastModel) and device.type != "cpu" else EVERY_STEP
 
 
 class Translator(LineTranslator):
@@ -72,6 +86,7 @@ class Translator(LineTranslator):
         self.dtype = decode_dtype(decode_cfg.precision, self.device)
         int8 = decode_cfg.precision == "int8"
         self.model = int8_copy(model) if int8 else model
+        self.reads = reads_for(model, self.device)  # when the searches read the device
         # What the model computes in: "int8", "bf16", "fp16" or "fp32".
         self.precision = "int8" if int8 else precision_name(self.dtype)
         # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
@@ -124,9 +139,9 @@ class Translator(LineTranslator):
         trace: BeamTrace | None = None,
     ) -> list[list[Translation]]:
         """`LineTranslator.translate_ids`: each batch searched by `_search` with the model of
-        `precision_for`, in eval mode, with the searches for the device
-        (`seq2seq.fast.search.searches_for`). `trace`: a `BeamTrace` for the beam search to fill
-        (one line only; beam search even at beam 1)."""
+        `precision_for`, in eval mode, the searches reading the device as `reads` says.
+        `trace`: a `BeamTrace` for the beam search to fill (one line only; beam search even at
+        beam 1)."""
         model, dtype = self._model_for(len(sources))
         search = partial(self._search, model, dtype, nbest, need_attention, should_stop, trace)
         was_training = model.training
@@ -159,7 +174,6 @@ class Translator(LineTranslator):
         src, src_lens = src.to(self.device), src_lens.to(self.device)
         max_lens = max_output_lengths(src_lens, cfg.max_len_ratio, cfg.max_len_const)
         autocast = torch.autocast(self.device.type, dtype, enabled=dtype is not None)
-        greedy_search, beam_search = searches_for(self.device)
         guard = self._guard(sources) if cfg.keep_numbers else None
         if beam_size == 1 and trace is None:
             with autocast:
@@ -174,6 +188,7 @@ class Translator(LineTranslator):
                     max_piece_repeat=cfg.max_piece_repeat,
                     should_stop=should_stop,
                     guard=guard,
+                    reads=self.reads,
                 )
             return [[hypothesis] for hypothesis in hypotheses]
         with autocast:
@@ -192,6 +207,7 @@ class Translator(LineTranslator):
                 should_stop=should_stop,
                 trace=trace,
                 guard=guard,
+                reads=self.reads,
             )
 
     @cached_property

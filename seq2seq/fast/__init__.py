@@ -28,6 +28,11 @@ docs/benchmarks.md has the measured figures.
     process.tune_process             glibc malloc and oneDNN settings for a training or decoding
                                      process (the command line calls it; the library never does).
 
+Beside them, one piece of speed work lives in the module it changes, as an argument of its
+searches: `BatchedReads` in `seq2seq.decoding.search`, the searches reading the device once every
+8 steps instead of after every step (plain: `EVERY_STEP`). A GPU's Translator uses it for a fast
+twin (`seq2seq.decoding.translator.reads_for`).
+
 One function turns a model into its fast twin: `speed_up(model)`. The code that sets up a model
 for training (`seq2seq.training.run`) and for decoding (`seq2seq.decoding.loading`) calls it,
 unless the configuration's `model.fast` is false (`--plain` on the command line). It swaps the
