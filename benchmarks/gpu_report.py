@@ -46,10 +46,10 @@ from bench import bench_path
 from gpu_profile import summary_line
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from seq2seq.checkpoints import load_checkpoint
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.decoding.model_result import git_state
 from seq2seq.errors import UserError
-from seq2seq.training.checkpoint import load_checkpoint
 
 BLEU_TARGETS = (35.0, 40.0)
 # Dense bf16 peak FLOP/s (without 2:4 sparsity) of NVIDIA's data sheets, by a part of the name

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
+from seq2seq.checkpoints import load_checkpoint
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
-from seq2seq.training.checkpoint import load_checkpoint
 
 LETTERS = "abcdefghijklmnop"
 # `seq2seq train` needs a --config: this one leaves every value at its default, and the tests

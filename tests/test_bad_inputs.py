@@ -33,6 +33,7 @@ from reversal import prepare_reversal
 
 import seq2seq
 import seq2seq.commands
+from seq2seq.checkpoints import CHECKPOINT_FORMAT, tokenizer_entry
 from seq2seq.commands import COMMANDS
 from seq2seq.config import dump_toml, load_config
 from seq2seq.data.prepared_corpus import PreparedData
@@ -45,7 +46,7 @@ from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.serving.app import create_app
 from seq2seq.serving.registry import served_model
-from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
+from seq2seq.training.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = SHIPPED_MODELS / "transformer-tiny.multi30k.en-de"

@@ -23,6 +23,7 @@ from reversal import prepare_reversal
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 
+from seq2seq.checkpoints import CHECKPOINT_FORMAT, tokenizer_entry
 from seq2seq.config import dump_toml, load_config
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
@@ -32,7 +33,7 @@ from seq2seq.decoding.translation import CARD
 from seq2seq.device import autocast_dtype, precision_name
 from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model
-from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, save_checkpoint, tokenizer_entry
+from seq2seq.training.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PRECISION = precision_name(autocast_dtype("auto", torch.device("cpu")))  # this CPU's default

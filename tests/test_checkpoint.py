@@ -6,13 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from seq2seq.checkpoints import CHECKPOINT_FORMAT, load_checkpoint
 from seq2seq.errors import UserError
-from seq2seq.training.checkpoint import (
-    CHECKPOINT_FORMAT,
-    copy_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
-)
+from seq2seq.training.checkpoint import copy_checkpoint, save_checkpoint
 
 
 def minimal_checkpoint(value: float) -> dict:

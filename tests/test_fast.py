@@ -20,6 +20,7 @@ from test_search import ARCHS, CHANGES, VOCAB, held_out, new_model
 from tiny import tiny_model
 
 import seq2seq
+from seq2seq.checkpoints import load_checkpoint
 from seq2seq.commands import serve, translate
 from seq2seq.config import Config, config_from_dict, load_config
 from seq2seq.data.batching import Batch
@@ -52,7 +53,6 @@ from seq2seq.fast.int8 import Int8Linear
 from seq2seq.fast.topk import best_candidates
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention, causal_mask, padding_mask
-from seq2seq.training.checkpoint import load_checkpoint
 from seq2seq.training.loop import train
 from seq2seq.training.loss import label_smoothed_cross_entropy, token_losses
 

@@ -17,11 +17,12 @@ from commands import SEQ2SEQ
 from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 
 from seq2seq import files as files_module
+from seq2seq.checkpoints import load_checkpoint
 from seq2seq.config import load_config
 from seq2seq.errors import UserError
 from seq2seq.training import checkpoint as checkpoint_module
 from seq2seq.training import loop as train_module
-from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.training.checkpoint import save_checkpoint
 from seq2seq.training.run_lock import RunFolderLock
 from seq2seq.training.signals import StopSignals
 

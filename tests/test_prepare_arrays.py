@@ -16,6 +16,7 @@ import pytest
 import torch
 from commands import SEQ2SEQ, default_sigint
 
+from seq2seq.checkpoints import tokenizer_entry
 from seq2seq.config import load_config
 from seq2seq.data.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
 from seq2seq.data.corpora import UserFiles
@@ -23,7 +24,6 @@ from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import FileArray, PreparedData
 from seq2seq.errors import UserError
 from seq2seq.training import loop as train_module
-from seq2seq.training.checkpoint import tokenizer_entry
 from seq2seq.training.run import check_same_tokens
 from tests.reversal import DEFAULTS, tiny_overrides, write_reversal_corpus
 

@@ -18,6 +18,7 @@ from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_override
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq import device as device_module
+from seq2seq.checkpoints import load_checkpoint
 from seq2seq.config import load_config
 from seq2seq.data.batching import TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData
@@ -29,7 +30,7 @@ from seq2seq.training import distributed
 from seq2seq.training import loop as train_module
 from seq2seq.training import run as training_run
 from seq2seq.training.attention_history import history_path, load_history
-from seq2seq.training.checkpoint import load_checkpoint, save_checkpoint
+from seq2seq.training.checkpoint import save_checkpoint
 from seq2seq.training.run import Progress
 from seq2seq.training.run_lock import RunFolderLock
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from seq2seq.checkpoints import CHECKPOINT_FORMAT
 from seq2seq.commands import average as average_command
 from seq2seq.commands import train as train_command
 from seq2seq.commands import translate as translate_command
@@ -16,7 +17,7 @@ from seq2seq.config import dump_toml, load_config
 from seq2seq.decoding.translation import Translation
 from seq2seq.errors import UserError
 from seq2seq.training import distributed, loop
-from seq2seq.training.checkpoint import CHECKPOINT_FORMAT, average_checkpoints, save_checkpoint
+from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.training.loop import planned_last_step
 from seq2seq.training.run import Progress, check_resumable
 

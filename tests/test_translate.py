@@ -18,6 +18,7 @@ import torch
 from commands import SEQ2SEQ, default_sigint
 from results_table import sections
 
+from seq2seq.checkpoints import load_checkpoint, tokenizer_entry
 from seq2seq.config import load_config
 from seq2seq.data.corpora import UserFiles, domain_of
 from seq2seq.data.prepare import prepare
@@ -28,12 +29,7 @@ from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.model_result import ModelResult
 from seq2seq.decoding.translator import Translator
 from seq2seq.errors import UserError
-from seq2seq.training.checkpoint import (
-    average_checkpoints,
-    load_checkpoint,
-    save_checkpoint,
-    tokenizer_entry,
-)
+from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.training.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]

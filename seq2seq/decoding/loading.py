@@ -5,7 +5,7 @@ model folder, or a shipped model by name.
     load_model("transformer-tiny.multi30k.en-de")  # shipped in seq2seq/shipped_models
     load_model("exported/my-run")                   # a folder written by seq2seq.decoding.export
     load_model("checkpoints/run/best.pt")           # a training checkpoint
-                                                    # (seq2seq.training.checkpoint)
+                                                    # (seq2seq/checkpoints.py)
 
 An exported model folder holds
 
@@ -27,6 +27,7 @@ from typing import Literal
 import safetensors.torch
 import torch
 
+from seq2seq.checkpoints import checkpoint_tokenizers, load_checkpoint
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.exported import MAX_WEIGHTS_BYTES, WEIGHTS, find_model, read_description
@@ -37,7 +38,6 @@ from seq2seq.files import check_regular_file
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.size import check_model_fits
-from seq2seq.training.checkpoint import checkpoint_tokenizers, load_checkpoint
 
 ModelKind = Literal["checkpoint", "exported"]
 

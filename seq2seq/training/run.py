@@ -9,6 +9,12 @@ from typing import Any
 
 import torch
 
+from seq2seq.checkpoints import (
+    CHECKPOINT_FORMAT,
+    checkpoint_tokenizers,
+    load_checkpoint,
+    tokenizer_entry,
+)
 from seq2seq.config import Config, DecodeConfig, config_from_dict
 from seq2seq.data.batching import ParallelDataset
 from seq2seq.data.manifest import tokenization_options
@@ -22,13 +28,7 @@ from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.size import check_model_fits
 from seq2seq.training import distributed
-from seq2seq.training.checkpoint import (
-    CHECKPOINT_FORMAT,
-    checkpoint_tokenizers,
-    load_checkpoint,
-    save_checkpoint,
-    tokenizer_entry,
-)
+from seq2seq.training.checkpoint import save_checkpoint
 from seq2seq.training.reproducibility import rng_state, seed_everything, set_rng_state
 
 
