@@ -81,11 +81,12 @@ from seq2seq.decoding.translation import Translation
 from seq2seq.decoding.translator import Translator
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
-from seq2seq.fast import cross_entropy_of, speed_up
+from seq2seq.fast import speed_up
 from seq2seq.fast.process import tune_process
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.loss import token_losses
+from seq2seq.training.run import cross_entropy_of
 
 MIB = 2**20
 THROUGHPUT_MODELS = ["gru", "transformer-tiny", "transformer-small"]
@@ -263,11 +264,12 @@ def make_training_step(
         model.parameters(), lr=cfg.lr, betas=cfg.optimizer_betas, weight_decay=cfg.weight_decay
     )
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    cross_entropy = cross_entropy_of(model)
     model.train()
 
     def step(batch: Batch) -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, cross_entropy_of(model))
+        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, cross_entropy)
         scaler.scale(loss / batch.num_tgt_tokens).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)

@@ -12,7 +12,7 @@ from test_explorer_browser import server  # noqa: F401 (fixture)
 
 from seq2seq.data.specials import EOS_ID
 from seq2seq.decoding.loading import load_model
-from seq2seq.fast import int8_copy
+from seq2seq.decoding.translator import int8_copier
 from seq2seq.models.attention import (
     AdditiveAttention,
     DotProductAttention,
@@ -190,7 +190,7 @@ def test_self_attention_draws_the_models_first_layer_with_and_without_pe(page: P
     sentence = "A dog sees a cat and a cat sees a dog ."
     open_chapter(page, "self_attention", "text", sentence)
     inference = load_model(EN_DE)
-    model = int8_copy(inference.model)  # seq2seq serve's model on a CPU: it translates in int8
+    model = int8_copier(inference.model)(inference.model)  # seq2seq serve's model on a CPU: int8
     for text, head in ((sentence, "0"), ("Two men play chess in a park .", "2")):
         if head != "0":
             page.fill("#text", text)

@@ -25,10 +25,9 @@ from seq2seq.data.batching import (
     collate,
 )
 from seq2seq.data.prepared_corpus import PreparedData
-from seq2seq.fast import cross_entropy_of
 from seq2seq.training import loop as train_module
 from seq2seq.training.loss import token_losses
-from seq2seq.training.run import Run
+from seq2seq.training.run import Run, cross_entropy_of
 from seq2seq.training.validation import validation_translator
 from tests.reversal import tiny_overrides
 from tests.tiny import VOCAB, tiny_model

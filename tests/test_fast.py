@@ -36,15 +36,8 @@ from seq2seq.decoding.search import (
     max_output_lengths,
 )
 from seq2seq.decoding.translation import Hypothesis, Stopped
-from seq2seq.decoding.translator import reads_for
-from seq2seq.fast import (
-    FAST_TWINS,
-    FastModel,
-    FastTransformerSeq2Seq,
-    cross_entropy_of,
-    int8_copy,
-    speed_up,
-)
+from seq2seq.decoding.translator import fast_int8_copy, int8_copier, reads_for
+from seq2seq.fast import FAST_TWINS, FastModel, FastTransformerSeq2Seq, speed_up
 from seq2seq.fast import loss as fast_loss
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
@@ -55,6 +48,7 @@ from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention, causal_mask, padding_mask
 from seq2seq.training.loop import train
 from seq2seq.training.loss import label_smoothed_cross_entropy, token_losses
+from seq2seq.training.run import cross_entropy_of
 
 N = 1_000_000
 MODEL = "transformer-tiny.multi30k.en-de"
@@ -455,7 +449,8 @@ def test_fast_model_translates_and_scores_as_its_plain_twin(arch: str) -> None:
 def test_int8_copy_of_a_fast_model_decodes_as_the_plain_int8_copy(arch: str) -> None:
     plain, fast = new_model(arch, fast=False), new_model(arch)
     fast.load_state_dict(plain.state_dict())
-    plain_int8, fast_int8 = int8_copy(plain), int8_copy(fast)
+    assert (int8_copier(plain), int8_copier(fast)) == (quantized_copy, fast_int8_copy)
+    plain_int8, fast_int8 = int8_copier(plain)(plain), int8_copier(fast)(fast)
     assert isinstance(fast_int8, FastModel) and not isinstance(plain_int8, FastModel)
     linears = [
         type(m) for m in fast_int8.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)
@@ -568,7 +563,7 @@ def test_load_plain_gives_the_textbook_model_and_says_so() -> None:
     assert type(fast.inference.model) is FastTransformerSeq2Seq
     assert (plain.inference.config.model.fast, fast.inference.config.model.fast) == (False, True)
     assert plain.translate(SENTENCES[:2]) == fast.translate(SENTENCES[:2])
-    types = {type(m) for m in int8_copy(plain.inference.model).modules()}
+    types = {type(m) for m in int8_copier(plain.inference.model)(plain.inference.model).modules()}
     assert torch.ao.nn.quantized.dynamic.Linear in types and not types & set(FAST_TWINS.values())
 
 

@@ -23,7 +23,6 @@ from seq2seq.config import load_config
 from seq2seq.data.corpora import UserFiles, domain_of
 from seq2seq.data.prepare import prepare
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding import translator as translator_module
 from seq2seq.decoding.evaluation import evaluate
 from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.model_result import ModelResult
@@ -200,7 +199,7 @@ def test_auto_decodes_a_single_line_in_int8_on_a_cpu(translator, monkeypatch):
     ((version, copy),) = translator.one_line_models.items()
     assert copy is not translator.model and type(copy.output) is not torch.nn.Linear
     copies = []
-    monkeypatch.setattr(translator_module, "int8_copy", lambda model: copies.append(1) or copy)
+    monkeypatch.setattr(translator, "int8_copy", lambda model: copies.append(1) or copy)
     translator.translate([other], beam_size=3)
     translator.with_decode(length_penalty=0.6).translate([other], beam_size=3)
     assert copies == [] and translator.one_line_models == {version: copy}  # made once, shared

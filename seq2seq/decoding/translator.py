@@ -21,6 +21,7 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.loading import Inference
 from seq2seq.decoding.number_guard import NumberGuard, allowed_numbers, run_pieces
+from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import (
     EVERY_STEP,
     BatchedReads,
@@ -31,7 +32,7 @@ from seq2seq.decoding.search import (
 )
 from seq2seq.decoding.translation import MAX_BATCH_TOKENS, Hypothesis, LineTranslator, Translation
 from seq2seq.device import decode_dtype, precision_name
-from seq2seq.fast import FastModel, int8_copy
+from seq2seq.fast import FastModel, speed_up
 from seq2seq.models.base import Seq2SeqModel
 
 GPU_BATCH_TOKENS = 256_000  # MAX_BATCH_TOKENS on a GPU, where a batch should fill the device
@@ -43,6 +44,18 @@ def batch_tokens_for(device: torch.device) -> int:
     sentences' beams at a time keep busy (the Multi30k test set in one or two batches at beam
     5, with decode.batch_size = 1024)."""
     return MAX_BATCH_TOKENS if device.type == "cpu" else GPU_BATCH_TOKENS
+
+
+def int8_copier(model: Seq2SeqModel) -> Callable[[Seq2SeqModel], Seq2SeqModel]:
+    """How a Translator of `model` copies it to int8 to decode on a CPU: `quantized_copy`
+    (seq2seq/decoding/quantize.py), or for a fast twin (seq2seq.fast) `fast_int8_copy`."""
+    return fast_int8_copy if isinstance(model, FastModel) else quantized_copy
+
+
+def fast_int8_copy(model: Seq2SeqModel) -> Seq2SeqModel:
+    """The `quantized_copy` of a fast twin, switched to its own fast twin: its int8 layers call
+    their kernel directly (`seq2seq.fast.int8.Int8Linear`), to the same outputs."""
+    return speed_up(quantized_copy(model))
 
 
 def reads_for(model: Seq2SeqModel, device: torch.device) -> EveryStep:
@@ -84,9 +97,11 @@ class Translator(LineTranslator):
         # padded source tokens times beams per batch (None: `batch_tokens_for` the device)
         self.max_batch_tokens = max_batch_tokens or batch_tokens_for(self.device)
         self.dtype = decode_dtype(decode_cfg.precision, self.device)
+        # chosen once, by the model's class: how to copy it to int8, when to read the device
+        self.int8_copy = int8_copier(model)
+        self.reads = reads_for(model, self.device)
         int8 = decode_cfg.precision == "int8"
-        self.model = int8_copy(model) if int8 else model
-        self.reads = reads_for(model, self.device)  # when the searches read the device
+        self.model = self.int8_copy(model) if int8 else model
         # What the model computes in: "int8", "bf16", "fp16" or "fp32".
         self.precision = "int8" if int8 else precision_name(self.dtype)
         # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
@@ -125,7 +140,7 @@ class Translator(LineTranslator):
         version = weights_version(self.model)
         if version not in self.one_line_models:
             self.one_line_models.clear()  # an older version's copy
-            self.one_line_models[version] = int8_copy(self.model)
+            self.one_line_models[version] = self.int8_copy(self.model)
         return self.one_line_models[version], None
 
     def translate_ids(

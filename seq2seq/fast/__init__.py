@@ -28,31 +28,35 @@ docs/benchmarks.md has the measured figures.
     process.tune_process             glibc malloc and oneDNN settings for a training or decoding
                                      process (the command line calls it; the library never does).
 
-Beside them, one piece of speed work lives in the module it changes, as an argument of its
-searches: `BatchedReads` in `seq2seq.decoding.search`, the searches reading the device once every
-8 steps instead of after every step (plain: `EVERY_STEP`). A GPU's Translator uses it for a fast
-twin (`seq2seq.decoding.translator.reads_for`).
+One piece of speed work lives in the module it changes, as an argument of its searches:
+`BatchedReads` in `seq2seq.decoding.search`, the searches reading the device once every 8 steps
+instead of after every step. Plain: `EVERY_STEP`, the textbook's.
 
 One function turns a model into its fast twin: `speed_up(model)`. The code that sets up a model
 for training (`seq2seq.training.run`) and for decoding (`seq2seq.decoding.loading`) calls it,
 unless the configuration's `model.fast` is false (`--plain` on the command line). It swaps the
 class of every module that has a fast twin, the model's own included (a twin adds no parameter or
 buffer, so every weight stays where it is); nothing reads a flag afterwards. What follows the
-model in the data flow asks its class: the loss that trains it (`cross_entropy_of(model)`) and
-its int8 copy for decoding on a CPU (`int8_copy(model)`) are the fast ones for a fast twin.
+model in the data flow asks its class once, when it is set up, and keeps the answer: a training
+run its loss (`seq2seq.training.run.cross_entropy_of`), a Translator its int8 copier
+(`seq2seq.decoding.translator.int8_copier`: the copy's fast twin, with `Int8Linear`) and its
+reads of the device (`seq2seq.decoding.translator.reads_for`: `BatchedReads` on a GPU). So
+`--plain` switches exactly these: the model's modules, the training loss, the int8 layer, and
+on a GPU the searches' reads; the outputs are the same.
+
+This package imports seq2seq.models and seq2seq.data only: training and decoding import it,
+never the reverse.
 """
 
 import torch.ao.nn.quantized.dynamic
 from torch import nn
 
-from seq2seq.decoding.quantize import quantized_copy
-from seq2seq.fast import loss, topk
+from seq2seq.fast import topk
 from seq2seq.fast.attention import BeamGroupedAttention
 from seq2seq.fast.dropout import PackedDropout
 from seq2seq.fast.int8 import Int8Linear
 from seq2seq.models import GRUSeq2Seq, Seq2SeqModel, State, TransformerSeq2Seq
 from seq2seq.models.attention import MultiHeadAttention
-from seq2seq.training.loss import CrossEntropy, label_smoothed_cross_entropy
 
 
 class FastModel(Seq2SeqModel):
@@ -95,19 +99,3 @@ def speed_up(model: nn.Module) -> nn.Module:
         if twin is not None:
             module.__class__ = twin
     return model
-
-
-def cross_entropy_of(model: nn.Module) -> CrossEntropy:
-    """The loss function that trains `model`: for a fast twin `loss.label_smoothed_cross_entropy`,
-    else the textbook `seq2seq.training.loss.label_smoothed_cross_entropy` (they compute the
-    same)."""
-    if isinstance(model, FastModel):
-        return loss.label_smoothed_cross_entropy
-    return label_smoothed_cross_entropy
-
-
-def int8_copy(model: Seq2SeqModel) -> Seq2SeqModel:
-    """A copy of `model` with int8 linear layers to decode with on a CPU (`quantized_copy` of
-    seq2seq/decoding/quantize.py); a fast twin's copy has the fast int8 layer (`Int8Linear`)."""
-    copy = quantized_copy(model)
-    return speed_up(copy) if isinstance(model, FastModel) else copy

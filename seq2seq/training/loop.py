@@ -51,7 +51,6 @@ from seq2seq.data.batching import (
 )
 from seq2seq.device import cpu_has_fast_bf16, pick_device
 from seq2seq.errors import UserError
-from seq2seq.fast import cross_entropy_of
 from seq2seq.files import remove_temporary_files
 from seq2seq.training import distributed
 from seq2seq.training.checkpoint import save_validated
@@ -171,7 +170,7 @@ def train_update(run: Run, group: list[Batch], step: int) -> Update | None:
                 batch,
                 run.cfg.train.label_smoothing,
                 run.dtype,
-                cross_entropy_of(run.raw_model),
+                run.cross_entropy,
             )
             run.scaler.scale(loss * env.world_size / num_tokens).backward()
         sums += torch.stack([loss.detach(), nll])

@@ -11,7 +11,7 @@ Its gradient with respect to the logits is simply
     dloss / dz = p - q
 
 Training computes it with this function, or, for a model's fast twin (seq2seq.fast), with the
-same computed with its gradient written by hand (`seq2seq.fast.cross_entropy_of` picks).
+same computed with its gradient written by hand (`seq2seq.training.run.cross_entropy_of` picks).
 """
 
 from collections.abc import Callable
@@ -53,7 +53,7 @@ def token_losses(
     """Summed label-smoothed loss and summed plain NLL over the batch's target tokens, from the
     model's teacher-forced logits (under autocast in `dtype`; None: fp32). Padding positions are
     ignored. Both are float32 scalars; divide by the token count. `cross_entropy` computes them
-    from the logits: `seq2seq.fast.cross_entropy_of(m)` of the model `m` that `model` runs
+    from the logits: `seq2seq.training.run.cross_entropy_of(m)` of the model `m` that `model` runs
     (`model` may be `m` compiled or wrapped in DistributedDataParallel)."""
     with torch.autocast(batch.src.device.type, dtype=dtype or torch.float32, enabled=bool(dtype)):
         logits = model(batch.src, batch.src_lens, batch.tgt_in)

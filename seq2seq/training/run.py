@@ -23,12 +23,14 @@ from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.translation import source_limit
 from seq2seq.device import autocast_dtype, decode_dtype
 from seq2seq.errors import UserError
-from seq2seq.fast import speed_up
+from seq2seq.fast import FastModel, speed_up
+from seq2seq.fast import loss as fast_loss
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.models.size import check_model_fits
 from seq2seq.training import distributed
 from seq2seq.training.checkpoint import save_checkpoint
+from seq2seq.training.loss import CrossEntropy, label_smoothed_cross_entropy
 from seq2seq.training.reproducibility import rng_state, seed_everything, set_rng_state
 
 
@@ -71,6 +73,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     scheduler: Any  # LambdaLR or ReduceLROnPlateau
     scaler: torch.amp.GradScaler
+    cross_entropy: CrossEntropy  # the loss that trains raw_model: `cross_entropy_of` it
     changes_on_resume: list[str] = field(default_factory=list)  # set by `resume`
 
     @property
@@ -210,7 +213,17 @@ def set_up(
         optimizer=optimizer,
         scheduler=make_scheduler(cfg, optimizer),
         scaler=torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
+        cross_entropy=cross_entropy_of(raw_model),
     )
+
+
+def cross_entropy_of(model: torch.nn.Module) -> CrossEntropy:
+    """The loss function that trains `model`: for a fast twin (seq2seq.fast)
+    `seq2seq.fast.loss.label_smoothed_cross_entropy`, its gradient written by hand, else the
+    textbook `seq2seq.training.loss.label_smoothed_cross_entropy` (they compute the same)."""
+    if isinstance(model, FastModel):
+        return fast_loss.label_smoothed_cross_entropy
+    return label_smoothed_cross_entropy
 
 
 def check_against_data(

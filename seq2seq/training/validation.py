@@ -15,11 +15,10 @@ from seq2seq.decoding.attention_maps import head_figures, shown_cross_attention,
 from seq2seq.decoding.evaluation import evaluate
 from seq2seq.decoding.translation import MAX_BATCH_TOKENS, pieces
 from seq2seq.decoding.translator import Translator
-from seq2seq.fast import cross_entropy_of
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.attention_history import add_snapshot, choose_sentences, history_path
 from seq2seq.training.loss import token_losses
-from seq2seq.training.run import run_dir_of
+from seq2seq.training.run import cross_entropy_of, run_dir_of
 from seq2seq.training.run_log import RunLog
 
 
@@ -37,9 +36,10 @@ def valid_loss(
     src_lens, tgt_lens = dataset.src_lens[:count], dataset.tgt_lens[:count]
     sampler = TokenBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=False)
     total_nll, total_tokens = 0.0, 0
+    cross_entropy = cross_entropy_of(model)
     for batch in make_loader(dataset, sampler):
         batch = batch.to(device)
-        _, nll = token_losses(model, batch, 0.0, dtype, cross_entropy_of(model))
+        _, nll = token_losses(model, batch, 0.0, dtype, cross_entropy)
         total_nll += nll.item()
         total_tokens += batch.num_tgt_tokens
     mean = total_nll / max(total_tokens, 1)
