@@ -128,6 +128,56 @@ def test_an_import_cycle_is_found() -> None:
     assert import_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
 
 
+def folder_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """{subpackage: the other subpackages its modules import}, for seq2seq's folders
+    (seq2seq.data, seq2seq.models, ...); the package's top-level modules belong to none."""
+
+    def folder(module: str) -> str | None:
+        parts = module.split(".")
+        is_folder = len(parts) > 1 and (LIBRARY / parts[1]).is_dir()
+        return ".".join(parts[:2]) if is_folder else None
+
+    folders: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        if (source := folder(module)) is not None:
+            targets = {folder(name) for name in imported} - {None, source}
+            folders.setdefault(source, set()).update(targets)
+    return folders
+
+
+def two_way_pairs(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The pairs (a, b), a < b, of which each imports the other."""
+    return sorted((a, b) for a in graph for b in graph[a] if a < b and a in graph.get(b, set()))
+
+
+def test_no_two_library_folders_import_each_other() -> None:
+    """corpus -> tokenizer -> batches -> model -> loss / search -> metrics -> serving: each
+    folder imports only folders that do not import it (training imports decoding and fast,
+    decoding imports fast, fast imports neither)."""
+    folders = folder_imports(library_imports())
+    assert {"seq2seq.training", "seq2seq.decoding", "seq2seq.fast", "seq2seq.models"} <= set(
+        folders
+    )
+    assert "seq2seq.decoding" in folders["seq2seq.training"]  # the graph sees folder edges
+    assert "seq2seq.data" in folders["seq2seq.models"]
+    assert two_way_pairs(folders) == []
+
+
+def test_a_two_way_pair_of_folders_is_found() -> None:
+    graph = {"a": {"b.x", "c"}, "b.x": {"a"}, "c": set()}
+    assert two_way_pairs(graph) == [("a", "b.x")]
+    assert two_way_pairs({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == []  # a cycle, not a pair
+    modules = {
+        "seq2seq.fast.loss": {"seq2seq.training.loss"},
+        "seq2seq.training.run": {"seq2seq.fast"},
+    }
+    assert folder_imports(modules) == {
+        "seq2seq.fast": {"seq2seq.training"},
+        "seq2seq.training": {"seq2seq.fast"},
+    }
+    assert two_way_pairs(folder_imports(modules)) == [("seq2seq.fast", "seq2seq.training")]
+
+
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     """The modules `start` imports, directly or through others."""
     seen, todo = set(), [start]
