@@ -140,11 +140,15 @@ def test_linear_schedule_needs_max_steps_past_the_warmup() -> None:
 
 
 @pytest.mark.slow  # trains in other processes
-@pytest.mark.parametrize(("arch", "steps"), [("transformer", 700), ("gru", 400)])
+@pytest.mark.parametrize(("arch", "steps"), [("transformer", 1000), ("gru", 400)])
 def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_path: Path) -> None:
+    """In fp32 on every CPU (precision auto trains in bf16 where the CPU has it). The
+    transformer's held-out BLEU at step 1,000 was 97.4-98.7 over seeds 1-4 on AVX-512 and AVX2
+    (ATEN_CPU_CAPABILITY=avx2); at step 700 it was 92.3-96.8, too close to 95."""
     run_dir = tmp_path / arch
     args = tiny_overrides(arch, reversal, run_dir)
     args += [f"train.max_steps={steps}", f"train.valid_every={steps // 2}", "train.log_every=100"]
+    args += ["train.precision=fp32"]
     if arch == "transformer":  # learns in fewer steps from smaller batches at a higher rate
         args += ["train.max_tokens=1024", "train.lr=0.01"]
     result = run_train(args)
