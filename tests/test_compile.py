@@ -24,6 +24,7 @@ from seq2seq.data.batching import (
     bucket_lengths,
     collate,
 )
+from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.training import loop as train_module
 from seq2seq.training.loss import token_losses
@@ -35,6 +36,7 @@ from tests.tiny import VOCAB, tiny_model
 GPU_RECIPE = Path(__file__).parents[1] / "configs" / "transformer.multi30k.en-de.gpu.toml"
 
 STEPS = 200
+EPOCH_TOKENS = 8192  # the whole epoch of Multi30k in about 70 batches, each of a bucket's shape
 
 # No dropout: on a CPU our dropout draws its mask with Tensor.random_, which Dynamo cannot
 # capture, and each call splits the graph (64 pieces for this Transformer, over a minute of
@@ -128,9 +130,18 @@ def counting_graphs(
     counters.clear()
 
 
+@pytest.fixture(scope="module")
+def multi30k_small_vocab(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Multi30k en-de with a vocabulary of 1,000 pieces: an epoch of it trains several times
+    faster than with the default 8,000, whose output layer and loss take most of a tiny model's
+    step; its longest sentence has 94 pieces."""
+    out = tmp_path_factory.mktemp("prepared") / "multi30k.en-de"
+    return prepare("multi30k", "en", "de", out, mirror=str(shared_data), vocab_size=1000)
+
+
 @pytest.mark.slow
 def test_bucketed_training_compiles_once_per_bucket_over_an_epoch(
-    multi30k_en_de: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    multi30k_small_vocab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A whole epoch of Multi30k with the GPU recipe's length buckets, batches made on the
     device and the fused optimizer: every batch has one of at most len(buckets) shapes, and the
@@ -139,16 +150,18 @@ def test_bucketed_training_compiles_once_per_bucket_over_an_epoch(
     graphs_after_step: list[int] = []
     shapes: list[tuple] = []
     counting_graphs(monkeypatch, graphs_after_step, shapes)
-    overrides = compiled_run_overrides("transformer", multi30k_en_de, tmp_path / "run")
-    overrides += ["train.max_tokens=2048", "train.max_steps=0", "train.max_epochs=1"]
+    overrides = compiled_run_overrides("transformer", multi30k_small_vocab, tmp_path / "run")
+    overrides += [f"train.max_tokens={EPOCH_TOKENS}", "train.max_steps=0", "train.max_epochs=1"]
+    overrides += ["data.vocab_size=1000"]
     overrides += ["train.data_on_device=true", "train.fused_optimizer=true"]
-    buckets = load_config(GPU_RECIPE).train.length_buckets
+    # the recipe's buckets, the longest made room for the longer pieces of a smaller vocabulary
+    buckets = (*load_config(GPU_RECIPE).train.length_buckets[:-1], 128)
     cfg = load_config(None, [*overrides, f"train.length_buckets={list(buckets)}"])
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
         progress = train_module.train(cfg)
 
     assert progress.epoch == 1 and len(graphs_after_step) == progress.step
-    assert {src for src, _ in shapes} <= {(2048 // b, b) for b in buckets}
+    assert {src for src, _ in shapes} <= {(EPOCH_TOKENS // b, b) for b in buckets}
     assert all(src == tgt for src, tgt in shapes)
     assert graphs_after_step[-1] == graphs_after_step[0] * len(set(shapes))
 
