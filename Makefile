@@ -33,9 +33,9 @@ test: $(STAMP) chromium
 	$(PY) -m pytest -n 2 --dist worksteal --durations=15
 
 # The unit tests: those not marked slow (no Python started that imports torch, no whole corpus
-# prepared, no training for seconds), on one process.
+# prepared, no training for seconds), on two worker processes as the whole suite.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n 2 --dist worksteal
 
 LINT_PATHS := seq2seq tests benchmarks examples scripts
 lint: $(STAMP)
