@@ -80,6 +80,7 @@ if $dry_run; then
         train.log_every=2 train.valid_every=6 train.valid_max_sentences=4)
     test_target=0 # the first validation's checkpoint decodes the test set again
     decode_args=(--precision fp32 --sync-sentences 10)
+    test_precision=fp32
     profile_args=(--warmup 2 --steps 2 --precision fp32 train.precision=fp32
         train.max_tokens=2048 train.warmup_steps=2 train.valid_max_sentences=4)
 else
@@ -92,6 +93,7 @@ else
         train.valid_max_sentences=16)
     test_target=40
     decode_args=(--precision bf16 --textbook-too)
+    test_precision=bf16
     profile_args=(train.valid_max_sentences=16)
 fi
 if [ "$steps" != 0 ]; then train_args+=("train.max_steps=$steps"); fi
@@ -131,9 +133,9 @@ if [ "$status" != 0 ] && [ "$status" != 124 ]; then exit "$status"; fi
 date +%s.%N >"$work/end"
 stop_sampler
 
-echo "== 4/6 decoding the test set (bf16): the best checkpoint, the first at valid BLEU 40"
+echo "== 4/6 decoding the test set ($test_precision): the best checkpoint, the first at valid BLEU 40"
 evaluate() { # CHECKPOINT BEAM OUT
-    $PY seq2seq evaluate --checkpoint "$1" --device "$device" --precision bf16 --beam "$2" \
+    $PY seq2seq evaluate --checkpoint "$1" --device "$device" --precision "$test_precision" --beam "$2" \
         --batch-size 1024 --src "$work/test.src" --ref "$work/test.ref" --json >"$3"
 }
 for beam in 5 1; do
