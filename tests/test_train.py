@@ -143,8 +143,10 @@ def test_linear_schedule_needs_max_steps_past_the_warmup() -> None:
 @pytest.mark.parametrize(("arch", "steps"), [("transformer", 1000), ("gru", 400)])
 def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_path: Path) -> None:
     """In fp32 on every CPU (precision auto trains in bf16 where the CPU has it). The
-    transformer's held-out BLEU at step 1,000 was 97.4-98.7 over seeds 1-4 on AVX-512 and AVX2
-    (ATEN_CPU_CAPABILITY=avx2); at step 700 it was 92.3-96.8, too close to 95."""
+    transformer's held-out BLEU at step 1,000 was 93.9-98.7 in six runs (seeds 1-4, AVX-512 and
+    AVX2 with ATEN_CPU_CAPABILITY=avx2; at step 700, 92.3-96.8): at a learning rate of 0.01 its
+    valid BLEU still swings by 5 from one hundred steps to the next. 90 holds below that spread,
+    and far above a model still learning the task (valid BLEU 57 at step 300, 71 at step 400)."""
     run_dir = tmp_path / arch
     args = tiny_overrides(arch, reversal, run_dir)
     args += [f"train.max_steps={steps}", f"train.valid_every={steps // 2}", "train.log_every=100"]
@@ -165,7 +167,7 @@ def test_tiny_model_learns_reversal(arch: str, steps: int, reversal: Path, tmp_p
         torch.device("cpu"),
     )
     scores = evaluate(translator, sources, references, beam_size=1)
-    assert scores.bleu >= 95.0, f"{arch}: held-out BLEU {scores.bleu:.2f}"
+    assert scores.bleu >= 90.0, f"{arch}: held-out BLEU {scores.bleu:.2f}"
 
 
 def resume_args(reversal: Path, run_dir: Path, num_workers: int = 0) -> list[str]:
