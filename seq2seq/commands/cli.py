@@ -1,14 +1,16 @@
-"""What the command-line scripts share: the runner, the model and decoding options, the terminal
-of the interactive prompt.
+"""What the subcommands share: the runner, the parsers, the model and decoding options, the
+terminal of the interactive prompt.
 
-The library never calls these on import; each script does, from its `__main__` block:
-
-    if __name__ == "__main__":
-        run_cli(main, tune=True)   # tune=True for the scripts that train or decode
-
-`ArgumentParser`, `number` and `check_output` refuse a bad command line, option value or output
-file with one `error:` line before any work is done. Building a parser imports no torch, so that
-`--help` answers at once: the modules that compute are imported by the functions that use them.
+`seq2seq.commands.main` runs a subcommand through `run_cli`, which tunes the process first for
+the subcommands that train or decode (their `TUNE`) and turns a `UserError` into one `error:`
+line and exit status 2. `command_parser` gives a subcommand its parser; `ArgumentParser`,
+`number` (with `ranged`, which writes an option's range into its help) and `check_output`
+refuse a bad command line, option value or output file with one `error:` line before any work
+is done. `add_model_options` (translate, evaluate, export) and `add_decode_options` (translate,
+evaluate, serve) add the options those subcommands share, `load_model` and
+`apply_decode_options` apply them, and `take_terminal` readies the terminal for the prompt of
+seq2seq translate. Building a parser imports no torch, so that `--help` answers at once: the
+modules that compute are imported by the functions that use them.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def check_output(
         raise UserError(f"{option} {path}: not writable")
 
 
-# --- Decoding options (seq2seq translate, seq2seq evaluate) -------------------------------
+# --- Model and decoding options (seq2seq translate, evaluate, export, serve) ---------------
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
