@@ -3,10 +3,22 @@
 Data flow, one package per step:
     data/      corpus -> clean -> tokenizer -> prepared folder -> batches
     models/    attention parts -> GRU + Bahdanau, Transformer
-    training/  loss, the training loop, checkpoints
+    training/  loss, the training loop, writing checkpoints
     decoding/  search -> translations -> BLEU and chrF, attention maps
     serving/   the HTTP API and the attention explorer
     commands/  the `seq2seq` command, one module per subcommand
+    fast/      the fast twins of textbook pieces, each tested equal to it
+
+Beside them:
+    api.py           the Python API: `load`, `Model`, `Attention`
+    checkpoints.py   what a checkpoint holds, and reading one without running code from it
+    config.py        the configuration: typed dataclasses, TOML files, `section.key=value`
+    config_rules.py  the valid values of every configuration key (`RULES`)
+    device.py        the device to train or translate on, and the precision to compute in
+    errors.py        `UserError`: a mistake the user can fix, shown as one `error:` line
+    files.py         reading text files strictly; writing files that are never half-written
+    __main__.py      `python -m seq2seq`: the same as the `seq2seq` command
+    shipped_models/  the models that come with the package, loaded by name
 
 Translating from a program (docs/api.md):
 

@@ -1,8 +1,10 @@
-"""Importing the library changes nothing in the process, the library imports no tool, and no
-import cycle joins its modules."""
+"""Importing the library changes nothing in the process, the library imports no tool, no
+import cycle joins its modules, and the index of each package (its __init__.py's docstring)
+names its modules."""
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -259,3 +261,53 @@ def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
                     for name in sorted(missing)
                 ]
     assert wrong == []
+
+
+# A package's index is the docstring of its __init__.py. It names a module by its file name,
+# `name.py`, and a folder by `name/`; a path (seq2seq/commands/serve.py, docs/api.md) or a
+# dotted name (seq2seq.decoding.search) is a reference, not an entry of the index.
+INDEX_ENTRY = re.compile(r"(?<![\w/.])(\w+)(\.py|/)(?![\w/])")
+
+
+def index_errors(package: Path, root: Path = ROOT) -> list[str]:
+    """What the index of `package` (a folder with an __init__.py, under `root`) gets wrong: a
+    module or subpackage of the package that it does not name, and a file or folder it names
+    that the package does not hold."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    named = {name + kind for name, kind in INDEX_ENTRY.findall(doc or "")}
+    held = {path.name for path in package.glob("*.py") if path.name != "__init__.py"} | {
+        f"{path.name}/" for path in package.iterdir() if (path / "__init__.py").is_file()
+    }
+    folders = {f"{path.name}/" for path in package.iterdir() if path.is_dir()}
+    where = (package / "__init__.py").relative_to(root)
+    missing = [f"{where} does not name {name}" for name in sorted(held - named)]
+    invented = [
+        f"{where} names {name}, which does not exist" for name in sorted(named - held - folders)
+    ]
+    return missing + invented
+
+
+def test_every_package_index_names_its_modules_and_nothing_else() -> None:
+    packages = [LIBRARY, *sorted(path.parent for path in LIBRARY.glob("*/__init__.py"))]
+    assert len(packages) == 8
+    assert [error for package in packages for error in index_errors(package)] == []
+
+
+def test_an_index_that_misses_or_invents_a_module_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "lib" / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "static").mkdir()
+    for name in ("__init__.py", "a.py", "b.py", "sub/__init__.py"):
+        (package / name).write_text("")
+    index = '"""The index.\n\n    a.py  one\n    main.py  gone\n    sub/  a subpackage\n"""\n'
+    (package / "__init__.py").write_text(
+        index + "# b.py is named in a comment only, seq2seq/b.py and lib.b are references\n"
+    )
+    assert index_errors(package, tmp_path) == [
+        "lib/pkg/__init__.py does not name b.py",
+        "lib/pkg/__init__.py names main.py, which does not exist",
+    ]
+    (package / "__init__.py").write_text(
+        '"""a.py, b.py (b.pyc is not b.py), static/ and sub/: all there."""\n'
+    )
+    assert index_errors(package, tmp_path) == []

@@ -3,11 +3,27 @@
     seq2seq COMMAND [options]        # or: python -m seq2seq COMMAND [options]
     seq2seq COMMAND --help
 
-Each module of this package is one subcommand: its docstring is its help, `TUNE` says whether
-the process is tuned first (seq2seq.fast.process), and `main(argv)` parses its options and does
-the work; a UserError becomes one `error:` line and exit status 2 (seq2seq.commands.cli.run_cli).
-Importing a command module changes nothing in the process and imports no torch (its functions
-import what computes), so `--help` answers at once and tunes nothing.
+One module per subcommand, in the order of the data flow:
+
+    prepare.py    fetch, clean, train sentencepiece, write a prepared folder
+    train.py      train a model from a configuration; run it again to resume
+    translate.py  translate: an interactive prompt on a terminal, or line by line
+    evaluate.py   score a model with sacreBLEU: BLEU, lowercased BLEU and chrF
+    average.py    average the weights of several checkpoints of one run
+    export.py     export a model folder that translates on its own, or one for CTranslate2
+    serve.py      serve models over HTTP: the JSON API, LibreTranslate's API, metrics
+    explore.py    explore attention in the browser
+
+and what they share:
+
+    cli.py        the runner, the parsers, the model and decoding options, the terminal
+    engine.py     the engine a command decodes with (--engine): PyTorch or CTranslate2
+
+A subcommand's docstring is its help, `TUNE` says whether the process is tuned first
+(seq2seq.fast.process), and `main(argv)` parses its options and does the work; a UserError
+becomes one `error:` line and exit status 2 (seq2seq.commands.cli.run_cli). Importing a command
+module changes nothing in the process and imports no torch (its functions import what
+computes), so `--help` answers at once and tunes nothing.
 """
 
 import importlib

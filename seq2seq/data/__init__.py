@@ -2,13 +2,22 @@
 
     corpora -> download -> clean -> tokenizer -> prepare -> prepared_corpus -> batching
 
-`corpora` names the corpora and their files, `download` fetches them (checksums verified),
-`clean` normalises and filters the pairs, `tokenizer` trains and applies sentencepiece, `prepare`
-writes a prepared folder (its layout: `manifest`), `prepared_corpus` reads it back, and
-`batching` groups its pairs into padded batches under a token budget. `specials` holds the
-special token ids that every other stage shares.
+The modules, in that order:
 
-Names and numbers: `entities` splits them between training and testing, `augment` adds the
-copy-teaching pairs that `prepare` writes (data.augment_entities), and `entity_test` builds and
-scores the entity test (`seq2seq evaluate --split entities`).
+    corpora.py          the corpora known by name and their files; the user's own corpus
+    download.py         fetching a corpus file from upstream or a mirror, checksums verified
+    clean.py            normalising every split and filtering the training pairs
+    tokenizer.py        training and applying sentencepiece
+    prepare.py          writing a prepared folder (or reusing one prepared the same way)
+    manifest.py         the prepared folder's format, shared by its writer and its reader
+    prepared_corpus.py  reading a prepared folder back, for training and evaluation
+    batching.py         padded batches of similar lengths under a token budget
+    specials.py         the special token ids that every other stage shares
+
+Names and numbers:
+
+    entities.py         the names and numbers a translation copies, split between training
+                        and testing
+    augment.py          the copy-teaching pairs that `prepare` writes (data.augment_entities)
+    entity_test.py      the entity test, built and scored (`seq2seq evaluate --split entities`)
 """

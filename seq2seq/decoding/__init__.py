@@ -1,9 +1,29 @@
 """From a trained model to translations, scores and attention maps.
 
-`loading` loads a model to translate with (a checkpoint, an exported folder or a shipped model);
-`translator` turns lines into translations through `search` (greedy and beam search), in int8 on
-a CPU through `quantize`; `evaluation` translates a test set and scores it with `scores` (BLEU
-and chrF), recorded by `model_result`; `attention_maps` and `explain` show what the model attends
-to, and `beam_trace` records what the beam search did at each step; `export` writes a model
-folder that translates on its own.
+The modules, from a model on disk to its scores:
+
+    loading.py         loading a model to translate with: a checkpoint, an exported folder or a
+                       shipped model (`load_model`, the one loader)
+    translation.py     what both engines share without torch: a translation, the input rules,
+                       from ids back to text (`LineTranslator`)
+    translator.py      from lines to translations with our PyTorch search (`Translator`)
+    search.py          greedy and beam search through the model's incremental interface
+    number_guard.py    the number guard: an output's numbers are the source's, each whole
+    quantize.py        int8 decoding on a CPU: the model's matrix products in 8-bit integers
+    evaluation.py      translating a test set and scoring it
+    scores.py          BLEU and chrF with sacreBLEU, on detokenized text
+    model_result.py    the record of one trained model: its test scores and how it was made
+
+What a model attended to:
+
+    attention_maps.py  which source pieces each output piece looked at, as text or a figure
+    explain.py         everything the attention explorer shows about one sentence
+    beam_trace.py      what the beam search did at each step, for the explorer's beam tree
+
+Exporting, and translating with CTranslate2:
+
+    export.py          writing a model folder that translates on its own, with no pickle
+    exported.py        reading an exported folder without torch: description, tokenizers, weights
+    ctranslate2.py     translating with CTranslate2 on our Transformer's weights
+    torch_free.py      opening a model on CTranslate2 without importing torch
 """

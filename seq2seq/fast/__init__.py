@@ -5,28 +5,28 @@ The modules a reader opens first (`seq2seq.models`, `seq2seq.training.loss`,
 never import this package. Each piece here computes the same thing faster where it pays;
 docs/benchmarks.md has the measured figures.
 
-    attention.BeamGroupedAttention   multi-head attention in which the K beams of a sentence read
-                                     one copy of its source keys/values (one matrix product per
-                                     sentence and head); PyTorch's fused kernel on CUDA, the
-                                     explicit operations on a CPU, where they are faster.
-                                     Plain: `seq2seq.models.attention.MultiHeadAttention`.
-    dropout.PackedDropout            dropout with one 64-bit random word per four elements on a
-                                     CPU (PyTorch's own on a GPU). Plain: `torch.nn.Dropout`.
-    loss.label_smoothed_cross_entropy   the loss and the NLL from one log-softmax, with the
-                                     gradient p - q written by hand.
-                                     Plain: `seq2seq.training.loss.label_smoothed_cross_entropy`.
-    topk.best_candidates             the beam's best continuations without forming the
-                                     (sentences, K * V) sum.
-                                     Plain: `Seq2SeqModel.best_candidates`.
-    int8.Int8Linear                  the int8 linear layer of seq2seq/decoding/quantize.py,
-                                     calling its kernel directly.
-                                     Plain: `torch.ao.nn.quantized.dynamic.Linear`.
-    FastGRUSeq2Seq, FastTransformerSeq2Seq   the models whose beams share their sentence's
-                                     encoder state, and which give beam search the fast top-k
-                                     above (`FastModel`).
-                                     Plain: `GRUSeq2Seq`, `TransformerSeq2Seq`.
-    process.tune_process             glibc malloc and oneDNN settings for a training or decoding
-                                     process (the command line calls it; the library never does).
+    attention.py   `BeamGroupedAttention`: multi-head attention in which the K beams of a
+                   sentence read one copy of its source keys/values (one matrix product per
+                   sentence and head); PyTorch's fused kernel on CUDA, the explicit operations
+                   on a CPU, where they are faster.
+                   Plain: `seq2seq.models.attention.MultiHeadAttention`.
+    dropout.py     `PackedDropout`: dropout with one 64-bit random word per four elements on a
+                   CPU (PyTorch's own on a GPU). Plain: `torch.nn.Dropout`.
+    loss.py        `label_smoothed_cross_entropy`: the loss and the NLL from one log-softmax,
+                   with the gradient p - q written by hand.
+                   Plain: `seq2seq.training.loss.label_smoothed_cross_entropy`.
+    topk.py        `best_candidates`: the beam's best continuations without forming the
+                   (sentences, K * V) sum.
+                   Plain: `Seq2SeqModel.best_candidates`.
+    int8.py        `Int8Linear`: the int8 linear layer of seq2seq/decoding/quantize.py, calling
+                   its kernel directly.
+                   Plain: `torch.ao.nn.quantized.dynamic.Linear`.
+    process.py     `tune_process`: glibc malloc and oneDNN settings for a training or decoding
+                   process (the command line calls it; the library never does).
+
+And here, `FastGRUSeq2Seq` and `FastTransformerSeq2Seq`: the models whose beams share their
+sentence's encoder state, and which give beam search the fast top-k above (`FastModel`).
+Plain: `GRUSeq2Seq`, `TransformerSeq2Seq`.
 
 One piece of speed work lives in the module it changes, as an argument of its searches:
 `BatchedReads` in `seq2seq.decoding.search`, the searches reading the device once every 8 steps

@@ -1,4 +1,18 @@
-"""The two model families behind one interface (`seq2seq.models.base.Seq2SeqModel`)."""
+"""The two model families behind one interface (`seq2seq.models.base.Seq2SeqModel`).
+
+    attention.py          masked softmax, additive, dot-product and multi-head attention
+    positional.py         sinusoidal positional encoding
+    base.py               the interface both families implement (`Seq2SeqModel`), used by
+                          training and by search
+    gru.py                a GRU encoder-decoder with Bahdanau (additive) attention
+    transformer.py        the Transformer encoder-decoder
+    size.py               whether a model fits the machine, estimated before anything is
+                          allocated
+    kernel_regression.py  Nadaraya-Watson kernel regression, trained: the first attention, on
+                          data of one variable (examples/kernel_regression.py runs it)
+
+`build_model` below builds the model a configuration describes.
+"""
 
 from seq2seq.config import ModelConfig
 from seq2seq.errors import UserError

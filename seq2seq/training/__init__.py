@@ -1,8 +1,18 @@
 """Training a model: the loop, the loss, checkpoints and everything a run needs to resume.
 
-`loop` is the training loop, read top to bottom; `run` sets a run up (data, model, optimizer,
-schedule) and resumes it; `loss` is label-smoothed cross-entropy; `validation` scores the model
-while it trains; `checkpoint` saves and reads checkpoints without running code from them; the
-rest keeps a run safe (`run_lock`, `signals`, `reproducibility`), readable (`run_log`) and
-spread over several GPUs (`distributed`).
+    loop.py               the training loop, read top to bottom
+    run.py                a run's setup (data, model, optimizer, schedule), and resuming it
+    loss.py               label-smoothed cross-entropy over the target tokens
+    validation.py         scoring the model while it trains: loss, BLEU, chrF, sample maps
+    attention_history.py  the attention of a few valid sentences at each validation, for
+                          `seq2seq explore --run`
+    checkpoint.py         writing checkpoints atomically: step, best, last, and averages
+
+What keeps a run safe, readable and spread over several GPUs:
+
+    run_lock.py           one writer per run folder
+    signals.py            stopping cleanly on Ctrl-C or SIGTERM
+    reproducibility.py    seeds and random-number-generator states, so a resume replays exactly
+    run_log.py            the plain-text log and the TensorBoard event files
+    distributed.py        several GPUs or nodes through `torchrun`
 """
