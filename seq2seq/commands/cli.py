@@ -172,10 +172,17 @@ def load_model(args: argparse.Namespace, device: str | torch.device) -> Inferenc
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
-    """Add --beam, --length-penalty, --stop-early, --max-len-ratio, the repetition guards
-    (--no-repeat-ngram, --max-piece-repeat), --batch-size, --precision, --device and the source
-    length limit (--max-src-pieces, --truncate) to `parser`. Each overrides one field of the
-    checkpoint's [decode] configuration for this run."""
+    """Add the search options, the repetition guards, the options of how the search runs and
+    the source length limit to `parser`, in that order. Each option but --device and --engine
+    overrides one field of the checkpoint's [decode] configuration for this run."""
+    add_search_options(parser)
+    add_guard_options(parser)
+    add_running_options(parser, batch_size_help)
+    add_source_limit_options(parser)
+
+
+def add_search_options(parser: argparse.ArgumentParser) -> None:
+    """Add --beam, --length-penalty, --stop-early and --max-len-ratio to `parser`."""
     parser.add_argument(
         "--beam", **ranged(int, ARGUMENTS["beam"], "beam size", "the checkpoint's decode")
     )
@@ -205,6 +212,11 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
             "the checkpoint's",
         ),
     )
+
+
+def add_guard_options(parser: argparse.ArgumentParser) -> None:
+    """Add the guards against repeating and miswritten numbers (--no-repeat-ngram,
+    --max-piece-repeat, --keep-numbers) to `parser`."""
     parser.add_argument(
         "--no-repeat-ngram",
         metavar="N",
@@ -231,6 +243,10 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         help="write a number only as one of the source's, whole (the number guard; default: "
         "the checkpoint's decode.keep_numbers)",
     )
+
+
+def add_running_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
+    """Add --batch-size, --precision, --device and --engine to `parser`."""
     parser.add_argument(
         "--batch-size",
         type=number(int, RULES["decode.batch_size"]),
@@ -250,6 +266,10 @@ def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) ->
         "weights (Transformers; a folder from seq2seq export --format ctranslate2 or any "
         "model); auto: ctranslate2 where it gives what pytorch would",
     )
+
+
+def add_source_limit_options(parser: argparse.ArgumentParser) -> None:
+    """Add the source length limit (--max-src-pieces, --truncate) to `parser`."""
     parser.add_argument(
         "--max-src-pieces",
         metavar="N",
