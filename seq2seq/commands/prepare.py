@@ -21,6 +21,16 @@ TUNE = False  # tune the process first (seq2seq.fast.process.tune_process)
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = command_parser("prepare", __doc__)
+    add_corpus_options(parser)
+    add_tokenizer_options(parser)
+    add_cleaning_options(parser)
+    add_copy_teaching_options(parser)
+    add_user_corpus_options(parser)
+    return parser.parse_args(argv)
+
+
+def add_corpus_options(parser: argparse.ArgumentParser) -> None:
+    """Add the corpus, its languages, the output folder and the mirror to `parser`."""
     parser.add_argument(
         "--corpus", default="multi30k", help=f"{', '.join(CORPORA)} or {USER_CORPUS}"
     )
@@ -32,6 +42,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"folder or http(s) URL laid out as <mirror>/<corpus>/<file>, used instead of "
         f"upstream (default: ${MIRROR_ENV})",
     )
+
+
+def add_tokenizer_options(parser: argparse.ArgumentParser) -> None:
+    """Add sentencepiece's options to `parser`."""
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument(
         "--spm-sample",
@@ -56,6 +70,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="spell characters the vocabulary lacks as UTF-8 byte pieces instead of <unk> "
         "(takes 256 pieces of the vocabulary)",
     )
+
+
+def add_cleaning_options(parser: argparse.ArgumentParser) -> None:
+    """Add the filters of the training pairs to `parser`."""
     parser.add_argument(
         "--max-words", type=int, default=MAX_WORDS, help="drop longer training pairs"
     )
@@ -66,6 +84,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="drop training pairs whose "
         "longer side has more than this many times the words of the shorter",
     )
+
+
+def add_copy_teaching_options(parser: argparse.ArgumentParser) -> None:
+    """Add the rates of copy-teaching's pairs (seq2seq.data.augment) and its seed to `parser`."""
     parser.add_argument(
         "--augment-entities",
         metavar="RATE",
@@ -101,6 +123,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         ),
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of copy-teaching's draws")
+
+
+def add_user_corpus_options(parser: argparse.ArgumentParser) -> None:
+    """Add the files of the user's own corpus (--corpus files) to `parser`, in a group."""
     files = parser.add_argument_group(
         f"--corpus {USER_CORPUS}: your own corpus, plain text or .gz, one sentence a line"
     )
@@ -109,7 +135,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         files.add_argument(f"--{split}-src", help=f"{split} split, source side")
         files.add_argument(f"--{split}-tgt", help=f"{split} split, target side")
         files.add_argument(f"--{split}-tsv", help=f"{split} split as source<TAB>target lines")
-    return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> None:
