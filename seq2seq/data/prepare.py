@@ -114,20 +114,13 @@ def prepare(
         augment_entities), and the seed of their draws (see `seq2seq.data.augment`).
     augment_repeated_digits: the share of copy-teaching's numbers drawn with a digit repeated.
     """
+    augmentation = {
+        "augment_entities": augment_entities,
+        "augment_numbers": augment_numbers,
+        "augment_repeated_digits": augment_repeated_digits,
+    }
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
-    if augment_repeated_digits and not (augment_entities or augment_numbers):
-        raise UserError(
-            f"--augment-repeated-digits {augment_repeated_digits}: copy-teaching is off; give "
-            "--augment-entities or --augment-numbers too"
-        )
-    if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
-        raise UserError(
-            f"--vocab-size {vocab_size}: byte fallback takes {BYTE_PIECES} pieces (one per byte) "
-            f"besides the special ones; give --vocab-size {MIN_BYTE_FALLBACK_VOCAB} or more, "
-            "or --no-byte-fallback"
-        )
-    if spm_sample < MIN_SPM_SAMPLE:
-        raise UserError(f"--spm-sample {spm_sample}: must be >= {MIN_SPM_SAMPLE}")
+    _check_pieces_and_copy_teaching(vocab_size, byte_fallback, spm_sample, augmentation)
     out = Path(out) if out else default_out(corpus, src, tgt)
     check_output_location("--out", out)
     if out.parent.is_dir():
@@ -146,17 +139,7 @@ def prepare(
         "split_digits": split_digits,
         "byte_fallback": byte_fallback,
     }
-    augmentation = {
-        "augment_entities": augment_entities,
-        "augment_numbers": augment_numbers,
-        "augment_repeated_digits": augment_repeated_digits,
-    }
-    if any(augmentation.values()):  # recorded when on: folders prepared without stay valid
-        settings |= {key: float(value) for key, value in augmentation.items() if value}
-        settings["augment_seed"] = augment_seed
-        settings["augment_version"] = AUGMENT_VERSION
-    if files is not None:
-        settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
+    settings |= _optional_settings(augmentation, augment_seed, files)
     if _up_to_date(out, settings):
         print(f"{out}: already prepared with these settings (files verified); reusing it")
         return out
@@ -201,6 +184,44 @@ def _check_options(
         raise UserError(f"--max-words {max_words}: must be >= 1")
     if max_ratio < 1:
         raise UserError(f"--max-ratio {max_ratio}: must be >= 1")
+
+
+def _check_pieces_and_copy_teaching(
+    vocab_size: int, byte_fallback: bool, spm_sample: int, augmentation: dict[str, float]
+) -> None:
+    """Refuse copy-teaching's repeated digits without copy-teaching, byte fallback in too small a
+    vocabulary, and too small a sentencepiece sample."""
+    repeated_digits = augmentation["augment_repeated_digits"]
+    if repeated_digits and not (
+        augmentation["augment_entities"] or augmentation["augment_numbers"]
+    ):
+        raise UserError(
+            f"--augment-repeated-digits {repeated_digits}: copy-teaching is off; give "
+            "--augment-entities or --augment-numbers too"
+        )
+    if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
+        raise UserError(
+            f"--vocab-size {vocab_size}: byte fallback takes {BYTE_PIECES} pieces (one per byte) "
+            f"besides the special ones; give --vocab-size {MIN_BYTE_FALLBACK_VOCAB} or more, "
+            "or --no-byte-fallback"
+        )
+    if spm_sample < MIN_SPM_SAMPLE:
+        raise UserError(f"--spm-sample {spm_sample}: must be >= {MIN_SPM_SAMPLE}")
+
+
+def _optional_settings(
+    augmentation: dict[str, float], augment_seed: int, files: UserFiles | None
+) -> dict[str, Any]:
+    """The settings a prepared folder records only when they apply: copy-teaching's when it is
+    on (so folders prepared without it stay valid), and the user's files with their sha256."""
+    settings: dict[str, Any] = {}
+    if any(augmentation.values()):
+        settings |= {key: float(value) for key, value in augmentation.items() if value}
+        settings["augment_seed"] = augment_seed
+        settings["augment_version"] = AUGMENT_VERSION
+    if files is not None:
+        settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
+    return settings
 
 
 def _is_empty_dir(path: Path) -> bool:
