@@ -44,7 +44,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from seq2seq.commands.cli import run_cli
-from seq2seq.decoding.ctranslate2 import CTranslate2Translator, check_folder
+from seq2seq.decoding.ct2_folder import check_folder
+from seq2seq.decoding.ct2_translator import CTranslate2Translator
 from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.exported import find_model
 from seq2seq.decoding.loading import load_model

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from seq2seq.config import Config, DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, checked, checked_flag, line_problem
-from seq2seq.decoding.ctranslate2 import CTranslate2Translator, use_ctranslate2
+from seq2seq.decoding.ct2_engine import use_ctranslate2
+from seq2seq.decoding.ct2_translator import CTranslate2Translator
 from seq2seq.decoding.torch_free import open_torch_free
 from seq2seq.decoding.translation import Translation
 from seq2seq.errors import UserError
@@ -189,7 +190,7 @@ def load(
     model's decode.precision). `plain`: run the textbook modules alone, not the fast twins of
     seq2seq.fast (the same translations). `engine`: "pytorch" (the textbook search),
     "ctranslate2" (CTranslate2 on the same weights, Transformers only) or "auto"
-    (seq2seq.decoding.ctranslate2.use_ctranslate2: ctranslate2 where it gives what pytorch
+    (seq2seq.decoding.ct2_engine.use_ctranslate2: ctranslate2 where it gives what pytorch
     would). On CTranslate2, a CTranslate2 folder or a shipped or exported Transformer opens
     without importing torch (seq2seq.decoding.torch_free), and `attention` and `beam_tree`,
     which need the PyTorch model, refuse. `keep_numbers`: decode with the number guard or
@@ -209,7 +210,7 @@ def load(
         )
         if opened is not None:
             return Model(None, opened.translator, opened.config)
-    from seq2seq.decoding.ctranslate2 import translator_from_inference
+    from seq2seq.decoding.ct2_convert import translator_from_inference
     from seq2seq.decoding.loading import load_model
     from seq2seq.decoding.translator import Translator
     from seq2seq.device import pick_device

@@ -1,4 +1,4 @@
-"""CTranslate2 (seq2seq.decoding.ctranslate2): the converter, the engine's search against the
+"""CTranslate2 (seq2seq.decoding.ct2_*): the converter, the engine's search against the
 textbook one, exported folders and their checks, and the engine choice.
 
 Tolerance: CTranslate2's float32 kernels compute in another order than PyTorch's, so scores of
@@ -34,19 +34,16 @@ from seq2seq.commands import export as export_command
 from seq2seq.commands import serve as serve_command
 from seq2seq.config import config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.ctranslate2 import (
-    GUARD_DROPPED,
-    MANIFEST,
-    CTranslate2Translator,
-    check_folder,
-    import_ctranslate2,
+from seq2seq.decoding.ct2_convert import (
     position_table,
     state_arrays,
     transformer_spec,
     translator_from_inference,
     translator_from_weights,
-    use_ctranslate2,
 )
+from seq2seq.decoding.ct2_engine import import_ctranslate2, use_ctranslate2
+from seq2seq.decoding.ct2_folder import GUARD_DROPPED, MANIFEST, check_folder
+from seq2seq.decoding.ct2_translator import CTranslate2Translator
 from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.exported import WEIGHTS, read_description, read_weights
 from seq2seq.decoding.loading import Inference, load_model
@@ -123,7 +120,7 @@ def test_the_engine_gives_the_textbook_nbest_lists(engines, changes) -> None:
 def test_each_sentence_keeps_its_own_maximum_length(engines) -> None:
     """Batched with longer sentences, a sentence stops at its own limit, as alone; with limits
     that every search reaches, the outputs are the textbook's but where the differences in
-    the module docstring of seq2seq.decoding.ctranslate2 show."""
+    the module docstring of seq2seq.decoding.ct2_translator show."""
     pytorch, ct2 = (engine.with_decode(max_len_ratio=0.5, max_len_const=0) for engine in engines)
     together = ct2.translate(LINES, nbest=2)
     alone = [ct2.translate([line], nbest=2)[0] for line in LINES]

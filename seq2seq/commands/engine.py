@@ -1,5 +1,5 @@
 """The engine a command decodes with (--engine): our PyTorch search or CTranslate2
-(seq2seq.decoding.ctranslate2), for seq2seq translate, evaluate and serve.
+(seq2seq.decoding.ct2_engine), for seq2seq translate, evaluate and serve.
 
 Two kinds of --model translate with CTranslate2 without torch: a CTranslate2 folder (seq2seq
 export --format ctranslate2), and a shipped or exported model (model.safetensors) when --engine
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from seq2seq.commands.cli import apply_decode_options, load_model
 from seq2seq.config import Config
-from seq2seq.decoding.ctranslate2 import use_ctranslate2
+from seq2seq.decoding.ct2_engine import use_ctranslate2
 from seq2seq.decoding.exported import find_model
 from seq2seq.decoding.torch_free import TorchFree, ctranslate2_folder, open_torch_free
 from seq2seq.decoding.translation import LineTranslator
@@ -72,13 +72,13 @@ def load_translator(
     args: argparse.Namespace, need_attention: bool = False, need_pytorch: bool = False
 ) -> tuple[LineTranslator, Config, Inference | None]:
     """The translator of --checkpoint or --model with the decoding options applied, on the
-    engine --engine picks (seq2seq.decoding.ctranslate2.use_ctranslate2); its configuration;
+    engine --engine picks (seq2seq.decoding.ct2_engine.use_ctranslate2); its configuration;
     and the PyTorch model, None for a model opened without torch (`open_without_torch`,
     unless the caller needs the PyTorch model: `need_attention` maps, or `need_pytorch`)."""
     opened = open_without_torch(args, args.model, need_pytorch=need_attention or need_pytorch)
     if opened is not None:
         return opened.translator, opened.config, None
-    from seq2seq.decoding.ctranslate2 import translator_from_inference
+    from seq2seq.decoding.ct2_convert import translator_from_inference
     from seq2seq.decoding.translator import Translator
 
     device = pytorch_device(args)

@@ -1,5 +1,5 @@
 """Export a checkpoint as a small model folder that translates on its own (see
-seq2seq.decoding.export), or a Transformer for CTranslate2 (seq2seq.decoding.ctranslate2).
+seq2seq.decoding.export), or a Transformer for CTranslate2 (seq2seq.decoding.ct2_convert).
 
     seq2seq export --checkpoint checkpoints/run/best.pt   # to exported/run/
     seq2seq export --checkpoint checkpoints/run/best.pt --out exported/NAME

@@ -24,6 +24,9 @@ Exporting, and translating with CTranslate2:
 
     export.py          writing a model folder that translates on its own, with no pickle
     exported.py        reading an exported folder without torch: description, tokenizers, weights
-    ctranslate2.py     translating with CTranslate2 on our Transformer's weights
+    ct2_engine.py      the engine a model decodes with: PyTorch or CTranslate2 (`use_ctranslate2`)
+    ct2_convert.py     converting our Transformer's weights to CTranslate2, in memory or a folder
+    ct2_folder.py      a CTranslate2 folder: its files, its format and its checks
+    ct2_translator.py  translating with CTranslate2 (`CTranslate2Translator`)
     torch_free.py      opening a model on CTranslate2 without importing torch
 """

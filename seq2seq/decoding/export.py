@@ -1,7 +1,7 @@
 """Exporting a trained model: a small folder that translates on its own, with no pickle
 anywhere (its files: `seq2seq.decoding.loading`, which loads it). Tied weights (shared embeddings,
 tied output layer) are stored once (`safetensors.torch.save_model`). `export_ctranslate2` writes
-a Transformer for CTranslate2 instead (seq2seq.decoding.ctranslate2)."""
+a Transformer for CTranslate2 instead (seq2seq.decoding.ct2_convert)."""
 
 import copy
 import shutil
@@ -11,11 +11,8 @@ from pathlib import Path
 import safetensors.torch
 import torch
 
-from seq2seq.decoding.ctranslate2 import (
-    check_number_guard,
-    is_ctranslate2_folder,
-    write_ctranslate2,
-)
+from seq2seq.decoding.ct2_convert import check_number_guard, write_ctranslate2
+from seq2seq.decoding.ct2_folder import is_ctranslate2_folder
 from seq2seq.decoding.exported import WEIGHTS, is_exported_model
 from seq2seq.decoding.loading import Inference, write_description
 from seq2seq.decoding.model_result import SHIPPED_MODELS
@@ -77,7 +74,7 @@ def export_model(inference: Inference, out: Path, dtype: torch.dtype = torch.bfl
 def export_ctranslate2(
     inference: Inference, out: Path, card: Path | None = None, keep_numbers: bool | None = None
 ) -> None:
-    """Write `inference`'s Transformer as a CTranslate2 folder `out` (seq2seq.decoding.ctranslate2)
+    """Write `inference`'s Transformer as a CTranslate2 folder `out` (seq2seq.decoding.ct2_convert)
     with `card` as its card.json, replacing `out` if it exists (`write_folder`). A model that
     decodes with the number guard, which CTranslate2 lacks, is refused before anything is
     written, unless `keep_numbers` is False: then it is exported without the guard, and its

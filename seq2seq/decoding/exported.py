@@ -1,6 +1,6 @@
 """Reading an exported model folder without torch: its description (model.json), its
 tokenizers and its weights as numpy float32 arrays by name. seq2seq.decoding.loading builds the
-PyTorch model from the same folder; the CTranslate2 converter (seq2seq.decoding.ctranslate2)
+PyTorch model from the same folder; the CTranslate2 converter (seq2seq.decoding.ct2_convert)
 takes the arrays, so a shipped Transformer translates with CTranslate2 without importing torch.
 
 model.safetensors is plain data: an 8-byte little-endian header length, a JSON header giving

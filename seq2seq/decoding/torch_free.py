@@ -15,15 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seq2seq.config import Config, DecodeConfig
-from seq2seq.decoding.ctranslate2 import (
-    CTranslate2Translator,
-    check_folder,
-    engine_device,
-    folder_parameters,
-    is_ctranslate2_folder,
-    translator_from_weights,
-    use_ctranslate2,
-)
+from seq2seq.decoding.ct2_convert import translator_from_weights
+from seq2seq.decoding.ct2_engine import engine_device, use_ctranslate2
+from seq2seq.decoding.ct2_folder import check_folder, folder_parameters, is_ctranslate2_folder
+from seq2seq.decoding.ct2_translator import CTranslate2Translator
 from seq2seq.decoding.exported import WEIGHTS, find_model, read_description, read_weights
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 

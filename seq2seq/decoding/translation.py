@@ -3,7 +3,7 @@ on input lengths and batches, the way from a batch of ids back to text, and the 
 files of a model folder.
 
 `LineTranslator` holds them. Our PyTorch search (seq2seq.decoding.translator.Translator) and
-CTranslate2 (seq2seq.decoding.ctranslate2.CTranslate2Translator) are its two subclasses; each
+CTranslate2 (seq2seq.decoding.ct2_translator.CTranslate2Translator) are its two subclasses; each
 gives `translate_ids` its search of one batch. A program that translates with CTranslate2
 alone (seq2seq serve and translate on a CTranslate2 folder) imports this module and never
 torch, which halves its start time and memory (docs/benchmarks.md).

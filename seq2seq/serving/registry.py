@@ -76,7 +76,7 @@ def served_model(
     """A model to serve, from a loaded checkpoint or exported model (decode options applied to
     inference.config.decode) and its card.json, if any; with `ctranslate2`, translated by
     CTranslate2, the attention maps still computed by PyTorch."""
-    from seq2seq.decoding.ctranslate2 import translator_from_inference
+    from seq2seq.decoding.ct2_convert import translator_from_inference
     from seq2seq.decoding.translator import Translator
 
     translator = pytorch = Translator.from_inference(inference, device)
