@@ -31,8 +31,8 @@ from torch.profiler import ProfilerActivity, profile
 from seq2seq.config import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.data.specials import BOS_ID, EOS_ID
-from seq2seq.decoding.loading import load_model
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.fast import speed_up
 from seq2seq.models import build_model
 

@@ -73,12 +73,12 @@ from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, DECODE_PRECISIONS, PREC
 from seq2seq.data.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.data.specials import BOS_ID, EOS_ID
-from seq2seq.decoding import loading
-from seq2seq.decoding.loading import Inference
+from seq2seq.decoding import open_pytorch
+from seq2seq.decoding.line_translator import Translation
 from seq2seq.decoding.model_result import git_state
+from seq2seq.decoding.open_pytorch import Inference
 from seq2seq.decoding.scores import corpus_scores
-from seq2seq.decoding.translation import Translation
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.fast import speed_up
@@ -234,7 +234,7 @@ def model_to_measure(
     (with `settings.overrides`) with random weights and the tokenizers of `data`."""
     checkpoint = settings.checkpoints.get(name)
     if checkpoint:
-        inference = loading.load_model(checkpoint, device, kind="checkpoint")
+        inference = open_pytorch.load_model(checkpoint, device, kind="checkpoint")
         if inference.config.model.name != name:
             raise UserError(f"{checkpoint}: holds a {inference.config.model.name}, not a {name}")
         tokenizers = (inference.src_tokenizer.sha256, inference.tgt_tokenizer.sha256)

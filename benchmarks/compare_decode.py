@@ -44,8 +44,8 @@ def serve_requests(model: str, sources: str, precision: str, beam: int, threads:
     with {"seconds": fastest of the repeats, "texts": [...]} of translating lines[start:end]."""
     import torch
 
-    from seq2seq.decoding.loading import load_model
-    from seq2seq.decoding.translator import Translator
+    from seq2seq.decoding.open_pytorch import load_model
+    from seq2seq.decoding.torch_translator import Translator
 
     torch.set_num_threads(threads)
     inference = load_model(model)

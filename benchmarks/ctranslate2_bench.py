@@ -154,9 +154,8 @@ def measure(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import sacrebleu
 
     from seq2seq.decoding.export import export_ctranslate2
-    from seq2seq.decoding.exported import find_model
-    from seq2seq.decoding.loading import load_model
-    from seq2seq.decoding.translation import CARD
+    from seq2seq.decoding.model_folder import CARD, find_model
+    from seq2seq.decoding.open_pytorch import load_model
 
     folder = tmp / name
     # compared without the number guard, which CTranslate2 lacks (as api_translate decodes)

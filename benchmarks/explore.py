@@ -211,7 +211,7 @@ def write_history(folder: Path) -> Path:
     """A run folder whose attention history holds the shipped en-de model's maps of
     HISTORY_SENTENCES at HISTORY_STEPS, the weights disturbed less at each later step (the
     sizes of a real run's history; the benchmark times reading and drawing them)."""
-    from seq2seq.decoding.loading import load_model
+    from seq2seq.decoding.open_pytorch import load_model
     from seq2seq.training.attention_history import FILE_NAME, add_snapshot, choose_sentences
 
     shipped = load_model("transformer-tiny.multi30k.en-de")

@@ -29,9 +29,9 @@ from pathlib import Path
 import torch
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.search import CHECK_EVERY, EVERY_STEP
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.files import text_lines
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # the warning of the sync debug mode

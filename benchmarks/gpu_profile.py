@@ -56,8 +56,8 @@ from torch.profiler import ProfilerActivity, profile
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.config import Config, load_config
 from seq2seq.data.batching import Batch
-from seq2seq.decoding.loading import load_model
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines

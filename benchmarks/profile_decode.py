@@ -56,8 +56,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from seq2seq.commands.cli import ArgumentParser, number, run_cli
 from seq2seq.config_rules import AT_LEAST_1
-from seq2seq.decoding.loading import load_model
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.device import cpu_has_bf16_instructions, cpu_has_fast_bf16
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines

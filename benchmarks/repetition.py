@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.evaluation import evaluate
-from seq2seq.decoding.loading import load_model
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 
 
 @dataclass(frozen=True)

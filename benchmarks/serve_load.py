@@ -47,10 +47,10 @@ from seq2seq.commands.cli import run_cli
 from seq2seq.decoding.ct2_folder import check_folder
 from seq2seq.decoding.ct2_translator import CTranslate2Translator
 from seq2seq.decoding.export import export_ctranslate2
-from seq2seq.decoding.exported import find_model
-from seq2seq.decoding.loading import load_model
-from seq2seq.decoding.translation import CARD, LineTranslator
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.line_translator import LineTranslator
+from seq2seq.decoding.model_folder import CARD, find_model
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,11 +29,10 @@ from pathlib import Path
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.decoding.export import write_folder
-from seq2seq.decoding.exported import is_exported_model
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.model_folder import CARD, is_exported_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
-from seq2seq.decoding.translation import CARD
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,15 +27,15 @@ from seq2seq.config import Config, DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, checked, checked_flag, line_problem
 from seq2seq.decoding.ct2_engine import use_ctranslate2
 from seq2seq.decoding.ct2_translator import CTranslate2Translator
-from seq2seq.decoding.torch_free import open_torch_free
-from seq2seq.decoding.translation import Translation
+from seq2seq.decoding.line_translator import Translation
+from seq2seq.decoding.open_ctranslate2 import open_torch_free
 from seq2seq.errors import UserError
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from seq2seq.decoding.loading import Inference
-    from seq2seq.decoding.translator import Translator
+    from seq2seq.decoding.open_pytorch import Inference
+    from seq2seq.decoding.torch_translator import Translator
 
 ENGINES = ("pytorch", "ctranslate2", "auto")
 
@@ -192,7 +192,7 @@ def load(
     "ctranslate2" (CTranslate2 on the same weights, Transformers only) or "auto"
     (seq2seq.decoding.ct2_engine.use_ctranslate2: ctranslate2 where it gives what pytorch
     would). On CTranslate2, a CTranslate2 folder or a shipped or exported Transformer opens
-    without importing torch (seq2seq.decoding.torch_free), and `attention` and `beam_tree`,
+    without importing torch (seq2seq.decoding.open_ctranslate2), and `attention` and `beam_tree`,
     which need the PyTorch model, refuse. `keep_numbers`: decode with the number guard or
     without it (None: the model's decode.keep_numbers); CTranslate2 has no number guard, so a
     model that keeps numbers by default (the Tatoeba models) opens on it with False."""
@@ -211,8 +211,8 @@ def load(
         if opened is not None:
             return Model(None, opened.translator, opened.config)
     from seq2seq.decoding.ct2_convert import translator_from_inference
-    from seq2seq.decoding.loading import load_model
-    from seq2seq.decoding.translator import Translator
+    from seq2seq.decoding.open_pytorch import load_model
+    from seq2seq.decoding.torch_translator import Translator
     from seq2seq.device import pick_device
 
     torch_device = pick_device(device, "device")

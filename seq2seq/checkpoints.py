@@ -11,7 +11,7 @@ A checkpoint is a plain dictionary saved with `torch.save`:
                  position, RNG states and validation history; see seq2seq.training.loop
 
 Training writes them (seq2seq/training/checkpoint.py); decoding reads their model
-(seq2seq/decoding/loading.py). Loading uses `torch.load(weights_only=True)`, whose unpickler
+(seq2seq/decoding/open_pytorch.py). Loading uses `torch.load(weights_only=True)`, whose unpickler
 accepts only tensors and plain containers: a file carrying a pickled code payload is refused
 before anything in it runs. It maps the file (`mmap=True`, private: nothing is ever written
 back) instead of reading it, so only the tensors used are read: decoding reads the model weights

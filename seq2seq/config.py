@@ -185,7 +185,7 @@ class DecodeConfig:
     # (Translator.precision_for); or "bf16", "fp16" (slow on a CPU), "fp32", or "int8" (CPU
     # only: int8 linear layers, the rest fp32; seq2seq/decoding/quantize.py)
     valid_beam_size: int = 1  # beam used for BLEU during training validation
-    max_src_pieces: int = 256  # a longer input line is refused (seq2seq.decoding.translator)...
+    max_src_pieces: int = 256  # a longer input line is refused (decoding/line_translator.py)...
     truncate_src: bool = False  # ...or, when true, cut to max_src_pieces with a warning
 
 

@@ -8,8 +8,8 @@ import torch
 
 from seq2seq.config import ModelConfig
 from seq2seq.decoding.export import export_model
-from seq2seq.decoding.loading import Inference, load_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.open_pytorch import Inference, load_model
 from seq2seq.models import build_model
 
 ROOT = Path(__file__).resolve().parents[1]

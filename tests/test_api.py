@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import seq2seq
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.torch_translator import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = re.findall(r"^```python\n(.*?)^```", (ROOT / "docs" / "api.md").read_text(), re.S | re.M)

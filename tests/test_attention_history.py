@@ -21,7 +21,7 @@ from safetensors.torch import save as save_tensors
 from seq2seq.config import load_config
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.attention_maps import teacher_forced_maps
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines
 from seq2seq.serving.app import create_app

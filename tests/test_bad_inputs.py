@@ -38,10 +38,10 @@ from seq2seq.commands import COMMANDS
 from seq2seq.config import dump_toml, load_config
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.export import export_model
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.line_translator import SourceTooLong
 from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import SourceTooLong
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.serving.app import create_app

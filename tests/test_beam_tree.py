@@ -18,10 +18,10 @@ import seq2seq
 from seq2seq.data.specials import EOS_ID
 from seq2seq.decoding.beam_trace import BeamTrace
 from seq2seq.decoding.explain import beam_tree, rounded, traced_tree
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.line_translator import gnmt_penalty
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.search import beam_search, max_output_lengths
-from seq2seq.decoding.translation import gnmt_penalty
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TREE_BEAM

@@ -28,8 +28,8 @@ from seq2seq.config import dump_toml, load_config
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.model_folder import CARD
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
-from seq2seq.decoding.translation import CARD
 from seq2seq.device import autocast_dtype, precision_name
 from seq2seq.errors import UserError
 from seq2seq.models import GRUSeq2Seq, build_model

@@ -11,7 +11,7 @@ from explorer_models import EN_DE
 from fastapi.testclient import TestClient
 
 from seq2seq.data.specials import EOS_ID
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.models.attention import (
     AdditiveAttention,
     DotProductAttention,

@@ -11,8 +11,8 @@ from playwright.sync_api import Browser, ConsoleMessage, Page
 from test_explorer_browser import server  # noqa: F401 (fixture)
 
 from seq2seq.data.specials import EOS_ID
-from seq2seq.decoding.loading import load_model
-from seq2seq.decoding.translator import int8_copier
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import int8_copier
 from seq2seq.models.attention import (
     AdditiveAttention,
     DotProductAttention,

@@ -13,7 +13,7 @@ from explore import get, post, serve
 from explorer_models import EN_DE, GRU_NAME
 from playwright.sync_api import Browser, Page
 
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.training.attention_history import (
     FILE_NAME,
     add_snapshot,

@@ -20,7 +20,7 @@ from seq2seq.config import (
     model_shape,
 )
 from seq2seq.config_rules import ARGUMENTS, RULES, Range, checked, line_problem
-from seq2seq.decoding.exported import read_description
+from seq2seq.decoding.model_folder import read_description
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.errors import UserError
 from seq2seq.serving.schemas import TranslateRequest

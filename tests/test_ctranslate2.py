@@ -45,11 +45,11 @@ from seq2seq.decoding.ct2_engine import import_ctranslate2, use_ctranslate2
 from seq2seq.decoding.ct2_folder import GUARD_DROPPED, MANIFEST, check_folder
 from seq2seq.decoding.ct2_translator import CTranslate2Translator
 from seq2seq.decoding.export import export_ctranslate2
-from seq2seq.decoding.exported import WEIGHTS, read_description, read_weights
-from seq2seq.decoding.loading import Inference, load_model
+from seq2seq.decoding.line_translator import SourceTooLong, Stopped
+from seq2seq.decoding.model_folder import CARD, WEIGHTS, read_description, read_weights
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
-from seq2seq.decoding.translation import CARD, SourceTooLong, Stopped
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import Inference, load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.models.positional import PositionalEncoding

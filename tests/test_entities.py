@@ -28,7 +28,7 @@ from seq2seq.data.entities import (
     load_names,
     written_in,
 )
-from seq2seq.data.entity_test import (
+from seq2seq.data.entity_copy import (
     DIRECTIONS,
     PAIRS,
     EntityPair,

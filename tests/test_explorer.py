@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.explain import first_view, word_alignment, word_of_piece
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
 from seq2seq.serving.explorer import MAX_TEXT_CHARS, STATIC

@@ -16,10 +16,9 @@ from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.export import export_model
-from seq2seq.decoding.exported import WEIGHTS, find_model
-from seq2seq.decoding.loading import Inference, load_model
+from seq2seq.decoding.model_folder import CARD, WEIGHTS, find_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import CARD
+from seq2seq.decoding.open_pytorch import Inference, load_model
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.serving.registry import served_name

@@ -27,6 +27,7 @@ from seq2seq.data.batching import Batch
 from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.decoding import search
 from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.line_translator import Hypothesis, Stopped
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import (
     CHECK_EVERY,
@@ -35,8 +36,7 @@ from seq2seq.decoding.search import (
     beam_search,
     max_output_lengths,
 )
-from seq2seq.decoding.translation import Hypothesis, Stopped
-from seq2seq.decoding.translator import fast_int8_copy, int8_copier, reads_for
+from seq2seq.decoding.torch_translator import fast_int8_copy, int8_copier, reads_for
 from seq2seq.fast import FAST_TWINS, FastModel, FastTransformerSeq2Seq, speed_up
 from seq2seq.fast import loss as fast_loss
 from seq2seq.fast.attention import BeamGroupedAttention
@@ -490,7 +490,7 @@ TEXTBOOK = (
     "seq2seq.decoding.quantize",
 )
 # Where a model is set up for training or decoding: the only readers of `model.fast`.
-SET_UP_FILES = ["seq2seq/training/run.py", "seq2seq/decoding/loading.py"]
+SET_UP_FILES = ["seq2seq/training/run.py", "seq2seq/decoding/open_pytorch.py"]
 
 
 def test_the_textbook_modules_import_nothing_of_seq2seq_fast() -> None:

@@ -13,9 +13,9 @@ import safetensors.torch
 from reversal import prepare_reversal
 
 from seq2seq.decoding.export import check_export_target, export_model
-from seq2seq.decoding.exported import find_model
-from seq2seq.decoding.loading import Inference, load_model
+from seq2seq.decoding.model_folder import find_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.open_pytorch import Inference, load_model
 from seq2seq.errors import UserError
 from seq2seq.files import (
     read_lines,

@@ -20,10 +20,10 @@ from commands import start_server, stop_server
 from fastapi.testclient import TestClient
 
 from seq2seq.commands.serve import access_of, parse_args
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.line_translator import Stopped
 from seq2seq.decoding.model_result import SHIPPED_MODELS
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.search import beam_search, greedy_search
-from seq2seq.decoding.translation import Stopped
 from seq2seq.errors import UserError
 from seq2seq.files import read_small_file
 from seq2seq.serving.access import Access, read_keys

@@ -122,7 +122,7 @@ def test_the_guard_keeps_the_numbers_the_shipped_en_fr_model_changes():
 
 @pytest.mark.parametrize("beam_size", [1, 5])
 def test_the_gpu_searches_guard_as_the_textbook_ones(beam_size):
-    from seq2seq.data.entity_test import load_entity_test
+    from seq2seq.data.entity_copy import load_entity_test
     from seq2seq.data.specials import EOS_ID, PAD_ID
     from seq2seq.decoding import search
     from seq2seq.decoding.search import BatchedReads, max_output_lengths

@@ -16,8 +16,8 @@ from seq2seq.data.corpora import CORPORA, UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData, prepare_command, prepare_hint
 from seq2seq.data.specials import BOS_ID, EOS_ID, UNK_ID
+from seq2seq.decoding.model_folder import CARD
 from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import CARD
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, sha256_file
 

@@ -11,6 +11,7 @@ from tiny import tiny_model
 
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.decoding.attention_maps import shown_cross_attention
+from seq2seq.decoding.line_translator import gnmt_penalty
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import (
     _banned_log_probs,
@@ -18,7 +19,6 @@ from seq2seq.decoding.search import (
     greedy_search,
     max_output_lengths,
 )
-from seq2seq.decoding.translation import gnmt_penalty
 from seq2seq.models.base import Seq2SeqModel
 
 VOCAB = 16  # 4 specials and 12 symbols

@@ -22,9 +22,9 @@ from libretranslatepy import LibreTranslateAPI
 
 from seq2seq.commands.serve import is_loopback
 from seq2seq.data.entities import NUMBER
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.model_folder import CARD
 from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import CARD
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.registry import ServedModel, served_model

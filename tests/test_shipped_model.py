@@ -17,11 +17,10 @@ from fastapi.testclient import TestClient
 from seq2seq.commands.translate import load_translator, parse_args
 from seq2seq.config import model_preset, model_shape
 from seq2seq.data.corpora import domain_of, get_corpus
-from seq2seq.decoding.exported import WEIGHTS, read_description
-from seq2seq.decoding.loading import load_model
+from seq2seq.decoding.model_folder import CARD, JOINT_TOKENIZER, WEIGHTS, read_description
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult, domain_and_limits
-from seq2seq.decoding.translation import CARD, JOINT_TOKENIZER
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.serving.app import create_app
 from seq2seq.serving.limits import Limits

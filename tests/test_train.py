@@ -23,8 +23,8 @@ from seq2seq.config import load_config
 from seq2seq.data.batching import TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.evaluation import evaluate
-from seq2seq.decoding.loading import load_model
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.training import distributed
 from seq2seq.training import loop as train_module

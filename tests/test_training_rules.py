@@ -14,7 +14,7 @@ from seq2seq.commands import average as average_command
 from seq2seq.commands import train as train_command
 from seq2seq.commands import translate as translate_command
 from seq2seq.config import dump_toml, load_config
-from seq2seq.decoding.translation import Translation
+from seq2seq.decoding.line_translator import Translation
 from seq2seq.errors import UserError
 from seq2seq.training import distributed, loop
 from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint

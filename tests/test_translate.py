@@ -24,9 +24,9 @@ from seq2seq.data.corpora import UserFiles, domain_of
 from seq2seq.data.prepare import prepare
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.evaluation import evaluate
-from seq2seq.decoding.loading import load_model
 from seq2seq.decoding.model_result import ModelResult
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.training.loop import train

@@ -33,7 +33,7 @@ from seq2seq.files import check_output_location
 if TYPE_CHECKING:  # torch is imported by the commands that decode, when they start working
     import torch
 
-    from seq2seq.decoding.loading import Inference
+    from seq2seq.decoding.open_pytorch import Inference
 
 Number = TypeVar("Number", int, float)
 
@@ -163,12 +163,12 @@ def add_plain_option(parser: argparse.ArgumentParser) -> None:
 
 def load_model(args: argparse.Namespace, device: str | torch.device) -> Inference:
     """The model that --checkpoint or --model names, on `device`, plain with --plain
-    (`loading.load_model`)."""
-    from seq2seq.decoding import loading
+    (`open_pytorch.load_model`)."""
+    from seq2seq.decoding import open_pytorch
 
     if args.checkpoint is not None:
-        return loading.load_model(args.checkpoint, device, args.plain, kind="checkpoint")
-    return loading.load_model(args.model, device, args.plain, kind="exported")
+        return open_pytorch.load_model(args.checkpoint, device, args.plain, kind="checkpoint")
+    return open_pytorch.load_model(args.model, device, args.plain, kind="exported")
 
 
 def add_decode_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:

@@ -4,7 +4,7 @@
 Two kinds of --model translate with CTranslate2 without torch: a CTranslate2 folder (seq2seq
 export --format ctranslate2), and a shipped or exported model (model.safetensors) when --engine
 picks CTranslate2 for it, converted from its weights read with numpy at each start
-(seq2seq.decoding.torch_free opens both; docs/benchmarks.md measures it) unless the command
+(seq2seq.decoding.open_ctranslate2 opens both; docs/benchmarks.md measures it) unless the command
 needs the PyTorch model beside it (attention maps, the explorer, evaluate --record). Nothing
 here imports torch until a PyTorch model is loaded, and only then is the process tuned for
 torch (seq2seq.fast.process), so such a command starts in a fraction of the time."""
@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 from seq2seq.commands.cli import apply_decode_options, load_model
 from seq2seq.config import Config
 from seq2seq.decoding.ct2_engine import use_ctranslate2
-from seq2seq.decoding.exported import find_model
-from seq2seq.decoding.torch_free import TorchFree, ctranslate2_folder, open_torch_free
-from seq2seq.decoding.translation import LineTranslator
+from seq2seq.decoding.line_translator import LineTranslator
+from seq2seq.decoding.model_folder import find_model
+from seq2seq.decoding.open_ctranslate2 import TorchFree, ctranslate2_folder, open_torch_free
 from seq2seq.errors import UserError
 
 if TYPE_CHECKING:
     import torch
 
-    from seq2seq.decoding.loading import Inference
+    from seq2seq.decoding.open_pytorch import Inference
 
 
 def open_without_torch(
@@ -37,7 +37,7 @@ def open_without_torch(
     need_pytorch: bool = False,
 ) -> TorchFree | None:
     """The model `model` (a --model) opened on CTranslate2 without torch
-    (seq2seq.decoding.torch_free), on --device and `threads` CPU threads (None: every core),
+    (seq2seq.decoding.open_ctranslate2), on --device and `threads` CPU threads (None: every core),
     with the decoding options applied: a CTranslate2 folder (--engine must not be pytorch), or
     a shipped or exported model when --engine picks CTranslate2 for it and the caller does not
     `need_pytorch`; else None."""
@@ -79,7 +79,7 @@ def load_translator(
     if opened is not None:
         return opened.translator, opened.config, None
     from seq2seq.decoding.ct2_convert import translator_from_inference
-    from seq2seq.decoding.translator import Translator
+    from seq2seq.decoding.torch_translator import Translator
 
     device = pytorch_device(args)
     inference = load_model(args, device)

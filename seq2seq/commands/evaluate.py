@@ -14,7 +14,7 @@
 The split is read from the prepared folder named in the checkpoint's configuration
 (data.prepared). The output is detokenized and scored against the plain reference text, the
 same code path that training validation uses. `--split entities` is the project's entity test
-of the model's direction (seq2seq.data.entity_test): its sentences are full of names and
+of the model's direction (seq2seq.data.entity_copy): its sentences are full of names and
 numbers, and the copy accuracy of each is printed beside BLEU and chrF.
 
 --record writes the model's entry for the README's results table (see
@@ -45,17 +45,17 @@ from seq2seq.commands.cli import (
 )
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.data.corpora import domain_of
-from seq2seq.data.entity_test import entity_test_file, load_entity_test
+from seq2seq.data.entity_copy import entity_test_file, load_entity_test
 from seq2seq.decoding.model_result import ModelResult, git_state
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, write_atomically
 
 if TYPE_CHECKING:  # main imports what decodes (torch), so that --help answers at once
     from seq2seq.config import Config
-    from seq2seq.data.entity_test import EntityPair
+    from seq2seq.data.entity_copy import EntityPair
     from seq2seq.data.prepared_corpus import PreparedData
     from seq2seq.decoding.evaluation import EvalResult
-    from seq2seq.decoding.loading import Inference
+    from seq2seq.decoding.open_pytorch import Inference
 
 TUNE = False  # tuned for torch once a PyTorch model loads (seq2seq.commands.engine)
 ENTITIES = "entities"  # the --split of the entity test
@@ -241,7 +241,7 @@ def main(argv: list[str]) -> None:
     args = parse_args(argv)
     from seq2seq.commands.engine import load_translator  # not for --help
     from seq2seq.decoding.evaluation import check_aligned, evaluate, evaluate_entities
-    from seq2seq.decoding.translation import SourceTooLong
+    from seq2seq.decoding.line_translator import SourceTooLong
 
     if args.src:  # the files are checked before the model is loaded
         sources = read_lines(Path(args.src), f"--src {args.src}")

@@ -18,7 +18,7 @@ FIRST = "transformer-tiny.multi30k.en-de"
 
 def shipped_models() -> list[str]:
     """The names of the shipped models, FIRST first."""
-    from seq2seq.decoding.exported import WEIGHTS  # imports numpy: not for --help
+    from seq2seq.decoding.model_folder import WEIGHTS  # imports numpy: not for --help
     from seq2seq.decoding.model_result import SHIPPED_MODELS
 
     names = sorted(path.parent.name for path in SHIPPED_MODELS.glob(f"*/{WEIGHTS}"))

@@ -68,9 +68,8 @@ def main(argv: list[str]) -> None:
         option = "--keep-numbers" if args.keep_numbers else "--no-keep-numbers"
         raise UserError(f"{option}: only with --format ctranslate2")
     from seq2seq.decoding import export  # imports torch: not for --help
-    from seq2seq.decoding.exported import find_model
-    from seq2seq.decoding.loading import load_model
-    from seq2seq.decoding.translation import CARD
+    from seq2seq.decoding.model_folder import CARD, find_model
+    from seq2seq.decoding.open_pytorch import load_model
 
     suffix = ".ct2" if args.format == "ctranslate2" else ""
     if args.out:

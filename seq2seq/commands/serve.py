@@ -225,7 +225,7 @@ def load_pytorch_model(args: argparse.Namespace, option: str, given: str) -> Ser
 
     from seq2seq.commands.engine import pytorch_device
     from seq2seq.decoding.ct2_engine import use_ctranslate2
-    from seq2seq.decoding.loading import load_model
+    from seq2seq.decoding.open_pytorch import load_model
     from seq2seq.serving.registry import served_model, served_name
 
     device = pytorch_device(args)

@@ -39,8 +39,8 @@ from seq2seq.errors import UserError
 from seq2seq.files import text_lines
 
 if TYPE_CHECKING:  # the functions import what decodes (torch), so that --help answers at once
-    from seq2seq.decoding.loading import Inference
-    from seq2seq.decoding.translation import LineTranslator, Translation
+    from seq2seq.decoding.line_translator import LineTranslator, Translation
+    from seq2seq.decoding.open_pytorch import Inference
 
 HISTORY_FILE = Path.home() / ".seq2seq_history"
 HISTORY_LENGTH = 1000
@@ -86,7 +86,7 @@ def load_translator(args: argparse.Namespace) -> tuple[LineTranslator, list[str]
     translation comes out empty (`untrained_note`)."""
     from seq2seq.commands.engine import load_translator as load_engine_translator
     from seq2seq.commands.engine import model_folder
-    from seq2seq.decoding.translation import CARD
+    from seq2seq.decoding.model_folder import CARD
 
     need_attention = args.show_attention or bool(args.save_attention)
     translator, config, inference = load_engine_translator(args, need_attention)
@@ -186,7 +186,7 @@ def start_history() -> None:
 def interactive(
     translator: LineTranslator, args: argparse.Namespace, scope: list[str], untrained: str | None
 ) -> None:
-    from seq2seq.decoding.translation import SourceTooLong
+    from seq2seq.decoding.line_translator import SourceTooLong
 
     take_terminal()
     start_history()
@@ -247,7 +247,7 @@ def batch_mode(
     The attention map of input line k (from 0, as in the n-best lines) is FILE-k.png; an empty
     line has none.
     """
-    from seq2seq.decoding.translation import SourceTooLong
+    from seq2seq.decoding.line_translator import SourceTooLong
 
     need_attention = args.show_attention or bool(args.save_attention)
     limit = translator.source_limit(translator.decode_cfg.beam_size)

@@ -19,5 +19,5 @@ Names and numbers:
     entities.py         the names and numbers a translation copies, split between training
                         and testing
     augment.py          the copy-teaching pairs that `prepare` writes (data.augment_entities)
-    entity_test.py      the entity test, built and scored (`seq2seq evaluate --split entities`)
+    entity_copy.py      the entity test, built and scored (`seq2seq evaluate --split entities`)
 """

@@ -6,7 +6,7 @@ entities, and must never share one:
 
     seq2seq.data.augment        copy-teaching: training pairs whose names and numbers are
                                 swapped for others (the *training* entities)
-    seq2seq.data.entity_test    the entity test: sentences built over the *held-out* ones
+    seq2seq.data.entity_copy    the entity test: sentences built over the *held-out* ones
 
 The split is a stable hash of the entity's key (a name casefolded, a number's digits alone): one
 key in `HELD_OUT_BUCKETS` is held out. It is the same on every machine and Python version, and a

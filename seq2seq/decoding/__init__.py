@@ -2,11 +2,13 @@
 
 The modules, from a model on disk to its scores:
 
-    loading.py         loading a model to translate with: a checkpoint, an exported folder or a
-                       shipped model (`load_model`, the one loader)
-    translation.py     what both engines share without torch: a translation, the input rules,
+    model_folder.py    a model folder's files, read without torch: description, tokenizers,
+                       weights as numpy arrays
+    open_pytorch.py    opening a model to translate with on PyTorch: a checkpoint, a model
+                       folder or a shipped model (`load_model`, the one loader)
+    line_translator.py what both engines share without torch: a translation, the input rules,
                        from ids back to text (`LineTranslator`)
-    translator.py      from lines to translations with our PyTorch search (`Translator`)
+    torch_translator.py  from lines to translations with our PyTorch search (`Translator`)
     search.py          greedy and beam search through the model's incremental interface
     number_guard.py    the number guard: an output's numbers are the source's, each whole
     quantize.py        int8 decoding on a CPU: the model's matrix products in 8-bit integers
@@ -23,10 +25,9 @@ What a model attended to:
 Exporting, and translating with CTranslate2:
 
     export.py          writing a model folder that translates on its own, with no pickle
-    exported.py        reading an exported folder without torch: description, tokenizers, weights
     ct2_engine.py      the engine a model decodes with: PyTorch or CTranslate2 (`use_ctranslate2`)
     ct2_convert.py     converting our Transformer's weights to CTranslate2, in memory or a folder
     ct2_folder.py      a CTranslate2 folder: its files, its format and its checks
     ct2_translator.py  translating with CTranslate2 (`CTranslate2Translator`)
-    torch_free.py      opening a model on CTranslate2 without importing torch
+    open_ctranslate2.py  opening a model on CTranslate2 without importing torch
 """

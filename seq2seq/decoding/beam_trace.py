@@ -9,8 +9,8 @@ The search ranks the K * V (beam, token) continuations by the sum of the beam's 
 token's log-probability and keeps the 2K best: each of those is among its beam's C most probable
 tokens, so every continuation the search kept or finished is a candidate here; the other
 candidates are the pruned ones. A finished hypothesis of n tokens (EOS counted) scores
-raw / lp(n) (`seq2seq.decoding.translation.gnmt_penalty`). Nothing here changes the search: it only
-reads tensors the search computed, and costs nothing when no trace is given.
+raw / lp(n) (`seq2seq.decoding.line_translator.gnmt_penalty`). Nothing here changes the search:
+it only reads tensors the search computed, and costs nothing when no trace is given.
 """
 
 from dataclasses import dataclass, field

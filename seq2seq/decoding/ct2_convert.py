@@ -4,7 +4,7 @@ The textbook decoder (seq2seq.decoding.search) stays the reference; CTranslate2 
 weights with the same search, much faster one sentence at a time. `transformer_spec` describes
 our Transformer with CTranslate2's public spec API, from float32 arrays by our state dict's
 names: a PyTorch model's (`state_arrays`), or a shipped or exported model's file read with numpy
-(seq2seq.decoding.exported), which converts without torch:
+(seq2seq.decoding.model_folder), which converts without torch:
 
     our model                              CTranslate2 TransformerSpec
     E[token] * sqrt(D) + PE(position)      scale_embeddings, position_encodings (our table)
@@ -20,7 +20,7 @@ CTranslate2's own sinusoidal table puts every sine before every cosine; ours int
 `write_ctranslate2` writes a PyTorch model's conversion as a folder (seq2seq.decoding.ct2_folder);
 `translator_from_weights` converts in memory. Nothing here imports torch: a PyTorch model's
 arrays come from the model it is given, and only writing its description imports
-seq2seq.decoding.loading.
+seq2seq.decoding.open_pytorch.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from seq2seq.decoding.ct2_folder import (
     write_card,
 )
 from seq2seq.decoding.ct2_translator import CTranslate2Translator
-from seq2seq.decoding.translation import CARD
+from seq2seq.decoding.model_folder import CARD
 from seq2seq.errors import UserError
 from seq2seq.files import sha256_file
 
 if TYPE_CHECKING:  # exporting and translating from a PyTorch model import torch; a folder does not
-    from seq2seq.decoding.loading import Inference
+    from seq2seq.decoding.open_pytorch import Inference
 
 
 def import_specs() -> ModuleType:
@@ -91,7 +91,7 @@ def transformer_spec(
 ) -> Any:
     """The CTranslate2 TransformerSpec (see the module docstring) of our Transformer of
     `config` with `weights`: float32 arrays by our state dict's names (`state_arrays`, or
-    seq2seq.decoding.exported.read_weights), and its source and target tokenizers."""
+    seq2seq.decoding.model_folder.read_weights), and its source and target tokenizers."""
     specs = import_specs()
     cfg = config.model
     if cfg.arch != "transformer":
@@ -223,7 +223,7 @@ def write_ctranslate2(inference: Inference, folder: Path, card: Path | None = No
     """Write the CTranslate2 model of `inference` into the empty folder `folder`: CTranslate2's
     files, our model.json (with PYTORCH_ONLY_OPTIONS off) and tokenizer(s), `card` (if given;
     `write_card`) and MANIFEST."""
-    from seq2seq.decoding.loading import write_description
+    from seq2seq.decoding.open_pytorch import write_description
 
     spec = transformer_spec(
         state_arrays(inference.model),

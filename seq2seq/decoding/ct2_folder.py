@@ -17,13 +17,8 @@ from typing import Any
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.specials import BOS_PIECE, EOS_PIECE, UNK_PIECE
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.model_folder import CARD, DESCRIPTION, JOINT_TOKENIZER, SEPARATE_TOKENIZERS
 from seq2seq.decoding.model_result import read_card
-from seq2seq.decoding.translation import (
-    CARD,
-    DESCRIPTION,
-    JOINT_TOKENIZER,
-    SEPARATE_TOKENIZERS,
-)
 from seq2seq.errors import UserError
 from seq2seq.files import sha256_file
 

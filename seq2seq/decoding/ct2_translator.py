@@ -40,7 +40,7 @@ from seq2seq.decoding.ct2_engine import (
     pytorch_only_option,
 )
 from seq2seq.decoding.ct2_folder import POSITIONS
-from seq2seq.decoding.translation import (
+from seq2seq.decoding.line_translator import (
     Hypothesis,
     LineTranslator,
     Translation,
@@ -152,7 +152,7 @@ class CTranslate2Translator(LineTranslator):
         """`LineTranslator.translate_ids` (which `translate` calls); a call that asks for
         attention maps goes to `attention_translator` (PyTorch), and is refused without one.
         `should_stop` is called before each CTranslate2 call (a call runs to its end): once it
-        returns True, `seq2seq.decoding.translation.Stopped` is raised."""
+        returns True, `seq2seq.decoding.line_translator.Stopped` is raised."""
         if need_attention:
             if self.attention_translator is None:
                 raise UserError("attention maps come from the PyTorch engine: use --engine pytorch")

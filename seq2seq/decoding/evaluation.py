@@ -2,16 +2,16 @@
 
 Training validation and `seq2seq evaluate` both call `evaluate`, so a BLEU printed during
 training is computed exactly like the one printed at test time. `evaluate_entities` adds the
-copy accuracy of the entity test (seq2seq.data.entity_test).
+copy accuracy of the entity test (seq2seq.data.entity_copy).
 """
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from seq2seq.data.entity_test import EntityPair, copy_accuracy
+from seq2seq.data.entity_copy import EntityPair, copy_accuracy
+from seq2seq.decoding.line_translator import LineTranslator
 from seq2seq.decoding.scores import corpus_scores
-from seq2seq.decoding.translation import LineTranslator
 from seq2seq.errors import UserError
 
 
@@ -35,7 +35,7 @@ class EvalResult:
     keep_numbers: bool  # decoded with the number guard (seq2seq.decoding.number_guard)
     hypotheses: list[str]
     hypothesis_ids: list[list[int]]
-    # the entity test's (seq2seq.data.entity_test): its CopyAccuracy as a dict; None elsewhere
+    # the entity test's (seq2seq.data.entity_copy): its CopyAccuracy as a dict; None elsewhere
     copy_accuracy: dict[str, float] | None = None
 
     def summary(self) -> dict[str, object]:

@@ -33,8 +33,8 @@ from torch import Tensor
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.decoding.beam_trace import BeamTrace, TraceStep
-from seq2seq.decoding.translation import Translation
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.line_translator import Translation
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import TransformerSeq2Seq
 

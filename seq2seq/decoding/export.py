@@ -1,7 +1,8 @@
 """Exporting a trained model: a small folder that translates on its own, with no pickle
-anywhere (its files: `seq2seq.decoding.loading`, which loads it). Tied weights (shared embeddings,
-tied output layer) are stored once (`safetensors.torch.save_model`). `export_ctranslate2` writes
-a Transformer for CTranslate2 instead (seq2seq.decoding.ct2_convert)."""
+anywhere (its files: `seq2seq.decoding.model_folder`; `seq2seq.decoding.open_pytorch` loads it).
+Tied weights (shared embeddings, tied output layer) are stored once
+(`safetensors.torch.save_model`). `export_ctranslate2` writes a Transformer for CTranslate2
+instead (seq2seq.decoding.ct2_convert)."""
 
 import copy
 import shutil
@@ -13,10 +14,9 @@ import torch
 
 from seq2seq.decoding.ct2_convert import check_number_guard, write_ctranslate2
 from seq2seq.decoding.ct2_folder import is_ctranslate2_folder
-from seq2seq.decoding.exported import WEIGHTS, is_exported_model
-from seq2seq.decoding.loading import Inference, write_description
+from seq2seq.decoding.model_folder import CARD, WEIGHTS, is_exported_model
 from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import CARD
+from seq2seq.decoding.open_pytorch import Inference, write_description
 from seq2seq.errors import UserError
 from seq2seq.files import check_output_location, recover_folder, replace_folder, staging_folder
 

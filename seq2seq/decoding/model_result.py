@@ -22,7 +22,7 @@ parameter count, step, number of averaged checkpoints and decoding precision com
 evaluation and the checkpoint, the domain from the corpus (`seq2seq.data.corpora.domain_of`); the
 name, training time, device and commands are given as options. `seq2seq evaluate --split entities
 --record FILE` adds the entity test's scores and copy accuracy to an existing record
-(`entity_test`, see seq2seq.data.entity_test). The commands are ones that run
+(`entity_test`, see seq2seq.data.entity_copy). The commands are ones that run
 today from the repository root: make targets, the scripts of scripts/ and `seq2seq` commands,
 with the configurations they name (tests/test_results_table.py checks every record and card).
 

@@ -27,7 +27,7 @@ from seq2seq.errors import UserError
 
 def quantized_copy(model: nn.Module) -> nn.Module:
     """A copy of the CPU model `model` for decoding, with int8 linear layers and GRUs; `model`
-    is untouched. (`seq2seq.decoding.translator.fast_int8_copy` calls this, and gives a fast
+    is untouched. (`seq2seq.decoding.torch_translator.fast_int8_copy` calls this, and gives a fast
     model's copy its own int8 layer.)"""
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic

@@ -27,7 +27,7 @@ Both take `reads`, which says when the host reads the device (the end of this mo
 textbook's `EVERY_STEP` (the default, and what `--plain` decodes with on every device) after
 every step, or a GPU's `BatchedReads` once every `check_every` steps; the outputs are the same.
 
-`Hypothesis`, `Stopped` and `gnmt_penalty` live in seq2seq.decoding.translation, beside what
+`Hypothesis`, `Stopped` and `gnmt_penalty` live in seq2seq.decoding.line_translator, beside what
 CTranslate2's engine shares with this search without importing torch.
 """
 
@@ -39,8 +39,8 @@ from torch import Tensor
 
 from seq2seq.data.specials import BOS_ID, EOS_ID, PAD_ID
 from seq2seq.decoding.beam_trace import BeamTrace
+from seq2seq.decoding.line_translator import Hypothesis, check_stop, gnmt_penalty
 from seq2seq.decoding.number_guard import NumberGuard
-from seq2seq.decoding.translation import Hypothesis, check_stop, gnmt_penalty
 from seq2seq.models.base import Seq2SeqModel, State, select_rows
 
 

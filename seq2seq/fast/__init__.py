@@ -33,14 +33,14 @@ One piece of speed work lives in the module it changes, as an argument of its se
 instead of after every step. Plain: `EVERY_STEP`, the textbook's.
 
 One function turns a model into its fast twin: `speed_up(model)`. The code that sets up a model
-for training (`seq2seq.training.run`) and for decoding (`seq2seq.decoding.loading`) calls it,
+for training (`seq2seq.training.run`) and for decoding (`seq2seq.decoding.open_pytorch`) calls it,
 unless the configuration's `model.fast` is false (`--plain` on the command line). It swaps the
 class of every module that has a fast twin, the model's own included (a twin adds no parameter or
 buffer, so every weight stays where it is); nothing reads a flag afterwards. What follows the
 model in the data flow asks its class once, when it is set up, and keeps the answer: a training
 run its loss (`seq2seq.training.run.cross_entropy_of`), a Translator its int8 copier
-(`seq2seq.decoding.translator.int8_copier`: the copy's fast twin, with `Int8Linear`) and its
-reads of the device (`seq2seq.decoding.translator.reads_for`: `BatchedReads` on a GPU). So
+(`seq2seq.decoding.torch_translator.int8_copier`: the copy's fast twin, with `Int8Linear`) and its
+reads of the device (`seq2seq.decoding.torch_translator.reads_for`: `BatchedReads` on a GPU). So
 `--plain` switches exactly these: the model's modules, the training loss, the int8 layer, and
 on a GPU the searches' reads; the outputs are the same.
 

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from seq2seq.data.specials import EOS_ID
 from seq2seq.decoding.explain import check_text
-from seq2seq.decoding.translation import pieces
+from seq2seq.decoding.line_translator import pieces
 from seq2seq.errors import UserError
 from seq2seq.models import TransformerSeq2Seq
 from seq2seq.models.attention import (

@@ -11,14 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seq2seq.config import Config
+from seq2seq.decoding.line_translator import LineTranslator
+from seq2seq.decoding.model_folder import CARD
 from seq2seq.decoding.model_result import domain_and_limits, read_card
-from seq2seq.decoding.translation import CARD, LineTranslator
 
 if TYPE_CHECKING:  # a PyTorch model's server imports torch; a CTranslate2 folder's does not
     import torch
 
-    from seq2seq.decoding.loading import Inference
-    from seq2seq.decoding.translator import Translator
+    from seq2seq.decoding.open_pytorch import Inference
+    from seq2seq.decoding.torch_translator import Translator
 
 # What GET /v1/models shows of a model card (card.json, written by seq2seq evaluate --record).
 CARD_SCORES = ("corpus", "split", "bleu", "bleu_lc", "chrf", "signatures", "beam_size")
@@ -77,7 +78,7 @@ def served_model(
     inference.config.decode) and its card.json, if any; with `ctranslate2`, translated by
     CTranslate2, the attention maps still computed by PyTorch."""
     from seq2seq.decoding.ct2_convert import translator_from_inference
-    from seq2seq.decoding.translator import Translator
+    from seq2seq.decoding.torch_translator import Translator
 
     translator = pytorch = Translator.from_inference(inference, device)
     if ctranslate2:

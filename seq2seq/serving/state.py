@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from seq2seq.decoding.translation import Translation
+from seq2seq.decoding.line_translator import Translation
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from seq2seq.decoding.translation import Stopped, Translation
+from seq2seq.decoding.line_translator import Stopped, Translation
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics
 from seq2seq.serving.registry import ServedModel

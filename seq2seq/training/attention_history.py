@@ -41,7 +41,7 @@ from torch import Tensor
 
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.attention_maps import teacher_forced_maps
-from seq2seq.decoding.translation import pieces
+from seq2seq.decoding.line_translator import pieces
 from seq2seq.errors import UserError
 from seq2seq.files import read_small_file, write_atomically
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq

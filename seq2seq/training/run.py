@@ -20,7 +20,7 @@ from seq2seq.data.batching import ParallelDataset
 from seq2seq.data.manifest import tokenization_options
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
-from seq2seq.decoding.translation import source_limit
+from seq2seq.decoding.line_translator import source_limit
 from seq2seq.device import autocast_dtype, decode_dtype
 from seq2seq.errors import UserError
 from seq2seq.fast import FastModel, speed_up

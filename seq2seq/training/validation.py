@@ -13,8 +13,8 @@ from seq2seq.data.batching import ParallelDataset, TokenBatchSampler, make_loade
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.attention_maps import head_figures, shown_cross_attention, teacher_forced_maps
 from seq2seq.decoding.evaluation import evaluate
-from seq2seq.decoding.translation import MAX_BATCH_TOKENS, pieces
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.line_translator import MAX_BATCH_TOKENS, pieces
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.attention_history import add_snapshot, choose_sentences, history_path
 from seq2seq.training.loss import token_losses

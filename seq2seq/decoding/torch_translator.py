@@ -6,7 +6,7 @@ so a BLEU printed during training is computed exactly like the one printed at te
 scripts read their input with `seq2seq.files.text_lines`, so they split and decode text alike.
 
 What needs no torch (the `Translation`, the length limit, the batching, the detokenizing) is
-`LineTranslator` in seq2seq.decoding.translation, which CTranslate2's engine shares; this module
+`LineTranslator` in seq2seq.decoding.line_translator, which CTranslate2's engine shares; this module
 adds the PyTorch search of each batch.
 """
 
@@ -19,8 +19,14 @@ from seq2seq.config import DecodeConfig
 from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.beam_trace import BeamTrace
-from seq2seq.decoding.loading import Inference
+from seq2seq.decoding.line_translator import (
+    MAX_BATCH_TOKENS,
+    Hypothesis,
+    LineTranslator,
+    Translation,
+)
 from seq2seq.decoding.number_guard import NumberGuard, allowed_numbers, run_pieces
+from seq2seq.decoding.open_pytorch import Inference
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import (
     EVERY_STEP,
@@ -30,7 +36,6 @@ from seq2seq.decoding.search import (
     greedy_search,
     max_output_lengths,
 )
-from seq2seq.decoding.translation import MAX_BATCH_TOKENS, Hypothesis, LineTranslator, Translation
 from seq2seq.device import decode_dtype, precision_name
 from seq2seq.fast import FastModel, speed_up
 from seq2seq.models.base import Seq2SeqModel

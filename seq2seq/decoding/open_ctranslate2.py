@@ -4,7 +4,7 @@
 Two kinds of model translate with CTranslate2 without torch: a CTranslate2 folder (`seq2seq
 export --format ctranslate2`), and a shipped or exported model (model.safetensors) when the
 engine is CTranslate2, converted from its weights read with numpy
-(seq2seq.decoding.exported) at each start. Nothing here imports torch, so a program that opens
+(seq2seq.decoding.model_folder) at each start. Nothing here imports torch, so a program that opens
 one starts in a fraction of the time and memory (docs/benchmarks.md measures it).
 """
 
@@ -19,7 +19,7 @@ from seq2seq.decoding.ct2_convert import translator_from_weights
 from seq2seq.decoding.ct2_engine import engine_device, use_ctranslate2
 from seq2seq.decoding.ct2_folder import check_folder, folder_parameters, is_ctranslate2_folder
 from seq2seq.decoding.ct2_translator import CTranslate2Translator
-from seq2seq.decoding.exported import WEIGHTS, find_model, read_description, read_weights
+from seq2seq.decoding.model_folder import WEIGHTS, find_model, read_description, read_weights
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 
 

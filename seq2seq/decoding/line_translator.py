@@ -1,8 +1,7 @@
 """What both decoding engines share, without torch: a search's output, a translation, the rules
-on input lengths and batches, the way from a batch of ids back to text, and the names of the
-files of a model folder.
+on input lengths and batches, and the way from a batch of ids back to text.
 
-`LineTranslator` holds them. Our PyTorch search (seq2seq.decoding.translator.Translator) and
+`LineTranslator` holds them. Our PyTorch search (seq2seq.decoding.torch_translator.Translator) and
 CTranslate2 (seq2seq.decoding.ct2_translator.CTranslate2Translator) are its two subclasses; each
 gives `translate_ids` its search of one batch. A program that translates with CTranslate2
 alone (seq2seq serve and translate on a CTranslate2 folder) imports this module and never
@@ -24,13 +23,6 @@ if TYPE_CHECKING:  # only the PyTorch engine makes tensors
     from torch import Tensor
 
 MAX_BATCH_TOKENS = 16_000  # padded source tokens times beam size per decoding batch
-
-# The files of a model folder that both engines' folders hold (seq2seq.decoding.loading)
-DESCRIPTION = "model.json"
-CARD = "card.json"
-JOINT_TOKENIZER = "sentencepiece.model"
-SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
-MAX_DESCRIPTION_BYTES = 1 << 20  # a larger model.json or card.json is refused before it is read
 
 
 class Stopped(Exception):

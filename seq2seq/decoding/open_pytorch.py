@@ -30,8 +30,16 @@ import torch
 from seq2seq.checkpoints import checkpoint_tokenizers, load_checkpoint
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.exported import MAX_WEIGHTS_BYTES, WEIGHTS, find_model, read_description
-from seq2seq.decoding.translation import CARD, DESCRIPTION, JOINT_TOKENIZER, SEPARATE_TOKENIZERS
+from seq2seq.decoding.model_folder import (
+    CARD,
+    DESCRIPTION,
+    JOINT_TOKENIZER,
+    MAX_WEIGHTS_BYTES,
+    SEPARATE_TOKENIZERS,
+    WEIGHTS,
+    find_model,
+    read_description,
+)
 from seq2seq.errors import UserError
 from seq2seq.fast import speed_up
 from seq2seq.files import check_regular_file

@@ -1,5 +1,5 @@
 """Reading an exported model folder without torch: its description (model.json), its
-tokenizers and its weights as numpy float32 arrays by name. seq2seq.decoding.loading builds the
+tokenizers and its weights as numpy float32 arrays by name. seq2seq.decoding.open_pytorch builds the
 PyTorch model from the same folder; the CTranslate2 converter (seq2seq.decoding.ct2_convert)
 takes the arrays, so a shipped Transformer translates with CTranslate2 without importing torch.
 
@@ -27,18 +27,18 @@ from safetensors import safe_open
 from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.model_result import SHIPPED_MODELS
-from seq2seq.decoding.translation import (
-    DESCRIPTION,
-    JOINT_TOKENIZER,
-    MAX_DESCRIPTION_BYTES,
-    SEPARATE_TOKENIZERS,
-)
 from seq2seq.errors import UserError
 from seq2seq.files import check_regular_file, read_small_file
 
+# The files of a model folder (seq2seq.decoding.export writes them)
+DESCRIPTION = "model.json"
+CARD = "card.json"
+JOINT_TOKENIZER = "sentencepiece.model"
+SEPARATE_TOKENIZERS = ("src.model", "tgt.model")
 WEIGHTS = "model.safetensors"
 # The largest file of each kind read from a model folder: anything larger, or not a regular file
-# (a FIFO, a link to /dev/zero), is refused before it is read (and MAX_DESCRIPTION_BYTES).
+# (a FIFO, a link to /dev/zero), is refused before it is read.
+MAX_DESCRIPTION_BYTES = 1 << 20  # model.json or card.json
 MAX_TOKENIZER_BYTES = 64 << 20
 MAX_WEIGHTS_BYTES = 16 << 30
 MAX_HEADER_BYTES = 100 << 20  # the safetensors library's own limit on the JSON header
