@@ -5,6 +5,7 @@ import codecs
 import glob
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -12,7 +13,7 @@ import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from seq2seq.errors import UserError
 
@@ -75,6 +76,15 @@ def read_small_file(path: Path, max_bytes: int, name: str | None = None) -> byte
     if len(data) > max_bytes:  # it grew while being read
         raise UserError(f"{name}: over the limit of {max_bytes:,} bytes")
     return data
+
+
+def parse_json(text: bytes | str) -> Any:
+    """`json.loads`, with JSON nested deeper than Python's recursion limit (1,000 by default)
+    a ValueError like any other bad JSON, not a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _open_regular(path: Path, max_bytes: int, name: str) -> BinaryIO:

@@ -2,6 +2,7 @@
 stays under its bound, a kill leaves it readable, resuming keeps it consistent, and a damaged
 or foreign file is one line; the explorer's routes over it."""
 
+import asyncio
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from seq2seq.decoding.attention_maps import teacher_forced_maps
 from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines
+from seq2seq.serving import run_history
 from seq2seq.serving.app import create_app
 from seq2seq.serving.registry import served_model
 from seq2seq.training import loop as train_module
@@ -31,6 +33,7 @@ from seq2seq.training.attention_history import (
     FILE_NAME,
     FORMAT,
     MAX_PIECES,
+    AttentionHistory,
     add_snapshot,
     choose_sentences,
     kept_steps,
@@ -129,6 +132,49 @@ def test_a_damaged_or_foreign_file_is_one_line(data, tiny_model, tmp_path: Path)
     assert load_history(path).steps == [5]
 
 
+def history_with(index: object, tensors: dict[str, torch.Tensor]) -> bytes:
+    return save_tensors(tensors, metadata={"index": json.dumps(index)})
+
+
+def test_an_index_claiming_more_than_the_file_holds_builds_nothing(tmp_path: Path) -> None:
+    """The counts of steps, sentences and maps are checked against the tensors before anything
+    is built: an index of 20,000 steps x 2,000 sentences is refused at once, and one with no
+    maps, whose empty snapshots no tensor bounds, too."""
+    sentence = {"source": "a", "reference": "b", "src_ids": [5], "tgt_ids": [6]}
+    sentence |= {"src_pieces": ["a", "</s>"], "tgt_pieces": ["b", "</s>"]}
+    path = tmp_path / FILE_NAME
+    cases = {
+        "20000 x 2000 x 1": (20_000, 2_000, ["bahdanau"]),
+        "2000 x 1000 x 0": (2_000, 1_000, []),
+    }
+    for counts, (steps, sentences, maps) in cases.items():
+        index = {"format": FORMAT, "arch": "gru", "maps": maps, "steps": list(range(steps))}
+        index["sentences"] = [sentence] * sentences
+        one = {"step0/sentence0/bahdanau": torch.zeros(2, 2, dtype=torch.float16)}
+        path.write_bytes(history_with(index, one if maps else {}))
+        with pytest.raises(UserError) as caught:
+            load_history(path)
+        tensors = len(maps)
+        assert str(caught.value) == (
+            f"{path}: not an attention history of seq2seq ({tensors} tensors for its {counts} "
+            "steps x sentences x maps)"
+        )
+
+
+def test_json_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    deep = "[" * 100_000
+    header = deep.encode()
+    path = tmp_path / FILE_NAME
+    in_index = save_tensors({}, metadata={"index": deep})
+    for content in (in_index, len(header).to_bytes(8, "little") + header):
+        path.write_bytes(content)
+        with pytest.raises(UserError) as caught:
+            run_history_file("--run", str(tmp_path))
+        assert str(caught.value) == (
+            f"--run {path}: not an attention history of seq2seq (nested too deeply)"
+        )
+
+
 @pytest.mark.slow  # trains for seconds
 @pytest.mark.parametrize("arch", ["transformer", "gru"])
 def test_the_file_holds_the_models_maps_at_each_step(reversal: Path, tmp_path: Path, arch) -> None:
@@ -215,7 +261,22 @@ def test_explore_on_a_bad_run_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.stdout == ""
 
 
-def test_the_routes_answer_the_files_index_and_maps(data, tiny_model, tmp_path: Path) -> None:
+def test_the_routes_answer_the_files_index_and_maps(
+    data, tiny_model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is read in a worker thread, once per change however many requests come, and
+    an error names it relative to the run folder, not by the server's path."""
+    reads = []
+
+    def load_and_record(path: Path, name: str | None = None) -> AttentionHistory:
+        try:
+            asyncio.get_running_loop()
+            reads.append("in the event loop")
+        except RuntimeError:
+            reads.append("in a worker thread")
+        return load_history(path, name)
+
+    monkeypatch.setattr(run_history, "load_history", load_and_record)
     model = tiny_model("transformer", vocab_size=data.src_tokenizer.vocab_size).eval()
     lines = (["a b c", "d e"], ["c b a", "e d"])
     sentences = choose_sentences(data.src_tokenizer, data.tgt_tokenizer, lines, 2)
@@ -229,8 +290,11 @@ def test_the_routes_answer_the_files_index_and_maps(data, tiny_model, tmp_path: 
         maps = client.get("/v1/run/attention/50/1").json()
         missing_step = client.get("/v1/run/attention/49/0")
         missing_sentence = client.get("/v1/run/attention/50/2")
+        reads_before_the_change = list(reads)
         path.write_bytes(b"damaged since the start")
         damaged = client.get("/v1/run/attention")
+    assert reads_before_the_change == ["in a worker thread"]
+    assert reads == ["in a worker thread"] * 2
     assert index == {
         "run": "my-run",
         "arch": "transformer",
@@ -255,7 +319,10 @@ def test_the_routes_answer_the_files_index_and_maps(data, tiny_model, tmp_path: 
     assert missing_step.json() == {"error": "step 49: not in the run's history (steps: [1, 50])"}
     assert missing_sentence.json() == {"error": "sentence 2: the history has 2"}
     assert damaged.status_code == 500
-    assert damaged.json()["error"].startswith(f"{path}: not an attention history of seq2seq (")
+    assert damaged.json()["error"] == (
+        f"{FILE_NAME}: not an attention history of seq2seq (a header of 2,334,102,001,575,354,724 "
+        "bytes in a file of 23)"
+    )
     with TestClient(create_app(models)) as client:
         answer = client.get("/v1/run/attention")
     assert (answer.status_code, answer.json()) == (

@@ -180,7 +180,6 @@ def create_app(
         docs_url=None,  # served by the route `docs`, from local files
         redoc_url=None,  # ReDoc would load its script from a CDN
     )
-    app.state.attention_history = attention_history
     app.state.server = ServerState(models, limits, DecodingWorker(models, limits, metrics), metrics)
     if access is not None:  # the innermost: it reads the body that ReadBody bounded
         app.add_middleware(AccessGuard, access=access)
@@ -196,6 +195,7 @@ def create_app(
         from seq2seq.serving import chapters, explorer, run_history  # torch computes the maps
 
         app.include_router(explorer.router)
+        app.state.attention_history = run_history.RunHistory(attention_history)
         app.include_router(run_history.router)
         app.include_router(chapters.router)
     else:

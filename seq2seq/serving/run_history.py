@@ -1,15 +1,18 @@
 """A run's attention through training over HTTP, for the explorer's training page: the run's
 attention history (`seq2seq.training.attention_history`), named with `--run` when the server
-starts, read again at each request so that a run still training shows its new steps.
+starts, read again when it changes so that a run still training shows its new steps.
 
     GET /v1/run/attention                     the sentences, their pieces, the maps and steps
     GET /v1/run/attention/{step}/{sentence}   every map of one sentence at one step
 """
 
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from seq2seq.decoding.explain import rounded
 from seq2seq.errors import UserError
@@ -26,13 +29,40 @@ ERRORS: dict[int | str, dict] = {
 router = APIRouter(prefix="/v1/run", tags=["explorer"])
 
 
-def served_history(http: Request) -> tuple[Path, AttentionHistory]:
-    """The file the server was started with and what it holds now."""
-    path = http.app.state.attention_history
-    if path is None:
+@dataclass
+class RunHistory:
+    """The run's attention history file (None: no --run) and what it held when last read
+    (`read_history`), with the file's inode, modification time and size then."""
+
+    path: Path | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stamp: tuple[int, int, int] | None = None
+    history: AttentionHistory | None = None
+
+
+def read_history(run: RunHistory) -> AttentionHistory:
+    """What `run`'s file holds now, read again only when it has changed since it was last read,
+    by one thread at a time: a large file is read once per change, not once per request.
+    Errors name the file relative to the run folder, never the server's path."""
+    with run.lock:
+        try:
+            info = run.path.stat()
+        except OSError as err:
+            raise UserError(f"{run.path.name}: cannot read: {err.strerror}") from None
+        stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
+        if stamp != run.stamp:
+            run.history, run.stamp = load_history(run.path, run.path.name), stamp
+        return run.history
+
+
+async def served_history(http: Request) -> tuple[Path, AttentionHistory]:
+    """The file the server was started with and what it holds now, read in a worker thread
+    (`read_history`), never in the event loop."""
+    run = http.app.state.attention_history
+    if run.path is None:
         raise ApiError(404, "no run: start the server with --run RUN_FOLDER")
     try:
-        return path, load_history(path)
+        return run.path, await run_in_threadpool(read_history, run)
     except UserError as err:
         raise ApiError(500, str(err)) from None
 
@@ -41,7 +71,7 @@ def served_history(http: Request) -> tuple[Path, AttentionHistory]:
 async def run_attention(http: Request) -> Response:
     """The run folder, the model's architecture, the names of its maps, the sentences (source,
     reference and their pieces, EOS included) and the steps of the snapshots."""
-    path, history = served_history(http)
+    path, history = await served_history(http)
     sentences = [
         {key: getattr(s, key) for key in ("source", "reference", "src_pieces", "tgt_pieces")}
         for s in history.sentences
@@ -62,7 +92,7 @@ async def run_attention(http: Request) -> Response:
 async def run_attention_maps(step: int, sentence: int, http: Request) -> Response:
     """Every map of sentence number `sentence` at `step`, weights rounded to 3 decimals, with
     the shapes of `seq2seq.training.attention_history`."""
-    _, history = served_history(http)
+    _, history = await served_history(http)
     if step not in history.snapshots:
         raise ApiError(404, f"step {step}: not in the run's history (steps: {history.steps})")
     if not 0 <= sentence < len(history.sentences):

@@ -43,7 +43,7 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.attention_maps import teacher_forced_maps
 from seq2seq.decoding.line_translator import pieces
 from seq2seq.errors import UserError
-from seq2seq.files import read_small_file, write_atomically
+from seq2seq.files import parse_json, read_small_file, write_atomically
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 
 FILE_NAME = "attention_history.safetensors"
@@ -194,15 +194,17 @@ def add_snapshot(
 # --- Reading --------------------------------------------------------------------------------
 
 
-def load_history(path: Path) -> AttentionHistory:
+def load_history(path: Path, name: str | None = None) -> AttentionHistory:
     """The history in the file `path`, every tensor checked against the index; anything else
-    (a damaged or foreign file) is a one-line UserError naming the file."""
-    data = read_small_file(path, MAX_READ_BYTES)
+    (a damaged or foreign file) is a one-line UserError naming the file `name` (by default
+    its path)."""
+    name = name or str(path)
+    data = read_small_file(path, MAX_READ_BYTES, name)
     try:
         return checked_history(read_index(data), load_tensors(data))
     except (SafetensorError, ValueError, KeyError, TypeError) as err:
         reason = f"no {err}" if isinstance(err, KeyError) else str(err).splitlines()[0]
-        raise UserError(f"{path}: not an attention history of seq2seq ({reason})") from None
+        raise UserError(f"{name}: not an attention history of seq2seq ({reason})") from None
 
 
 def read_index(data: bytes) -> dict:
@@ -213,22 +215,28 @@ def read_index(data: bytes) -> dict:
     size = int.from_bytes(data[:8], "little")
     if 8 + size > len(data):
         raise ValueError(f"a header of {size:,} bytes in a file of {len(data):,}")
-    header = json.loads(data[8 : 8 + size])
+    header = parse_json(data[8 : 8 + size])
     index = header.get("__metadata__", {}).get("index") if isinstance(header, dict) else None
     if not isinstance(index, str):
         raise ValueError("no index in its header")
-    return json.loads(index)
+    return parse_json(index)
 
 
 def checked_history(index: dict, tensors: dict[str, Tensor]) -> AttentionHistory:
     """The history that `index` describes, built from `tensors`; ValueError, KeyError or
-    TypeError when they disagree in anything (format, names, dtypes, shapes)."""
+    TypeError when they disagree in anything (format, counts, names, dtypes, shapes). The
+    counts are checked first, so an index that claims more than the file holds builds
+    nothing."""
     if index["format"] != FORMAT or index["arch"] not in ("transformer", "gru"):
-        raise ValueError(f"format {index['format']!r}, arch {index['arch']!r}")
-    sentences = [Sentence(**fields) for fields in index["sentences"]]
+        raise ValueError(f"not the format and architecture of {FORMAT!r}")
     steps, names = index["steps"], index["maps"]
-    if not steps or steps != sorted(set(steps)) or not all(isinstance(s, int) for s in steps):
-        raise ValueError(f"steps {steps!r} are not increasing integers")
+    counts = [len(steps), len(index["sentences"]), len(names)]
+    if not all(counts) or len(tensors) != math.prod(counts):
+        shape = " x ".join(map(str, counts))
+        raise ValueError(f"{len(tensors)} tensors for its {shape} steps x sentences x maps")
+    if steps != sorted(set(steps)) or not all(isinstance(s, int) for s in steps):
+        raise ValueError("its steps are not increasing integers")
+    sentences = [Sentence(**fields) for fields in index["sentences"]]
     snapshots = {
         step: [
             {name: tensors[f"step{step}/sentence{n}/{name}"] for name in names}
@@ -236,8 +244,6 @@ def checked_history(index: dict, tensors: dict[str, Tensor]) -> AttentionHistory
         ]
         for step in steps
     }
-    if len(tensors) != len(steps) * len(sentences) * len(names):
-        raise ValueError(f"{len(tensors)} tensors, not the ones the index names")
     for step, per_sentence in snapshots.items():
         for n, (sentence, maps) in enumerate(zip(sentences, per_sentence, strict=True)):
             for name, weights in maps.items():
