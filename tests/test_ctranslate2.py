@@ -651,7 +651,8 @@ def test_the_server_answers_concurrent_requests_through_ctranslate2(served, engi
 
 def test_a_folder_is_served_without_an_explorer(exported: Path, en_de: Inference) -> None:
     """A CTranslate2 folder has no PyTorch model: the explorer's routes answer 409 in one line
-    saying what to serve instead, on a server of folders alone and beside a PyTorch model."""
+    saying what to serve instead, on a server of folders alone and beside a PyTorch model, and
+    the self-attention chapter computes over the PyTorch model only."""
     args = serve_command.parse_args(["--model", str(exported), "--engine", "ctranslate2"])
     folder_only = serve_command.load_models(args)
     assert list(folder_only) == ["en-de"] and folder_only["en-de"].pytorch is None
@@ -662,9 +663,15 @@ def test_a_folder_is_served_without_an_explorer(exported: Path, en_de: Inference
         explain = client.post("/v1/explain", json={"text": LINES[0]})
     with TestClient(create_app(both)) as client:
         explain_folder = client.post("/v1/explain", json={"model": "en-de", "text": LINES[0]})
+        chapter = client.post("/v1/chapters/self_attention", json={"text": LINES[3]})
+        chapter_folder = client.post(
+            "/v1/chapters/self_attention", json={"model": "en-de", "text": LINES[3]}
+        )
+    assert chapter.status_code == 200, chapter.text
+    assert (chapter.json()["model"], chapter.json()["models"]) == (EN_DE, [EN_DE])
     assert info["parameters"] == sum(p.numel() for p in en_de.model.parameters())
     assert (info["precision"], info["scores"]["bleu"]) == ("fp32", pytest.approx(40.03, abs=0.01))
-    for answer in (page, explain, explain_folder):
+    for answer in (page, explain, explain_folder, chapter_folder):
         assert answer.status_code == 409
         assert answer.json() == {"error": NO_EXPLORER.format(name="en-de")}
 

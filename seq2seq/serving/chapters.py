@@ -61,6 +61,7 @@ Seed = Annotated[int, Field(ge=0, le=2**31 - 1, description="seed of the weights
 
 ERRORS: dict[int | str, dict] = {
     404: {"model": ErrorBody, "description": "no model of that name (self_attention)"},
+    409: {"model": ErrorBody, "description": "a CTranslate2 folder (self_attention)"},
     422: {"model": ErrorBody, "description": "a field of the wrong type, value or shape"},
 }
 
@@ -281,16 +282,17 @@ def first_layer_self_attention(model: TransformerSeq2Seq, ids: list[int]) -> dic
 async def self_attention(request: SelfAttentionRequest, state: StateDep) -> Response:
     """The pieces of `text` (with EOS, as the encoder reads them), their positional encodings
     and the first encoder layer's self-attention with and without them
-    (`first_layer_self_attention`), from `model` (default: the first Transformer served);
-    `models`: the Transformers served."""
+    (`first_layer_self_attention`), from `model` (default: the first PyTorch Transformer
+    served; 409 for a CTranslate2 folder, which has no PyTorch model); `models`: the PyTorch
+    Transformers served."""
     transformers = [
         name
         for name, served in state.models.items()
-        if isinstance(served.pytorch.model, TransformerSeq2Seq)
+        if served.pytorch is not None and isinstance(served.pytorch.model, TransformerSeq2Seq)
     ]
     if request.model is None and not transformers:
         raise ApiError(422, "model: this server has no Transformer; self-attention needs one")
-    served = state.model(request.model or transformers[0])
+    served = state.explorable_model(request.model or transformers[0])
     model = served.pytorch.model
     if not isinstance(model, TransformerSeq2Seq):
         raise ApiError(422, f"model: {served.name} is a GRU; self-attention needs a Transformer")
