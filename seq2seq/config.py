@@ -392,9 +392,11 @@ def dump_toml(values: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def config_from_dict(values: dict[str, Any]) -> Config:
-    """Rebuild a `Config` saved with `Config.to_dict()` (e.g. inside a checkpoint)."""
-    cfg = Config()
+def config_from_dict(values: dict[str, Any], source: str = "saved configuration") -> Config:
+    """Rebuild a `Config` saved with `Config.to_dict()` (in a checkpoint, or a model folder's
+    model.json), its values checked as `load_config` checks them; errors name `source`."""
+    cfg, set_by = Config(), {}
     for section, body in values.items():
-        _apply(getattr(cfg, section), section, body, "saved configuration", {})
+        _apply(getattr(cfg, section), section, body, source, set_by)
+    _validate(cfg, set_by)
     return cfg

@@ -157,6 +157,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     description = json.loads((root / "huge_model" / "model.json").read_text())
     description["config"]["model"]["embed_dim"] = 1_000_000
     (root / "huge_model" / "model.json").write_text(json.dumps(description))
+    for i, (key, value, _) in enumerate(BAD_DECODE):
+        shutil.copytree(root / "exported", root / f"bad_decode_{i}")
+        description = json.loads((root / "exported" / "model.json").read_text())
+        description["config"]["decode"][key] = value
+        (root / f"bad_decode_{i}" / "model.json").write_text(json.dumps(description))
     (root / "loop").symlink_to("loop")  # a symbolic link to itself
     (root / "read_only").mkdir(mode=0o555)
     return root
@@ -170,6 +175,15 @@ class Case:
     stdin: bytes = b"a b c\n"
 
 
+# A model folder's decode values out of their configuration ranges, each in a folder of its own
+BAD_DECODE = [
+    ("precision", "int4", 'decode.precision="int4": must be one of auto, bf16, fp16, fp32, int8'),
+    ("max_len_ratio", 1e6, "decode.max_len_ratio=1000000.0: must be in (0, 10]"),
+    ("length_penalty", -5, "decode.length_penalty=-5.0: must be in [0, 5]"),
+    ("no_repeat_ngram", -1, "decode.no_repeat_ngram=-1: must be in [0, 100]"),
+    ("batch_size", 0, "decode.batch_size=0: must be in [1, 100000]"),
+    ("batch_size", 10**12, "decode.batch_size=1000000000000: must be in [1, 100000]"),
+]
 CONFIG = ["--config", "{good.toml}"]
 CKPT = ["--checkpoint", "{good.pt}"]
 SRC_REF = ["--src", "{src.txt}", "--ref", "{ref.txt}"]
@@ -487,6 +501,12 @@ CASES: dict[str, Case | object] = {
             "--vocab-size 5000",
         )
     ),
+    **{
+        f"model.json {key}={value}": Case(
+            "translate", ["--model", f"{{bad_decode_{i}}}"], f"bad_decode_{i}/model.json: {message}"
+        )
+        for i, (key, value, message) in enumerate(BAD_DECODE)
+    },
 }
 
 

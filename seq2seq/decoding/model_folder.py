@@ -28,7 +28,7 @@ from seq2seq.config import Config, config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.errors import UserError
-from seq2seq.files import check_regular_file, read_small_file
+from seq2seq.files import check_regular_file, parse_json, read_small_file
 
 # The files of a model folder (seq2seq.decoding.export writes them)
 DESCRIPTION = "model.json"
@@ -79,15 +79,18 @@ def find_model(name: str, models_dir: Path = SHIPPED_MODELS) -> Path:
 
 
 def read_description(folder: Path) -> Description:
-    """The configuration, tokenizers, step and averaged checkpoints of an exported folder."""
-    text = read_small_file(folder / DESCRIPTION, MAX_DESCRIPTION_BYTES)  # its own one line
+    """The configuration, tokenizers, step and averaged checkpoints of an exported folder. Its
+    configuration's values are checked as a configuration file's are (`config_from_dict`): one
+    that breaks a rule is a one-line `UserError` naming model.json and the key."""
+    path = folder / DESCRIPTION
+    text = read_small_file(path, MAX_DESCRIPTION_BYTES)  # its own one line
     try:
-        description = json.loads(text)
-        config = config_from_dict(description["config"])
+        description = parse_json(text)
+        config = config_from_dict(description["config"], str(path))
         step = int(description.get("step", 0))
         averaged = int(description.get("averaged_checkpoints", 1))
-    except (ValueError, KeyError, TypeError, AttributeError, UserError) as err:
-        raise UserError(f"{folder / DESCRIPTION}: unreadable model description ({err})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise UserError(f"{path}: unreadable model description ({err})") from None
     if config.data.joint_vocab:
         src_tokenizer = tgt_tokenizer = read_tokenizer(folder / JOINT_TOKENIZER)
     else:
