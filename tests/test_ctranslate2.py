@@ -11,6 +11,7 @@ import copy
 import hashlib
 import itertools
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -46,11 +47,20 @@ from seq2seq.decoding.ct2_folder import GUARD_DROPPED, MANIFEST, check_folder
 from seq2seq.decoding.ct2_translator import CTranslate2Translator
 from seq2seq.decoding.export import export_ctranslate2
 from seq2seq.decoding.line_translator import SourceTooLong, Stopped
-from seq2seq.decoding.model_folder import CARD, WEIGHTS, read_description, read_weights
+from seq2seq.decoding.model_folder import (
+    CARD,
+    MAX_DESCRIPTION_BYTES,
+    MAX_TOKENIZER_BYTES,
+    MAX_WEIGHTS_BYTES,
+    WEIGHTS,
+    read_description,
+    read_weights,
+)
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
 from seq2seq.decoding.open_pytorch import Inference, load_model
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
+from seq2seq.files import sha256_file
 from seq2seq.models import build_model
 from seq2seq.models.positional import PositionalEncoding
 from seq2seq.serving.app import create_app
@@ -421,9 +431,22 @@ def damage(folder: Path, how: str) -> None:
             content[5], content[6] = content[6], content[5]
         (folder / name).write_text(json.dumps(content))
         manifest["sha256"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    elif how == "decode value":  # model.json's batch_size 0, the manifest made to match
+        description = json.loads((folder / "model.json").read_text())
+        description["config"]["decode"]["batch_size"] = 0
+        (folder / "model.json").write_text(json.dumps(description))
+        manifest["sha256"]["model.json"] = sha256_file(folder / "model.json")
+    elif how in ("big vocabulary", "big model.bin"):  # sparse: no disk used
+        name, size = ("shared_vocabulary.json", MAX_TOKENIZER_BYTES + 1)
+        if how == "big model.bin":
+            name, size = "model.bin", MAX_WEIGHTS_BYTES + 1
+        os.truncate(folder / name, size)
+        manifest["sha256"][name] = sha256_file(folder / name) if how == "big vocabulary" else ""
+    elif how == "big manifest":
+        os.truncate(folder / MANIFEST, MAX_DESCRIPTION_BYTES + 1)
     elif how == "no manifest":
         (folder / MANIFEST).unlink()
-    if how != "no manifest":
+    if how not in ("no manifest", "big manifest"):
         (folder / MANIFEST).write_text(json.dumps(manifest))
 
 
@@ -437,6 +460,10 @@ def damage(folder: Path, how: str) -> None:
         ("config", "config.json: not a configuration"),
         ("vocabulary", "not the vocabulary of the sentencepiece model"),
         ("no manifest", "not an exported model folder"),
+        ("decode value", r"model.json: decode.batch_size=0: must be in \[1, 100000\]$"),
+        ("big manifest", "ctranslate2.json: 1,048,577 bytes, over the limit of 1,048,576$"),
+        ("big vocabulary", "vocabulary.json: 67,108,865 bytes, over the limit of 67,108,864$"),
+        ("big model.bin", "model.bin: 17,179,869,185 bytes, over the limit of 17,179,869,184$"),
     ],
 )
 def test_bad_folders_are_refused_before_ctranslate2_reads_them(

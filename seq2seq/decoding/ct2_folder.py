@@ -14,13 +14,19 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from seq2seq.config import Config, config_from_dict
+from seq2seq.config import Config
 from seq2seq.data.specials import BOS_PIECE, EOS_PIECE, UNK_PIECE
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.model_folder import CARD, DESCRIPTION, JOINT_TOKENIZER, SEPARATE_TOKENIZERS
+from seq2seq.decoding.model_folder import (
+    CARD,
+    MAX_DESCRIPTION_BYTES,
+    MAX_TOKENIZER_BYTES,
+    MAX_WEIGHTS_BYTES,
+    read_description,
+)
 from seq2seq.decoding.model_result import read_card
 from seq2seq.errors import UserError
-from seq2seq.files import sha256_file
+from seq2seq.files import check_regular_file, parse_json, read_small_file, sha256_file
 
 MANIFEST = "ctranslate2.json"  # {"format": FORMAT, "parameters": N, "sha256": {file: digest}}
 FORMAT = "seq2seq-ctranslate2/1"
@@ -41,7 +47,9 @@ def check_folder(folder: Path) -> tuple[Config, Tokenizer, Tokenizer]:
     """Verify a CTranslate2 folder written by `write_ctranslate2` before CTranslate2 reads it:
     MANIFEST names every file but card.json, each a plain file (no link) with its SHA-256;
     nothing else is there; config.json is the one we write, and the vocabulary is the
-    tokenizer's. Returns the model's configuration and its source and target tokenizers."""
+    tokenizer's. Each file over the cap of its kind (model_folder's: the vocabularies as
+    tokenizers, the other JSON files as model.json, model.bin as weights) is refused unread.
+    Returns the model's configuration and its source and target tokenizers."""
     manifest = _read_json(folder / MANIFEST)
     digests = manifest.get("sha256") if isinstance(manifest, dict) else None
     if (
@@ -59,26 +67,21 @@ def check_folder(folder: Path) -> tuple[Config, Tokenizer, Tokenizer]:
         path = folder / name
         if path.is_symlink() or not path.is_file():
             raise UserError(f"{path}: not a plain file")
+        check_regular_file(path, MAX_WEIGHTS_BYTES)
         if sha256_file(path) != digest:
             raise UserError(f"{path}: damaged (its SHA-256 differs from {MANIFEST})")
-    try:
-        config = config_from_dict(_read_json(folder / DESCRIPTION)["config"])
-    except (KeyError, TypeError, UserError) as err:
-        raise UserError(f"{folder / DESCRIPTION}: unreadable model description ({err})") from None
-    if config.data.joint_vocab:
-        src = tgt = _tokenizer(folder / JOINT_TOKENIZER)
-    else:
-        src, tgt = (_tokenizer(folder / name) for name in SEPARATE_TOKENIZERS)
+    description = read_description(folder)
+    src, tgt = description.src_tokenizer, description.tgt_tokenizer
     src_pieces, tgt_pieces = src.vocabulary(), tgt.vocabulary()
     vocabularies = {"shared_vocabulary.json": src_pieces}
     if src_pieces != tgt_pieces:
         vocabularies = {"source_vocabulary.json": src_pieces, "target_vocabulary.json": tgt_pieces}
     for name, pieces in vocabularies.items():
-        if _read_json(folder / name) != pieces:
+        if _read_json(folder / name, MAX_TOKENIZER_BYTES) != pieces:
             raise UserError(f"{folder / name}: not the vocabulary of the sentencepiece model")
     if _read_json(folder / "config.json") != EXPECTED_CONFIG:
         raise UserError(f"{folder / 'config.json'}: not a configuration seq2seq export writes")
-    return config, src, tgt
+    return description.config, src, tgt
 
 
 def folder_parameters(folder: Path) -> int | None:
@@ -115,17 +118,9 @@ def _plain_name(name: str) -> bool:
     return name == Path(name).name and not name.startswith(".")
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, max_bytes: int = MAX_DESCRIPTION_BYTES) -> Any:
+    data = read_small_file(path, max_bytes)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+        return parse_json(data)
+    except ValueError as err:
         raise UserError(f"{path}: unreadable ({err})") from None
-
-
-def _tokenizer(path: Path) -> Tokenizer:
-    try:
-        return Tokenizer(path.read_bytes())
-    except OSError as err:
-        raise UserError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
-    except UserError as err:
-        raise UserError(f"{path}: {err}") from None

@@ -39,7 +39,7 @@ from typing import Any, get_origin
 
 from seq2seq.data.corpora import domain_of
 from seq2seq.errors import UserError
-from seq2seq.files import read_small_file, write_atomically
+from seq2seq.files import parse_json, read_small_file, write_atomically
 
 NOT_RECORDED = "not recorded"  # a field that older records lack
 MAX_CARD_BYTES = 1 << 20  # a larger card is refused before it is read
@@ -120,7 +120,7 @@ def read_card(path: Path) -> dict[str, Any]:
     """The fields of a model card (card.json) as JSON gives them; a card that is not a JSON
     object is a UserError naming it."""
     try:
-        card = json.loads(read_small_file(path, MAX_CARD_BYTES))
+        card = parse_json(read_small_file(path, MAX_CARD_BYTES))
     except (OSError, ValueError) as err:
         raise UserError(f"{path}: unreadable model card ({err})") from None
     if not isinstance(card, dict):
