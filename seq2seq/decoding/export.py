@@ -88,8 +88,9 @@ def write_folder(out: Path, fill: Callable[[Path], None]) -> None:
 
     The folder is built beside `out` and put in place by `seq2seq.files.replace_folder`, so an
     interrupted export leaves the previous folder (or none) as it was, and what a killed one
-    left is recovered first (`recover_folder`). A write that fails (e.g. a full disk) is a
-    one-line `UserError`, and nothing is replaced.
+    left is recovered first (`recover_folder`). A write that fails (e.g. a full disk, which
+    the safetensors library reports as a SafetensorError) is a one-line `UserError`, and
+    nothing is replaced.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     for line in recover_folder(out, "export"):
@@ -100,8 +101,9 @@ def write_folder(out: Path, fill: Callable[[Path], None]) -> None:
         for path in (tmp, *tmp.iterdir()):  # readable by all, like a folder made by hand
             path.chmod(0o755 if path.is_dir() else 0o644)
         replace_folder(tmp, out)
-    except OSError as err:
-        reason = err.strerror or str(err)
+    except (OSError, safetensors.SafetensorError) as err:
+        io_error = str(err).rpartition("I/O error: ")[2]  # safetensors: "... (os error 28)"
+        reason = getattr(err, "strerror", None) or io_error.split(" (os error")[0]
         message = f"{out}: cannot write the exported model ({reason}); nothing replaced"
         raise UserError(message) from None
     finally:
