@@ -101,10 +101,13 @@ class Model:
         length_penalty: float | None = None,
         max_len_ratio: float | None = None,
         keep_numbers: bool | None = None,
+        split_sentences: bool = True,
     ) -> list[str] | list[list[Translation]]:
         """Translate `lines` with beam size `beam`, GNMT `length_penalty`, at most
         `max_len_ratio` output pieces per source piece and, with `keep_numbers`, the number
         guard (seq2seq.decoding.number_guard) (each by default the model's decode settings).
+        With `split_sentences` (the default), each line is cut into its sentences, translated
+        one by one and joined again with the line's own spacing (seq2seq.decoding.sentences).
 
         Returns the best translation of each line as text; with `nbest` = N, the N best of each
         line as `Translation`s (text, score, pieces), best first.
@@ -124,30 +127,37 @@ class Model:
             changes["max_len_ratio"] = checked("max_len_ratio", max_len_ratio, float)
         if keep_numbers is not None:
             changes["keep_numbers"] = checked_flag("keep_numbers", keep_numbers)
+        split = checked_flag("split_sentences", split_sentences)
         translator = self.translator.with_decode(**changes) if changes else self.translator
-        results = translator.translate(lines, beam_size=beam, nbest=nbest or 1)
+        results = translator.translate(
+            lines, beam_size=beam, nbest=nbest or 1, split_sentences=split
+        )
         return results if nbest else [nbest_list[0].text for nbest_list in results]
 
-    def attention(self, line: str, beam: int | None = None) -> Attention:
+    def attention(self, line: str, beam: int | None = None, sentence: int = 0) -> Attention:
         """The best translation of `line` and every attention map the model computes when it
-        produces exactly that translation (teacher-forced, in fp32); PyTorch engine only."""
-        self._check_pytorch_line(line, "attention maps")
+        produces exactly that translation (teacher-forced, in fp32); PyTorch engine only. The
+        maps are a sentence's: of a line of several, that of number `sentence` (from 0), as
+        `translate` cuts it."""
+        line = self._sentence(line, sentence, "attention maps")
         from seq2seq.decoding.attention_maps import teacher_forced_maps  # torch: PyTorch only
 
         beam = self._beam(beam)
-        (best,) = self.translator.translate([line], beam_size=beam)[0]
+        (best,) = self.translator.translate([line], beam_size=beam, split_sentences=False)[0]
         if not best.src_tokens:
             raise UserError("nothing in the line is left to translate once normalised")
         model, device = self.translator.model, self.translator.device
         return Attention(best, teacher_forced_maps(model, best.src_tokens, best.tokens, device))
 
-    def beam_tree(self, line: str, beam: int | None = None, nbest: int = 1) -> dict:
-        """How the beam search reached the `nbest` best translations of `line`, as the
-        explorer draws it (docs/explore.md): every step's beams with their candidates (kept,
-        pruned or finished), the attention row behind each, and the finished hypotheses with
-        their raw and length-penalised scores (`seq2seq.decoding.explain.beam_tree`); PyTorch
-        engine only."""
-        self._check_pytorch_line(line, "the beam tree")
+    def beam_tree(
+        self, line: str, beam: int | None = None, nbest: int = 1, sentence: int = 0
+    ) -> dict:
+        """How the beam search reached the `nbest` best translations of `line` (of its sentence
+        number `sentence`, as in `attention`), as the explorer draws it (docs/explore.md):
+        every step's beams with their candidates (kept, pruned or finished), the attention row
+        behind each, and the finished hypotheses with their raw and length-penalised scores
+        (`seq2seq.decoding.explain.beam_tree`); PyTorch engine only."""
+        line = self._sentence(line, sentence, "the beam tree")
         from seq2seq.decoding.explain import beam_tree  # torch: PyTorch only
 
         beam = self._beam(beam, nbest)
@@ -164,6 +174,18 @@ class Model:
         problem = line_problem(line)
         if problem:
             raise ValueError(f"line: {problem}")
+
+    def _sentence(self, line: str, sentence: int, what: str) -> str:
+        """Sentence number `sentence` of `line` (`_check_pytorch_line` first); a ValueError
+        naming the argument for a number the line has no sentence of."""
+        self._check_pytorch_line(line, what)
+        sentences = self.translator.split([line]).sentences
+        if isinstance(sentence, bool) or not isinstance(sentence, int):
+            raise ValueError(f"sentence: {sentence!r} is not a whole number")
+        if not 0 <= sentence < len(sentences):
+            count = f"{len(sentences)} sentence" + ("s" if len(sentences) > 1 else "")
+            raise ValueError(f"sentence: {sentence}, but the line has {count} (from 0)")
+        return sentences[sentence]
 
     def _beam(self, beam: int | None, nbest: int | None = None) -> int:
         """The beam size to search with: `beam`, or the model's decode.beam_size; a ValueError

@@ -214,3 +214,17 @@ def test_a_request_is_tokenized_once_per_line(client, monkeypatch, path, body, l
     answer = client.post(path, json=body)
     assert answer.status_code == 200, answer.text
     assert len(encoded) == lines and len(set(encoded)) == lines
+
+
+def test_a_text_of_several_sentences_is_explained_a_sentence_at_a_time(client) -> None:
+    sentences = ["A dog runs in the snow.", "Two men sit on a bench."]
+    body = {"model": EN_DE.name, "text": "  ".join(sentences), "beam": 1}
+    alone = client.post("/v1/explain", json={**body, "text": sentences[1]}).json()
+    second = client.post("/v1/explain", json={**body, "sentence": 1}).json()
+    assert second["sentences"] == sentences and second["sentence"] == 1
+    assert second["hypotheses"] == alone["hypotheses"] and second["source"] == alone["source"]
+    first = client.post("/v1/explain", json=body).json()
+    assert first["sentence"] == 0 and first["hypotheses"] != second["hypotheses"]
+    answer = client.post("/v1/explain", json={**body, "sentence": 2})
+    assert answer.status_code == 422
+    assert answer.json() == {"error": "sentence: 2, but the text has 2 sentences (counted from 0)"}

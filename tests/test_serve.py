@@ -498,3 +498,31 @@ def test_a_line_of_more_pieces_than_the_model_decodes_is_413(
         {"error": f"lines[1]: {pieces} pieces, over the limit of 4 pieces per line at beam 5"},
     )
     assert short.status_code == 200
+
+
+def test_sentences_are_translated_apart_unless_the_request_says_not(
+    client: TestClient, models: dict[str, ServedModel]
+) -> None:
+    sentences = ["A dog runs in the snow.", "Two men sit on a bench.", "A woman sings."]
+    paragraph = f"{sentences[0]}  {sentences[1]}\n{sentences[2]}"
+
+    def texts(body: dict) -> list[str]:
+        answer = client.post("/v1/translate", json={"beam": 1, **body})
+        assert answer.status_code == 200, answer.text
+        return [nbest[0]["text"] for nbest in answer.json()["translations"]]
+
+    alone = texts({"lines": sentences})
+    assert texts({"lines": [paragraph]}) == [f"{alone[0]}  {alone[1]}\n{alone[2]}"]
+    whole = models[MODEL].translator.translate([paragraph], 1, split_sentences=False)
+    assert texts({"lines": [paragraph], "split_sentences": False}) == [whole[0][0].text]
+    bad = client.post("/v1/translate", json={"lines": [paragraph], "split_sentences": "no"})
+    assert bad.status_code == 422 and "split_sentences" in bad.json()["error"]
+    assert "\n" not in bad.json()["error"]
+    libre = {"q": paragraph, "source": "en", "target": "de"}
+    answer = client.post("/translate", json=libre).json()
+    assert answer == {"translatedText": f"{alone[0]}  {alone[1]}\n{alone[2]}"}
+    first_line = models[MODEL].translator.translate(
+        [paragraph.split("\n")[0]], split_sentences=False
+    )
+    answer = client.post("/translate", data={**libre, "split_sentences": "false"}).json()
+    assert answer == {"translatedText": f"{first_line[0][0].text}\n{alone[2]}"}

@@ -245,6 +245,17 @@ def add_guard_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_split_option(parser: argparse.ArgumentParser) -> None:
+    """Add --no-split-sentences (translate and evaluate) to `parser`."""
+    parser.add_argument(
+        "--no-split-sentences",
+        dest="split_sentences",
+        action="store_false",
+        help="translate each line whole (by default a line is cut into sentences, each is "
+        "translated, and they are joined again with the line's own spacing)",
+    )
+
+
 def add_running_options(parser: argparse.ArgumentParser, batch_size_help: str) -> None:
     """Add --batch-size, --precision, --device and --engine to `parser`."""
     parser.add_argument(

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from seq2seq.commands.cli import (
     add_decode_options,
     add_model_options,
+    add_split_option,
     check_output,
     command_parser,
     number,
@@ -75,6 +76,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_decode_options(
         parser, batch_size_help="sentences per decoding batch (1024 on a GPU: the test set at once)"
     )
+    add_split_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--output", metavar="FILE", help="write the translations, one a line")
     record = parser.add_argument_group("recording a result (all four are needed with --record)")
@@ -156,6 +158,8 @@ def evaluation_command(args: argparse.Namespace, result: EvalResult) -> str:
         evaluation.append("--keep-numbers")
     elif args.keep_numbers is False:
         evaluation.append("--no-keep-numbers")
+    if not result.split_sentences:
+        evaluation.append("--no-split-sentences")
     return shlex.join(evaluation)
 
 
@@ -257,9 +261,9 @@ def main(argv: list[str]) -> None:
     translator.check_beam_size(translator.decode_cfg.beam_size)
     try:
         if test is not None:
-            result = evaluate_entities(translator, test)
+            result = evaluate_entities(translator, test, split_sentences=args.split_sentences)
         else:
-            result = evaluate(translator, sources, references)
+            result = evaluate(translator, sources, references, split_sentences=args.split_sentences)
     except SourceTooLong as err:
         raise UserError(f"{where}:{err.index + 1}: {err.problem}") from None
     if args.output:

@@ -7,8 +7,10 @@
     seq2seq translate --model transformer-tiny.multi30k.en-de --engine ctranslate2  # faster
 
 At the prompt: arrow keys edit and recall earlier lines (history in ~/.seq2seq_history),
-Ctrl-C cancels the current line, Ctrl-D quits. In batch mode (input piped in, or --input FILE)
-each input line gives one output line, in input order; with --nbest N > 1 each input line gives
+Ctrl-C cancels the current line, Ctrl-D quits. Each line is cut into sentences, which are
+translated one by one and joined again with the line's own spacing (--no-split-sentences: the
+line whole). In batch mode (input piped in, or --input FILE) each input line gives one output
+line, in input order; with --nbest N > 1 each input line gives
 N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbers from 0);
 --save-attention FILE.png numbers its files the same way: FILE-0.png for the first line.
 """
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from seq2seq.commands.cli import (
     add_decode_options,
     add_model_options,
+    add_split_option,
     check_output,
     command_parser,
     ranged,
@@ -56,6 +59,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.epilog = "\n  ".join(["shipped models (--model NAME):", *shipped_model_names()])
     add_model_options(parser)
     add_decode_options(parser, batch_size_help="sentences per batch in batch mode")
+    add_split_option(parser)
     parser.add_argument(
         "--nbest",
         default=1,
@@ -204,7 +208,12 @@ def interactive(
             if problem:
                 print(f"error: this line: {problem}", file=sys.stderr)
                 continue
-            nbest = translator.translate([line], nbest=args.nbest, need_attention=need_attention)[0]
+            nbest = translator.translate(
+                [line],
+                nbest=args.nbest,
+                need_attention=need_attention,
+                split_sentences=args.split_sentences,
+            )[0]
         except SourceTooLong as err:
             print(f"error: {err.problem}", file=sys.stderr)
             continue
@@ -257,7 +266,10 @@ def batch_mode(
         numbered = line_number > 0 or len(chunk) > 1
         try:
             translated = translator.translate(
-                chunk, nbest=args.nbest, need_attention=need_attention
+                chunk,
+                nbest=args.nbest,
+                need_attention=need_attention,
+                split_sentences=args.split_sentences,
             )
         except SourceTooLong as err:
             raise UserError(f"{name}:{line_number + err.index + 1}: {err.problem}") from None

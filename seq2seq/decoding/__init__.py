@@ -8,6 +8,8 @@ The modules, from a model on disk to its scores:
                        folder or a shipped model (`load_model`, the one loader)
     line_translator.py what both engines share without torch: a translation, the input rules,
                        from ids back to text (`LineTranslator`)
+    sentences.py       cutting input lines into sentences before translation (sentencex),
+                       and joining the outputs back with the lines' own spacing
     torch_translator.py  from lines to translations with our PyTorch search (`Translator`)
     search.py          greedy and beam search through the model's incremental interface
     number_guard.py    the number guard: an output's numbers are the source's, each whole

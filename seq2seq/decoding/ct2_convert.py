@@ -278,6 +278,7 @@ def translator_from_weights(
     spec = transformer_spec(weights, config, src_tokenizer, tgt_tokenizer)
     with tempfile.TemporaryDirectory(prefix="seq2seq-ct2-") as tmp:
         spec.save(tmp)
+        languages = (config.data.src, config.data.tgt)
         return CTranslate2Translator.open(
-            Path(tmp), src_tokenizer, tgt_tokenizer, config.decode, device, threads
+            Path(tmp), src_tokenizer, tgt_tokenizer, config.decode, device, threads, languages
         )

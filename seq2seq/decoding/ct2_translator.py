@@ -103,6 +103,7 @@ class CTranslate2Translator(LineTranslator):
         tgt_tokenizer: Tokenizer,
         decode_cfg: DecodeConfig,
         precision: str,
+        languages: tuple[str, str] | None = None,
     ) -> None:
         check_options(decode_cfg)
         self.engine = engine
@@ -110,6 +111,7 @@ class CTranslate2Translator(LineTranslator):
         self.decode_cfg = decode_cfg
         self.device = engine.device
         self.precision = precision
+        self.languages = languages  # see LineTranslator.languages
         self.target_ids = {piece: i for i, piece in enumerate(tgt_tokenizer.vocabulary())}
         # the PyTorch translator that answers calls asking for attention maps (None: refused)
         self.attention_translator: LineTranslator | None = None
@@ -123,11 +125,13 @@ class CTranslate2Translator(LineTranslator):
         decode_cfg: DecodeConfig,
         device: str = "cpu",
         threads: int | None = None,
+        languages: tuple[str, str] | None = None,
     ) -> CTranslate2Translator:
         """The translator of a checked CTranslate2 folder (`check_folder`) with `decode_cfg`,
-        on `threads` CPU threads (None: every core this process may use)."""
+        on `threads` CPU threads (None: every core this process may use), from and into
+        `languages` (see LineTranslator.languages)."""
         engine, precision = open_engine(folder, decode_cfg.precision, device, threads)
-        return cls(engine, src_tokenizer, tgt_tokenizer, decode_cfg, precision)
+        return cls(engine, src_tokenizer, tgt_tokenizer, decode_cfg, precision, languages)
 
     def with_decode(self, **changes: Any) -> CTranslate2Translator:
         translator = super().with_decode(**changes)

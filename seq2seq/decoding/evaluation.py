@@ -33,6 +33,7 @@ class EvalResult:
     precision: str  # what the model computed in: "fp32", "bf16", "fp16" or "int8"
     beam_size: int
     keep_numbers: bool  # decoded with the number guard (seq2seq.decoding.number_guard)
+    split_sentences: bool  # each line cut into sentences (seq2seq.decoding.sentences)
     hypotheses: list[str]
     hypothesis_ids: list[list[int]]
     # the entity test's (seq2seq.data.entity_copy): its CopyAccuracy as a dict; None elsewhere
@@ -65,13 +66,17 @@ def evaluate(
     ref_lines: list[str],
     beam_size: int | None = None,
     on_batch: Callable[[int], None] | None = None,
+    split_sentences: bool = True,
 ) -> EvalResult:
     """Translate `src_lines` and score the detokenized output against `ref_lines`
-    (`on_batch`: see `LineTranslator.translate`)."""
+    (`on_batch`, `split_sentences`: see `LineTranslator.translate`)."""
     check_aligned(src_lines, ref_lines)
     beam_size = beam_size or translator.decode_cfg.beam_size
     start = time.perf_counter()
-    best = [nbest[0] for nbest in translator.translate(src_lines, beam_size, on_batch=on_batch)]
+    translations = translator.translate(
+        src_lines, beam_size, on_batch=on_batch, split_sentences=split_sentences
+    )
+    best = [nbest[0] for nbest in translations]
     seconds = time.perf_counter() - start
     hypotheses = [translation.text for translation in best]
     scores = corpus_scores(hypotheses, ref_lines)
@@ -88,6 +93,7 @@ def evaluate(
         precision=translator.precision_for(len(src_lines)),
         beam_size=beam_size,
         keep_numbers=translator.decode_cfg.keep_numbers,
+        split_sentences=split_sentences,
         hypotheses=hypotheses,
         hypothesis_ids=[translation.tokens for translation in best],
     )
@@ -98,9 +104,10 @@ def evaluate_entities(
     test: list[EntityPair],
     beam_size: int | None = None,
     on_batch: Callable[[int], None] | None = None,
+    split_sentences: bool = True,
 ) -> EvalResult:
     """`evaluate` on the entity test, with the copy accuracy of its names and numbers."""
-    sources = [pair.source for pair in test]
-    result = evaluate(translator, sources, [pair.reference for pair in test], beam_size, on_batch)
+    sources, references = [pair.source for pair in test], [pair.reference for pair in test]
+    result = evaluate(translator, sources, references, beam_size, on_batch, split_sentences)
     result.copy_accuracy = copy_accuracy(test, result.hypotheses).to_dict()
     return result

@@ -1,5 +1,6 @@
 """What both decoding engines share, without torch: a search's output, a translation, the rules
-on input lengths and batches, and the way from a batch of ids back to text.
+on input lengths and batches, the way from a batch of ids back to text, and the cutting of
+lines into sentences (seq2seq.decoding.sentences) and joining of their translations.
 
 `LineTranslator` holds them. Our PyTorch search (seq2seq.decoding.torch_translator.Translator) and
 CTranslate2 (seq2seq.decoding.ct2_translator.CTranslate2Translator) are its two subclasses; each
@@ -10,13 +11,14 @@ torch, which halves its start time and memory (docs/benchmarks.md).
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from seq2seq.config import DecodeConfig
 from seq2seq.data.specials import EOS_PIECE
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.sentences import Sentences, join_line, split_lines
 from seq2seq.errors import UserError
 
 if TYPE_CHECKING:  # only the PyTorch engine makes tensors
@@ -97,6 +99,43 @@ class Translation:
     src_tokens: list[int] = field(default_factory=list)
 
 
+def joined(parts: Sequence[Translation], gaps: Sequence[str]) -> Translation:
+    """The translation of a line of several sentences from its sentences' (`parts`, in order,
+    `gaps` the whitespace between them in the line): the texts joined with the line's gaps,
+    the scores summed, the ids and pieces one sentence after the other, and the attention maps
+    along the diagonal (an output piece attends to its own sentence alone)."""
+    attention = None
+    if parts[0].attention is not None:
+        from torch import block_diag  # attention maps come from the PyTorch engine
+
+        attention = block_diag(*(part.attention for part in parts))
+    cut = [part.truncated_from for part in parts if part.truncated_from is not None]
+    return Translation(
+        text=join_line([part.text for part in parts], gaps),
+        score=sum(part.score for part in parts),
+        tokens=[i for part in parts for i in part.tokens],
+        src_pieces=[piece for part in parts for piece in part.src_pieces],
+        tgt_pieces=[piece for part in parts for piece in part.tgt_pieces],
+        attention=attention,
+        truncated_from=max(cut, default=None),
+        src_tokens=[i for part in parts for i in part.src_tokens],
+    )
+
+
+def join_translations(
+    sentences: Sentences, results: list[list[Translation]]
+) -> list[list[Translation]]:
+    """Each line's n-best list from its sentences' `results`: the k-th of a line of several
+    sentences is the k-th of each `joined` (as many as the shortest list has)."""
+    lines = zip(sentences.by_line(results), sentences.gaps, strict=True)
+    return [
+        [joined(ranked, gaps) for ranked in zip(*nbest_lists, strict=False)]
+        if gaps
+        else nbest_lists[0]
+        for nbest_lists, gaps in lines
+    ]
+
+
 def pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
     """The sentencepiece pieces of `ids` (no EOS), followed by the EOS piece: the labels of one
     side of an attention map."""
@@ -123,6 +162,9 @@ class LineTranslator:
     precision: str
     max_batch_tokens: int = MAX_BATCH_TOKENS  # padded source tokens times beams per batch
     lacks_options: frozenset[str] = frozenset()  # decode_cfg options this engine cannot apply
+    # source and target (e.g. ("en", "fr")): how lines are cut into sentences, and what
+    # decode.keep_numbers needs; None: unknown (sentences are cut by English rules)
+    languages: tuple[str, str] | None = None
 
     def translate(
         self,
@@ -132,21 +174,39 @@ class LineTranslator:
         need_attention: bool = False,
         on_batch: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        split_sentences: bool = True,
     ) -> list[list[Translation]]:
         """Translate `lines`; returns, in input order, the `nbest` best translations of each.
 
-        The source tokenizer normalises each line as the training text was (NFC, single spaces,
+        With `split_sentences`, each line is cut into its sentences (`split`), which are
+        translated with the others, and its translation is theirs `joined` with the line's own
+        whitespace between them; a line of one sentence is translated as it is. The source
+        tokenizer normalises each sentence as the training text was (NFC, single spaces,
         stripped). A line with nothing to translate gets `nbest` empty translations (score 0)
         without running the model. Sentences are decoded longest first, in batches of at most
         decode_cfg.batch_size sentences and `max_batch_tokens` padded source tokens times beams;
         `on_batch(n)`, if given, is called after each with its number of sentences (e.g. a
-        progress bar's `update`). A line over `source_limit` is a `SourceTooLong` error (or cut,
-        with decode.truncate_src), and a beam wider than the target vocabulary a `UserError`,
-        both before anything is decoded. `should_stop`, if given, is called before each decoding
-        step; once it returns True, the search raises `Stopped`.
+        progress bar's `update`). A sentence over `source_limit` is a `SourceTooLong` error
+        naming its line (or cut, with decode.truncate_src), and a beam wider than the target
+        vocabulary a `UserError`, both before anything is decoded. `should_stop`, if given, is
+        called before each decoding step; once it returns True, the search raises `Stopped`.
         """
-        sources = self.src_tokenizer.encode(lines)
-        return self.translate_ids(sources, beam_size, nbest, need_attention, on_batch, should_stop)
+        sentences = self.split(lines, split_sentences)
+        sources = self.src_tokenizer.encode(sentences.sentences)
+        try:
+            results = self.translate_ids(
+                sources, beam_size, nbest, need_attention, on_batch, should_stop
+            )
+        except SourceTooLong as err:
+            line, sentence = sentences.where(err.index)
+            raise SourceTooLong(line, sentence + err.problem) from None
+        return join_translations(sentences, results)
+
+    def split(self, lines: Sequence[str], split_sentences: bool = True) -> Sentences:
+        """`lines` cut into sentences by the rules of the source language
+        (seq2seq.decoding.sentences); each line whole without `split_sentences`."""
+        language = self.languages[0] if self.languages else "en"
+        return split_lines(lines, language, split_sentences)
 
     def translate_ids(
         self,

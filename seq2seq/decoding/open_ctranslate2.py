@@ -64,8 +64,9 @@ def open_torch_free(
         if set_options is not None:
             set_options(config.decode)
         on = engine_device(device, device_option)
+        languages = (config.data.src, config.data.tgt)
         translator = CTranslate2Translator.open(
-            folder, src_tokenizer, tgt_tokenizer, config.decode, on, threads
+            folder, src_tokenizer, tgt_tokenizer, config.decode, on, threads, languages
         )
         return TorchFree(translator, config, folder, folder_parameters(folder))
     if model is None or engine == "pytorch" or need_pytorch:

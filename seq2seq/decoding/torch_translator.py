@@ -112,8 +112,7 @@ class Translator(LineTranslator):
         # "auto" on a CPU: the int8 copy for single lines, by the weights' version it copied;
         # one dictionary shared with every `with_decode` copy, so that they quantize once
         self.one_line_models: dict[int, Seq2SeqModel] = {}
-        # source and target (e.g. ("en", "fr")), which decode.keep_numbers needs; None: unknown
-        self.languages = languages
+        self.languages = languages  # see LineTranslator.languages
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":

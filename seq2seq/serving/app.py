@@ -82,7 +82,11 @@ async def translate(request: TranslateRequest, state: StateDep, http: Request) -
         request.keep_numbers,
     )
     results = await state.translate(
-        served, request.lines, options, disconnected=http.is_disconnected
+        served,
+        request.lines,
+        options,
+        disconnected=http.is_disconnected,
+        split_sentences=request.split_sentences,
     )
     return TranslateResponse(
         model=served.name,

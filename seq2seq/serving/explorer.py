@@ -78,7 +78,11 @@ class ExplainRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(None, description="a served model; default: the first")
-    text: str = Field(description=f"one sentence, at most {MAX_TEXT_CHARS} characters")
+    text: str = Field(
+        description=f"a text, at most {MAX_TEXT_CHARS} characters, cut into sentences as "
+        "/v1/translate cuts a line (`sentences` in the answer)"
+    )
+    sentence: int = Field(0, ge=0, description="which of the text's sentences is explained")
     beam: int | None = Field(None, ge=1, description="beam size; default: the model's")
     nbest: int = Field(1, ge=1, description="hypotheses listed, at most the beam size")
     hypothesis: int = Field(0, ge=0, description="the hypothesis whose maps are returned")
@@ -157,11 +161,12 @@ async def static_file(name: str) -> FileResponse:
 
 @router.post("/v1/explain", responses=ERRORS, tags=["explorer"])
 async def explain_sentence(request: ExplainRequest, state: StateDep, http: Request) -> Response:
-    """The n-best translations of `text` with scores; source and target pieces and the words
-    they belong to; every attention map of the chosen hypothesis (weights rounded to 3
-    decimals); a word alignment read off cross-attention (see `alignment_rule`); the map the
-    page opens on (`first_view`: the last layer's sharpest head); and the positional encoding
-    of the positions shown (Transformer). With `beam_tree`, also the beam search step by step
+    """The sentences of `text` (`sentences`) and, of the one chosen (`sentence`): the n-best
+    translations with scores; source and target pieces and the words they belong to; every
+    attention map of the chosen hypothesis (weights rounded to 3 decimals); a word alignment
+    read off cross-attention (see `alignment_rule`); the map the page opens on (`first_view`:
+    the last layer's sharpest head); and the positional encoding of the positions shown
+    (Transformer). With `beam_tree`, also the beam search step by step
     (`beam_tree`): every live beam's 2K best candidates, kept, pruned or finished, the
     cross-attention row each beam read, and the finished hypotheses with their raw and
     length-penalised scores."""
@@ -179,7 +184,11 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
     options = state.options(served, request.beam, request.nbest)
     if request.beam_tree and options.beam > MAX_TREE_BEAM:
         raise ApiError(422, f"beam: {options.beam}, over the beam tree's limit of {MAX_TREE_BEAM}")
-    sources = state.tokenize(served, [request.text])
+    sentences = served.pytorch.split([request.text]).sentences
+    if request.sentence >= len(sentences):
+        message = f"sentence: {request.sentence}, but the text has {len(sentences)} sentences"
+        raise ApiError(422, message + " (counted from 0)")
+    sources = state.tokenize(served, [sentences[request.sentence]])
     check_answer_size(served, request, options.beam, sources[0])
     trace = BeamTrace() if request.beam_tree else None
     (nbest,) = await state.translate_ids(
@@ -195,4 +204,5 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
             )
     except UserError as err:
         raise ApiError(422, str(err)) from None
-    return json_response({"model": served.name, **payload})
+    shown = {"sentences": sentences, "sentence": request.sentence}
+    return json_response({"model": served.name, **shown, **payload})

@@ -6,9 +6,11 @@
     GET  /languages   -> [{"code": "en", "name": "English", "targets": ["de"]}, ...]
 
 The model is the first one served that translates `source` into `target` ("auto": the only
-source language served for `target`). Each line of a text is translated on its own, and the
-lines are joined again. Only plain text is translated (format "text"). An API key
-(`api_key`) is checked, with the rate limits, by `seq2seq.serving.access`."""
+source language served for `target`). Each line of a text is cut into sentences, each
+translated on its own, and the sentences and lines are joined again with the text's own
+spacing (`split_sentences` false, a field of ours: each line whole). Only plain text is
+translated (format "text"). An API key (`api_key`) is checked, with the rate limits, by
+`seq2seq.serving.access`."""
 
 import json
 from typing import Any, Literal
@@ -38,6 +40,9 @@ class LibreTranslateRequest(BaseModel):
     format: Literal["text", "html"] = "text"
     alternatives: int = Field(0, ge=0, description="other translations to give per text")
     api_key: str | None = Field(None, description="an API key (see seq2seq serve --api-keys)")
+    split_sentences: bool = Field(
+        True, description="cut each line into sentences (not LibreTranslate's; false: lines whole)"
+    )
 
 
 REQUEST_BODY = {
@@ -77,7 +82,12 @@ async def translate(request: Request, state: StateDep) -> dict[str, Any]:
     beam = max(served.translator.decode_cfg.beam_size, nbest)
     options = state.options(served, beam=beam, nbest=nbest)
     translations = await state.translate(
-        served, lines, options, field="q", disconnected=request.is_disconnected
+        served,
+        lines,
+        options,
+        field="q",
+        disconnected=request.is_disconnected,
+        split_sentences=body.split_sentences,
     )
     results = iter(translations)
     translated = []

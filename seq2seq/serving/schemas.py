@@ -41,6 +41,11 @@ class TranslateRequest(BaseModel):
         description="the number guard: write a number only as one of the source's, whole "
         "(PyTorch engine only)",
     )
+    split_sentences: bool = Field(
+        True,
+        description="cut each line into sentences, translate each, and join them again with "
+        "the line's own spacing; false: translate each line whole",
+    )
 
 
 class Hypothesis(BaseModel):

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from seq2seq.decoding.line_translator import Translation
+from seq2seq.decoding.line_translator import Translation, join_translations
+from seq2seq.decoding.sentences import Sentences
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.limits import Limits
 from seq2seq.serving.prometheus import Metrics
@@ -117,19 +118,26 @@ class ServerState:
         )
 
     def check_pieces(
-        self, served: ServedModel, sources: list[list[int]], beam: int, field: str = "lines"
+        self,
+        served: ServedModel,
+        sources: list[list[int]],
+        beam: int,
+        field: str = "lines",
+        sentences: Sentences | None = None,
     ) -> None:
-        """413 for a line (`sources`: each line's ids) of more sentencepiece pieces than the
+        """413 for a sentence (`sources`: each one's ids) of more sentencepiece pieces than the
         model decodes at this beam (`Translator.source_limit`), before it is queued beside other
-        requests' lines."""
+        requests' sentences; the message names its line of `sentences` (None: one sentence a
+        line)."""
         translator = served.translator
         if translator.decode_cfg.truncate_src:
             return
         limit = translator.source_limit(beam)
         for number, ids in enumerate(sources):
             if len(ids) > limit:
-                message = f"{field}[{number}]: {len(ids)} pieces, over the limit of {limit}"
-                raise ApiError(413, message + f" pieces per line at beam {beam}")
+                line, sentence = sentences.where(number) if sentences else (number, "")
+                message = f"{field}[{line}]: {sentence}{len(ids)} pieces, over the limit of "
+                raise ApiError(413, message + f"{limit} pieces per sentence at beam {beam}")
 
     def tokenize(self, served: ServedModel, lines: list[str]) -> list[list[int]]:
         """Each line's ids (no EOS) from `served`'s source tokenizer: the one time a request's
@@ -143,10 +151,16 @@ class ServerState:
         options: DecodeOptions,
         field: str = "lines",
         disconnected: Callable[[], Awaitable[bool]] | None = None,
+        split_sentences: bool = True,
     ) -> list[list[Translation]]:
-        """Tokenize `lines` and `translate_ids` them."""
-        sources = self.tokenize(served, lines)
-        return await self.translate_ids(served, sources, options, field, disconnected)
+        """Cut `lines` into sentences (with `split_sentences`: `LineTranslator.split`), tokenize
+        them, `translate_ids` them all together, and join each line's translations again
+        (seq2seq.decoding.line_translator.join_translations)."""
+        sentences = served.translator.split(lines, split_sentences)
+        sources = self.tokenize(served, sentences.sentences)
+        self.check_pieces(served, sources, options.beam, field, sentences)
+        results = await self.translate_ids(served, sources, options, field, disconnected)
+        return join_translations(sentences, results)
 
     async def translate_ids(
         self,

@@ -28,6 +28,7 @@ const state = {
   shown: "", // the text it answers
   text: "", // the text in the box
   chosen: 0, // the hypothesis whose maps are shown
+  sentence: 0, // the sentence of the text shown (the server cuts the text into sentences)
   view: null,
   layer: 0,
   head: "mean",
@@ -53,11 +54,12 @@ async function loadModels() {
 }
 
 // The newest request's answer only (common.js)
-const explain = newestOnly(async (text, hypothesis) => {
+const explain = newestOnly(async (text, hypothesis, sentence = 0) => {
   const beam = Number($("beam").value);
   const body = {
     model: $("model").value,
     text: text,
+    sentence: sentence,
     beam: beam,
     nbest: Math.min(beam, MAX_NBEST),
     hypothesis: hypothesis,
@@ -79,6 +81,7 @@ function show(payload, text, hypothesis) {
   state.payload = payload;
   state.shown = text;
   state.chosen = hypothesis;
+  state.sentence = payload.sentence;
   render();
 }
 
@@ -322,10 +325,20 @@ function drawNbest() {
     item.append(element("span", { class: "score" }, h.score.toFixed(3)));
     if (i === state.chosen) item.classList.add("chosen");
     item.tabIndex = 0; // reachable by keyboard: Enter picks it
-    item.addEventListener("click", () => explain(state.shown, i));
-    item.addEventListener("keydown", (e) => e.key === "Enter" && explain(state.shown, i));
+    item.addEventListener("click", () => explain(state.shown, i, state.sentence));
+    item.addEventListener("keydown",
+      (e) => e.key === "Enter" && explain(state.shown, i, state.sentence));
     list.append(item);
   });
+}
+
+// A text of several sentences: a chooser of the one explained (the maps are per sentence).
+function drawSentences() {
+  const select = $("sentence");
+  const sentences = state.payload.sentences;
+  select.replaceChildren(...sentences.map((text, i) => element("option", { value: i }, text)));
+  select.value = String(state.sentence);
+  $("sentence-chooser").hidden = sentences.length < 2;
 }
 
 function render() {
@@ -333,6 +346,7 @@ function render() {
   result.hidden = false;
   result.dataset.text = state.shown; // what is shown, for whoever reads the page
   result.dataset.model = state.payload.model;
+  drawSentences();
   drawNbest();
   drawPieces($("src-pieces"), state.payload.source.pieces, "src");
   drawPieces($("tgt-pieces"), hypothesis().pieces, "tgt");
@@ -346,6 +360,8 @@ function start() {
   $("text").addEventListener("input", scheduleExplain);
   $("model").addEventListener("change", scheduleExplain);
   $("beam").addEventListener("change", scheduleExplain);
+  $("sentence").addEventListener("change",
+    (e) => explain(state.shown, 0, Number(e.target.value)));
   $("view").addEventListener("change", (e) => { state.view = e.target.value; renderMap(); });
   $("layer").addEventListener("change", (e) => { state.layer = Number(e.target.value); renderMap(); });
   $("head").addEventListener("change", (e) => {
