@@ -38,7 +38,10 @@ BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the
 # of docs/benchmarks.md (ctranslate2) and docs/experiments.md, "On one GPU: the speed recipe"
 # (gpu-probes), "On one GPU: longer runs of the Multi30k models" (gpu-longer-runs) and
 # "Copy-teaching on Tatoeba: more repeated digits" (gpu-tatoeba).
-UNTABULATED_KINDS = ["serve_load", "ctranslate2", "gpu-probes", "gpu-longer-runs", "gpu-tatoeba"]
+UNTABULATED_KINDS = [
+    *("serve_load", "ctranslate2", "gpu-probes", "gpu-longer-runs", "gpu-tatoeba"),
+    "sentence-split",  # benchmarks/sentence_split.py: its table is in docs/benchmarks.md
+]
 PROFILE_KIND = "profile-decode"  # shown in a section of its own, "profile"
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"

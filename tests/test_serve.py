@@ -495,7 +495,7 @@ def test_a_line_of_more_pieces_than_the_model_decodes_is_413(
         cfg.max_src_pieces = saved
     assert (answer.status_code, answer.json()) == (
         413,
-        {"error": f"lines[1]: {pieces} pieces, over the limit of 4 pieces per line at beam 5"},
+        {"error": f"lines[1]: {pieces} pieces, over the limit of 4 pieces per sentence at beam 5"},
     )
     assert short.status_code == 200
 
