@@ -310,6 +310,24 @@ def test_clicking_a_hypothesis_shows_its_maps(page: Page, server) -> None:
 
 
 @pytest.mark.slow  # serves in another process to a browser
+def test_a_text_of_two_sentences_is_explained_one_at_a_time(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    assert page.locator("#sentence-chooser").is_hidden()
+    sentences = ["A dog runs in the snow.", "Two men sit on a bench."]
+    type_sentence(page, " ".join(sentences))
+    assert page.locator("#sentence option").all_inner_texts() == sentences
+    page.select_option("#sentence", "1")
+    page.wait_for_function("document.getElementById('sentence').value === '1'")
+    wait_until_shown(page, " ".join(sentences))
+    answer = api(server, {**shown_request(page), "sentence": 1})
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('#src-pieces .piece').length === n",
+        arg=len(answer["source"]["pieces"]),
+    )
+    assert page.locator("#nbest li").first.inner_text().startswith(answer["hypotheses"][0]["text"])
+
+
+@pytest.mark.slow  # serves in another process to a browser
 def test_a_late_answer_never_replaces_a_newer_one(page: Page) -> None:
     held: list[Route] = []
 
