@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "transformer-tiny.multi30k.en-de"
 MODEL_DIR = SHIPPED_MODELS / MODEL
 HEAVY_LINE = "zq xv " * 30  # 150 pieces that the model does not end: it writes to its limit
+NO_STEPS_LIMIT = ("--max-beam-steps", str(10**9))  # for the heavy requests these tests need
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,9 @@ def test_two_worst_allowed_explain_requests_stay_under_1_gb(
     models: dict[str, ServedModel],
 ) -> None:
     text = largest_allowed_text(models[MODEL])
-    process, url = start_server("--model", MODEL, "--log-level", "warning", "--timeout", "120")
+    process, url = start_server(
+        "--model", MODEL, "--log-level", "warning", "--timeout", "120", *NO_STEPS_LIMIT
+    )
     try:
         request = {"text": text, "beam": 16, "nbest": 16, "all_maps": True}
         statuses: list[int] = []
@@ -153,7 +156,8 @@ def test_a_timed_out_request_stops_decoding(
     """A request that decodes past its limit is dropped by the worker at its next step: the
     worker says so, and a short request sent after the 504 is answered within its own limit
     (the heavy line alone decodes for over a minute)."""
-    with TestClient(create_app(models, Limits(timeout_s=2.0))) as client:
+    limits = Limits(timeout_s=2.0, max_beam_steps=10**9)
+    with TestClient(create_app(models, limits)) as client:
         heavy = {"lines": [HEAVY_LINE], "beam": 16, "max_len_ratio": 10.0}
         with caplog.at_level(logging.INFO, logger="seq2seq.serving.worker"):
             answer = client.post("/v1/translate", json=heavy)
@@ -166,7 +170,9 @@ def test_a_timed_out_request_stops_decoding(
 
 @pytest.mark.slow
 def test_a_request_whose_client_left_stops_decoding(models: dict[str, ServedModel]) -> None:
-    process, url = start_server("--model", MODEL, "--log-level", "warning", "--timeout", "60")
+    process, url = start_server(
+        "--model", MODEL, "--log-level", "warning", "--timeout", "60", *NO_STEPS_LIMIT
+    )
     try:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         body = json.dumps({"lines": [HEAVY_LINE], "beam": 16, "max_len_ratio": 10.0}).encode()

@@ -16,14 +16,17 @@ second Ctrl-C stops it at once.
 Access (docs/serve.md, "Reliability"): requests must name this server in their Host header
 (localhost, 127.0.0.1, [::1], the bound address, and each --allowed-host); browsers' cross-site
 POSTs are refused; --api-keys, --require-api-key and --req-limit set keys and rate limits as
-LibreTranslate does. A request head must arrive within --header-timeout seconds, an idle
-connection is closed after --keep-alive seconds, and at most --limit-concurrency connections
-are served at once (503 past it).
+LibreTranslate does; X-Forwarded-For is read only from the proxies --forwarded-allow-ips names.
+A request head must arrive within --header-timeout seconds and its body within --body-timeout
+seconds of it, an idle connection is closed after --keep-alive seconds, and at most
+--limit-concurrency connections are served at once (503 past it), half of them at most waiting
+for a body or from one client address.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import ipaddress
 import logging
@@ -113,6 +116,8 @@ def add_limit_options(parser: argparse.ArgumentParser) -> None:
         ("--max-body-bytes", int, AT_LEAST_1, DEFAULTS.max_body_bytes, "bytes per request body"),
         ("--max-beam", int, ARGUMENTS["beam"], DEFAULTS.max_beam, "beam size a request "
          "may ask for"),
+        ("--max-beam-steps", int, AT_LEAST_1, DEFAULTS.max_beam_steps, "a request's beam x "
+         "the longest output its lines may have; past it: 413"),
         ("--max-queue-lines", int, AT_LEAST_1, DEFAULTS.max_queue_lines, "lines waiting to be "
          "decoded; past it: 503"),
         ("--timeout", float, POSITIVE, DEFAULTS.timeout_s, "seconds a request may wait for its "
@@ -144,11 +149,19 @@ def add_access_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--require-api-key", action="store_true", help="refuse requests without a key (403)"
     )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        metavar="ADDRESSES",
+        help="the proxies (comma-separated addresses or networks, * for any) whose "
+        "X-Forwarded-For and X-Forwarded-Proto headers name the client; by default none",
+    )
     for option, kind, valid, default, help_text in (
         ("--req-limit", int, AT_LEAST_0, 0, "decoding requests per minute of each client "
          "address without a key, and of each key without its own limit; 0: no limit"),
         ("--header-timeout", float, POSITIVE, 10.0, "seconds a client has to send a request's "
          "headers"),
+        ("--body-timeout", float, POSITIVE, 10.0, "seconds a client has to send a request's "
+         "body after its headers; past it: 408"),
         ("--keep-alive", float, POSITIVE, 5.0, "seconds an idle connection stays open"),
         ("--limit-concurrency", int, AT_LEAST_1, 1000, "connections and requests served at "
          "once; past it: 503"),
@@ -181,6 +194,7 @@ def limits_of(args: argparse.Namespace) -> Limits:
         max_line_chars=args.max_line_chars,
         max_body_bytes=args.max_body_bytes,
         max_beam=args.max_beam,
+        max_beam_steps=args.max_beam_steps,
         max_queue_lines=args.max_queue_lines,
         timeout_s=args.timeout,
         batch_sentences=args.batch_size or DEFAULTS.batch_sentences,
@@ -283,6 +297,7 @@ def serve(args: argparse.Namespace) -> None:
     """Load the models `args` names, bind the port and serve until SIGTERM or Ctrl-C."""
     import uvicorn
 
+    from seq2seq.serving.access import HideKeys
     from seq2seq.serving.app import create_app
     from seq2seq.serving.http_errors import MAX_HEAD_BYTES
     from seq2seq.serving.protocol import GuardedH11Protocol
@@ -313,11 +328,21 @@ def serve(args: argparse.Namespace) -> None:
         app,
         log_level=args.log_level,
         timeout_graceful_shutdown=None,
-        http=functools.partial(GuardedH11Protocol, header_timeout_s=args.header_timeout),
+        http=functools.partial(
+            GuardedH11Protocol,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            addresses=collections.Counter(),
+        ),
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         timeout_keep_alive=args.keep_alive,
         limit_concurrency=args.limit_concurrency,
+        # uvicorn trusts X-Forwarded-For from 127.0.0.1 by default: any local client could pass
+        # for another address, and past --req-limit
+        proxy_headers=args.forwarded_allow_ips is not None,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
+    logging.getLogger("uvicorn.access").addFilter(HideKeys())
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopped)
     uvicorn.Server(config).run(sockets=[sock])

@@ -6,17 +6,21 @@ keys and rate limits (as LibreTranslate offers them), and the headers every answ
               127.0.0.1 (DNS rebinding) sends its own name, and gets 421
     Origin    a POST that a browser sends from another site (Origin or Sec-Fetch-Site naming
               another site, e.g. a cross-site form) gets 403 before it is read
-    keys      an API key comes in LibreTranslate's `api_key` field or an `Authorization:
-              Bearer KEY` header; an unknown key gets 403, and with `require_key` so does a
-              request without one
+    keys      an API key comes in an `Authorization: Bearer KEY` header, or as LibreTranslate
+              reads it, an `api_key` in the query string or the body's fields (JSON or form);
+              an unknown key gets 403, and with `require_key` so does a request without one;
+              a key in the header or the query is checked before the body is read
     limits    each key, and each client address without a key, may send `per_minute` decoding
               requests (POSTs) in any 60 s; past it: 429 with Retry-After
 
-Keys are compared in constant time and never written to a log or an answer.
+Keys are compared in constant time, as UTF-8 bytes, and never written to a log (`HideKeys`)
+or an answer.
 """
 
 import hmac
 import json
+import logging
+import re
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -29,11 +33,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seq2seq.errors import UserError
 from seq2seq.files import read_small_file
-from seq2seq.serving.http_errors import Replay, error_response
+from seq2seq.serving.http_errors import Replay, error_response, read_body
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 WINDOW_S = 60.0  # rate limits count the requests of the last minute
 MAX_KEYS_FILE_BYTES = 1 << 20
+QUERY_KEY = re.compile(r"([?&]api_key=)[^&\s]*")  # in a logged path, written as (hidden)
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
     "base-uri 'none'; "
@@ -145,12 +150,15 @@ class SecurityHeaders:
 
 
 class AccessGuard:
-    """ASGI middleware applying an `Access` to every request. It reads a POST's body for
-    LibreTranslate's `api_key`, so it runs inside `ReadBody`, which bounds the body."""
+    """ASGI middleware applying an `Access` to every request. A POST without a key in its head
+    has its body read (`read_body`, at most `max_body_bytes`) for LibreTranslate's `api_key`
+    field. The identity a request counts under (its key, else its client's address) goes to the
+    request's state as `client`, for the decoding worker's fair queueing."""
 
-    def __init__(self, app: ASGIApp, access: Access):
+    def __init__(self, app: ASGIApp, access: Access, max_body_bytes: int):
         self.app = app
         self.access = access
+        self.max_body_bytes = max_body_bytes
         self.limiter = RateLimiter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -164,8 +172,13 @@ class AccessGuard:
         if refusal is None and scope["method"] == "POST":
             refusal = self.origin_refusal(headers)
             if refusal is None:
-                body, receive = await read_body(receive)
-                refusal = self.key_refusal(headers, body, scope)
+                key = head_key(headers, scope["query_string"])
+                if key is None:
+                    body = await read_body(scope, receive, send, self.max_body_bytes)
+                    if body is None:
+                        return
+                    key, receive = body_key(headers, body), Replay(body, receive)
+                refusal = self.key_refusal(key or None, scope)  # an empty key is no key
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -190,11 +203,8 @@ class AccessGuard:
             return error_response(403, "Sec-Fetch-Site cross-site: cross-site requests are refused")
         return None
 
-    def key_refusal(
-        self, headers: dict[str, str], body: bytes, scope: Scope
-    ) -> JSONResponse | None:
+    def key_refusal(self, key: str | None, scope: Scope) -> JSONResponse | None:
         """403 for an unknown key (or none, when one is required); 429 past the rate limit."""
-        key = request_key(headers, body) or None  # an empty key is no key
         access = self.access
         known = next((k for k in access.keys if key is not None and same_key(k, key)), None)
         if key is not None and known is None:
@@ -202,12 +212,13 @@ class AccessGuard:
         if known is None and access.require_key:
             return error_response(403, "api_key: this server needs an API key (api_key field "
                                   "or Authorization: Bearer)")  # fmt: skip
+        client = scope.get("client") or ("unknown", 0)
+        identity = f"key {known}" if known is not None else f"client {client[0]}"
+        scope.setdefault("state", {})["client"] = identity
         per_minute = access.keys[known] if known is not None else None
         per_minute = access.per_minute if per_minute is None else per_minute
         if not per_minute:
             return None
-        client = scope.get("client") or ("unknown", 0)
-        identity = f"key {known}" if known is not None else f"client {client[0]}"
         self.limiter.forget_idle()
         if wait := self.limiter.retry_after(identity, per_minute):
             who = "this API key" if known is not None else "this client"
@@ -217,16 +228,21 @@ class AccessGuard:
 
 
 def same_key(known: str, given: str) -> bool:
-    """Whether `given` is the key `known`, in constant time (any characters)."""
+    """Whether `given` is the key `known`, in constant time, as UTF-8 bytes (any characters)."""
     return hmac.compare_digest(known.encode(), given.encode("utf-8", "surrogatepass"))
 
 
-def request_key(headers: dict[str, str], body: bytes) -> str | None:
-    """The API key of a request: `Authorization: Bearer KEY`, else LibreTranslate's `api_key`
-    field (JSON or form)."""
+def head_key(headers: dict[str, str], query_string: bytes) -> str | None:
+    """The API key in a request's head: `Authorization: Bearer KEY` (UTF-8), else an `api_key`
+    in the query string."""
     authorization = headers.get("authorization", "")
     if authorization.lower().startswith("bearer "):
-        return authorization[7:].strip()
+        return authorization[7:].strip().encode("latin-1").decode("utf-8", "surrogateescape")
+    return dict(parse_qsl(query_string.decode("latin-1"))).get("api_key")
+
+
+def body_key(headers: dict[str, str], body: bytes) -> str | None:
+    """LibreTranslate's `api_key` field of a request's body (JSON or form)."""
     content_type = headers.get("content-type", "")
     if content_type.startswith("application/x-www-form-urlencoded"):
         return dict(parse_qsl(body.decode("utf-8", errors="replace"))).get("api_key")
@@ -240,17 +256,17 @@ def request_key(headers: dict[str, str], body: bytes) -> str | None:
     return key if isinstance(key, str) else None
 
 
-async def read_body(receive: Receive) -> tuple[bytes, Receive]:
-    """A request's whole body, and a `receive` that gives it again."""
-    chunks, more = [], True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"", receive
-        chunks.append(message.get("body", b""))
-        more = message.get("more_body", False)
-    body = b"".join(chunks)
-    return body, Replay(body, receive)
+class HideKeys(logging.Filter):
+    """Writes each `api_key=...` in a log record's arguments as `api_key=(hidden)`: uvicorn's
+    access log prints every request's path with its query string."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                QUERY_KEY.sub(r"\1(hidden)", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True
 
 
 def allowed_hosts(bound: str, more: Iterable[str]) -> frozenset[str]:

@@ -15,7 +15,8 @@ On a server of CTranslate2 folders alone, which has no PyTorch model for the map
 imports torch, the explorer's routes are not served: `GET /` and `POST /v1/explain` answer 409.
 
 Every answer carries the security headers of `seq2seq.serving.access`; with an `Access`,
-requests are checked for their Host, Origin, API key and rate limit before they are read.
+requests are checked for their Host, Origin, API key and rate limit before they are read (a key
+in the body: before the rest of the app sees it).
 
 Another router can be added to the app that `create_app` returns (`app.include_router`); its
 routes reach the models, the limits and the decoding worker through
@@ -82,11 +83,7 @@ async def translate(request: TranslateRequest, state: StateDep, http: Request) -
         request.keep_numbers,
     )
     results = await state.translate(
-        served,
-        request.lines,
-        options,
-        disconnected=http.is_disconnected,
-        split_sentences=request.split_sentences,
+        served, request.lines, options, http=http, split_sentences=request.split_sentences
     )
     return TranslateResponse(
         model=served.name,
@@ -185,9 +182,9 @@ def create_app(
         redoc_url=None,  # ReDoc would load its script from a CDN
     )
     app.state.server = ServerState(models, limits, DecodingWorker(models, limits, metrics), metrics)
-    if access is not None:  # the innermost: it reads the body that ReadBody bounded
-        app.add_middleware(AccessGuard, access=access)
     app.add_middleware(ReadBody, max_bytes=limits.max_body_bytes)
+    if access is not None:  # outside ReadBody: a key in the head is checked before the body
+        app.add_middleware(AccessGuard, access=access, max_body_bytes=limits.max_body_bytes)
     app.add_middleware(CheckHead)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(CountRequests, metrics=metrics)

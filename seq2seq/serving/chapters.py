@@ -13,7 +13,9 @@ functions compute, so nothing is re-implemented in the browser. In textbook orde
                                            with and without its positional encoding
 
 Requests are small and bounded (pydantic: 422 and one line otherwise); seeded weights come from
-a generator of their own, so a request never touches the process's random state.
+a generator of their own, so a request never touches the process's random state. Every
+computation runs in a thread of the pool, never in the event loop: the routes that compute are
+plain functions, which FastAPI runs there, and the others hand their work to the pool.
 """
 
 import math
@@ -127,7 +129,7 @@ class KernelPoolRequest(ChapterRequest):
 
 
 @router.post("/nadaraya_watson", responses=ERRORS)
-async def kernel_pool(request: KernelPoolRequest) -> Response:
+def kernel_pool(request: KernelPoolRequest) -> Response:
     """For each kernel scale w: `nadaraya_watson`'s pooled values (Q,) at the queries and its
     weights (Q, K) over the keys; `pooled` (W, Q) and `weights` (W, Q, K)."""
     if len(request.values) != len(request.keys):
@@ -154,7 +156,7 @@ class MaskedSoftmaxRequest(ChapterRequest):
 
 
 @router.post("/masked_softmax", responses=ERRORS)
-async def masked_softmax_chapter(request: MaskedSoftmaxRequest) -> Response:
+def masked_softmax_chapter(request: MaskedSoftmaxRequest) -> Response:
     """The weights `seq2seq.models.attention.masked_softmax` gives `scores` (queries, keys) when
     each query row may see the keys before its valid length."""
     scores = matrix(request.scores, "scores", MAX_KEYS)  # (queries, keys)
@@ -182,7 +184,7 @@ class ScoringRequest(ChapterRequest):
 
 
 @router.post("/scoring", responses=ERRORS)
-async def scoring(request: ScoringRequest) -> Response:
+def scoring(request: ScoringRequest) -> Response:
     """The scores (Q, K) and weights (Q, K) of the same queries over the same keys under
     `AdditiveAttention` (W_q, W_k, w_v drawn from `seed`) and `DotProductAttention`."""
     queries = matrix(request.queries, "queries", MAX_VECTOR)[None]  # (1, Q, d)
@@ -223,7 +225,7 @@ class MultiHeadRequest(ChapterRequest):
 
 
 @router.post("/multi_head", responses=ERRORS)
-async def multi_head(request: MultiHeadRequest) -> Response:
+def multi_head(request: MultiHeadRequest) -> Response:
     """Self-attention of an input X (L, D) drawn from N(0, 1) by `MultiHeadAttention` (weights
     drawn from `seed`), step by step: per-head queries (H, L, d), weights (H, L, L) and contexts
     (H, L, d), the heads merged (L, D), and the output W_o merged (L, D)."""

@@ -192,7 +192,7 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
     check_answer_size(served, request, options.beam, sources[0])
     trace = BeamTrace() if request.beam_tree else None
     (nbest,) = await state.translate_ids(
-        served, sources, options, field="text", disconnected=http.is_disconnected, trace=trace
+        served, sources, options, field="text", http=http, trace=trace
     )
     try:
         payload = await run_in_threadpool(

@@ -111,11 +111,7 @@ class CheckHead:
 
 
 class ReadBody:
-    """ASGI middleware: read each request's body in full before the app sees it.
-
-    A body over `max_bytes` (declared in Content-Length or counted while reading) is answered
-    413 at once, so no request can make the server hold more; a body that is not UTF-8 text is
-    answered 400, naming the first bad byte."""
+    """ASGI middleware: read each request's body in full (`read_body`) before the app sees it."""
 
     def __init__(self, app: ASGIApp, max_bytes: int):
         self.app = app
@@ -125,34 +121,43 @@ class ReadBody:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = error_response(413, f"the request body is over {self.max_bytes} bytes")
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit():
-            await error_response(400, "Content-Length: not a number")(scope, receive, send)
-            return
-        if int(declared) > self.max_bytes:
+        if (body := await read_body(scope, receive, send, self.max_bytes)) is not None:
+            await self.app(scope, Replay(body, receive), send)
+
+
+async def read_body(scope: Scope, receive: Receive, send: Send, max_bytes: int) -> bytes | None:
+    """A request's whole body; None when the client left or the request was answered here: a
+    body over `max_bytes` (declared in Content-Length or counted while reading) gets 413 at
+    once, so no request can make the server hold more, and a body that is not UTF-8 text gets
+    400, naming the first bad byte."""
+    too_large = error_response(413, f"the request body is over {max_bytes} bytes")
+    declared = dict(scope["headers"]).get(b"content-length", b"0")
+    if not declared.isdigit():
+        await error_response(400, "Content-Length: not a number")(scope, receive, send)
+        return None
+    if int(declared) > max_bytes:
+        await too_large(scope, receive, send)
+        return None
+    chunks: list[bytes] = []
+    size, more = 0, True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > max_bytes:
             await too_large(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size, more = 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_bytes:
-                await too_large(scope, receive, send)
-                return
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError as err:
-            message = f"the request body is not UTF-8 text (bad byte at byte {err.start + 1})"
-            await error_response(400, message)(scope, receive, send)
-            return
-        await self.app(scope, Replay(body, receive), send)
+            return None
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        message = f"the request body is not UTF-8 text (bad byte at byte {err.start + 1})"
+        await error_response(400, message)(scope, receive, send)
+        return None
+    return body
 
 
 class Replay:

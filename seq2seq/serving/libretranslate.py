@@ -82,12 +82,7 @@ async def translate(request: Request, state: StateDep) -> dict[str, Any]:
     beam = max(served.translator.decode_cfg.beam_size, nbest)
     options = state.options(served, beam=beam, nbest=nbest)
     translations = await state.translate(
-        served,
-        lines,
-        options,
-        field="q",
-        disconnected=request.is_disconnected,
-        split_sentences=body.split_sentences,
+        served, lines, options, field="q", http=request, split_sentences=body.split_sentences
     )
     results = iter(translations)
     translated = []

@@ -10,7 +10,9 @@ class Limits:
     max_lines: lines in one request; max_line_chars: characters in one line; max_body_bytes: the
     size of a request body; max_beam: the largest beam a request may ask for, within the beams
     any search allows (seq2seq.config_rules.ARGUMENTS["beam"], which the request's schema checks
-    first). Past one of the first three a request gets 413, naming the limit.
+    first); max_beam_steps: a request's beam times the longest output any of its lines may have
+    (`ServerState.check_cost`). Past one of these but max_beam a request gets 413, naming the
+    limit.
 
     max_queue_lines: lines waiting for the decoding worker; a request that would go past it gets
     503 with Retry-After. timeout_s: how long a request may wait for its answer (504 after).
@@ -24,6 +26,7 @@ class Limits:
     max_line_chars: int = 1000
     max_body_bytes: int = 256 * 1024
     max_beam: int = 16
+    max_beam_steps: int = 4000
     max_queue_lines: int = 256
     timeout_s: float = 30.0
     batch_sentences: int = 64

@@ -9,7 +9,6 @@ batched, limited and counted like those of /v1/translate."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
@@ -139,6 +138,22 @@ class ServerState:
                 message = f"{field}[{line}]: {sentence}{len(ids)} pieces, over the limit of "
                 raise ApiError(413, message + f"{limit} pieces per sentence at beam {beam}")
 
+    def check_cost(
+        self, served: ServedModel, sources: list[list[int]], options: DecodeOptions, field: str
+    ) -> int:
+        """The beam steps of a request (`sources`: each line's ids): its beam times the longest
+        output any of its lines may have (max_len_ratio x its pieces with EOS +
+        decode.max_len_const); 413 when they are over `Limits.max_beam_steps`."""
+        translator = served.translator
+        pieces = min(max(map(len, sources), default=0), translator.source_limit(options.beam))
+        longest = int((pieces + 1) * options.max_len_ratio) + translator.decode_cfg.max_len_const
+        steps, limit = options.beam * longest, self.limits.max_beam_steps
+        if steps > limit:
+            message = f"{field}: beam {options.beam} x up to {longest} output pieces "
+            message += f"(max_len_ratio {options.max_len_ratio:g}) = {steps:,} beam steps, over "
+            raise ApiError(413, message + f"this server's limit of {limit:,} per request")
+        return steps
+
     def tokenize(self, served: ServedModel, lines: list[str]) -> list[list[int]]:
         """Each line's ids (no EOS) from `served`'s source tokenizer: the one time a request's
         lines are encoded."""
@@ -150,7 +165,7 @@ class ServerState:
         lines: list[str],
         options: DecodeOptions,
         field: str = "lines",
-        disconnected: Callable[[], Awaitable[bool]] | None = None,
+        http: Request | None = None,
         split_sentences: bool = True,
     ) -> list[list[Translation]]:
         """Cut `lines` into sentences (with `split_sentences`: `LineTranslator.split`), tokenize
@@ -159,7 +174,7 @@ class ServerState:
         sentences = served.translator.split(lines, split_sentences)
         sources = self.tokenize(served, sentences.sentences)
         self.check_pieces(served, sources, options.beam, field, sentences)
-        results = await self.translate_ids(served, sources, options, field, disconnected)
+        results = await self.translate_ids(served, sources, options, field, http)
         return join_translations(sentences, results)
 
     async def translate_ids(
@@ -168,28 +183,31 @@ class ServerState:
         sources: list[list[int]],
         options: DecodeOptions,
         field: str = "lines",
-        disconnected: Callable[[], Awaitable[bool]] | None = None,
+        http: Request | None = None,
         trace: BeamTrace | None = None,
     ) -> list[list[Translation]]:
         """Queue the tokenized lines `sources` (`tokenize`) for the worker and wait for their
         translations, in input order.
 
         413 for a line over the model's length in pieces (`check_pieces`, `field` names the
-        request's field); 503 with Retry-After when the queue is full or the server is
-        stopping; 504 when the answer takes longer than `Limits.timeout_s`. `disconnected`
-        (e.g. `Request.is_disconnected`) is asked every DISCONNECT_POLL_S while waiting; once
-        the client has left, or the time is up, the job is cancelled and the worker drops it
-        (see `seq2seq.serving.worker`). With a `trace` (one line), PyTorch's beam search that
-        finds the translations records itself in it."""
+        request's field) or a request over the beam steps limit (`check_cost`); 503 with
+        Retry-After when the queue is full or the server is stopping; 504 when the answer takes
+        longer than `Limits.timeout_s`. The request `http` names the client the worker queues
+        it for (`client_of`), and is asked every DISCONNECT_POLL_S while waiting whether its
+        client is still there; once the client has left, or the time is up, the job is
+        cancelled and the worker drops it (see `seq2seq.serving.worker`). With a `trace` (one
+        line), PyTorch's beam search that finds the translations records itself in it."""
         self.check_pieces(served, sources, options.beam, field)
+        cost = self.check_cost(served, sources, options, field)
+        client = client_of(http) if http is not None else ""
         try:
-            future = self.worker.submit(served.name, sources, options, trace)
+            future = self.worker.submit(served.name, sources, options, trace, client, cost)
         except (QueueFull, Stopping) as err:
             why = "the server is busy" if isinstance(err, QueueFull) else "the server is stopping"
             headers = {"Retry-After": str(RETRY_AFTER_S)}
             raise ApiError(503, f"{why}; retry in {RETRY_AFTER_S} s", headers) from None
         try:
-            return await self._wait(future, disconnected)
+            return await self._wait(future, http)
         except (TimeoutError, DeadlineExceeded):
             message = f"no answer within the server's limit of {self.limits.timeout_s:g} s"
             raise ApiError(504, message) from None
@@ -199,18 +217,25 @@ class ServerState:
     async def _wait(
         self,
         future: asyncio.Future[list[list[Translation]]],
-        disconnected: Callable[[], Awaitable[bool]] | None,
+        http: Request | None,
     ) -> list[list[Translation]]:
         """The future's result; TimeoutError after `Limits.timeout_s`; ApiError 499 (the client
-        closed the connection) as soon as `disconnected` says so."""
+        closed the connection) as soon as `http` is disconnected."""
         deadline = asyncio.get_running_loop().time() + self.limits.timeout_s
         while (left := deadline - asyncio.get_running_loop().time()) > 0:
             done, _ = await asyncio.wait({future}, timeout=min(left, DISCONNECT_POLL_S))
             if done:
                 return future.result()
-            if disconnected is not None and await disconnected():
+            if http is not None and await http.is_disconnected():
                 raise ApiError(499, "the client closed the connection")
         raise TimeoutError
+
+
+def client_of(request: Request) -> str:
+    """Who sent `request`, for fair queueing: what `seq2seq.serving.access.AccessGuard` counts
+    it under (its API key or its address), else its address."""
+    client = getattr(request.state, "client", None)
+    return client or (f"client {request.client.host}" if request.client else "")
 
 
 async def server_state(request: Request) -> ServerState:

@@ -1,12 +1,19 @@
 """The decoding worker: one thread that runs the models, merging queued requests into batches.
 
 Decoding many sentences at once is what makes beam search fast on a CPU, so requests are not
-decoded one by one. A request's lines wait in a queue; the worker takes the oldest request and
-every other queued request for the same model with the same decoding options, up to a sentence
-and a token budget, waiting at most `Limits.batch_wait_s` for more to join (counted from the
-oldest one's arrival, or from the end of the previous batch if that came later). It decodes
+decoded one by one. A request's lines wait in a queue; the worker takes a request (the leader)
+and every other queued request for the same model with the same decoding options, up to a
+sentence and a token budget, waiting at most `Limits.batch_wait_s` for more to join (counted
+from the leader's arrival, or from the end of the previous batch if that came later). It decodes
 their lines together (`Translator.translate_ids`: the lines come tokenized) and answers each
 request with its own lines, in order. Requests with other options wait for a later batch.
+
+Clients are served fairly (start-time fair queueing): each request costs its beam steps
+(`Job.cost`), and the leader is the oldest request of the client whose requests taken so far
+cost least; a client with nothing queued starts level with the last leader's. A client that
+sends heavy requests, or many at once, waits behind the others, not they behind it. A batch that
+has decoded for SLICE_S lets the other clients' queued requests go first: before its next step
+it decodes their next batch, then goes on, so a heavy request slows its own client.
 A traced request (the explorer's beam tree: one line and a `BeamTrace` to fill) is decoded
 alone, by the PyTorch translator whose maps the explorer shows, so that its tree and its n-best
 list come from one search.
@@ -38,6 +45,7 @@ if TYPE_CHECKING:  # beam_trace imports torch, which a translate-only server nev
     from seq2seq.decoding.beam_trace import BeamTrace
 
 log = logging.getLogger(__name__)
+SLICE_S = 0.5  # a batch decoding for longer lets other clients' queued requests go first
 
 
 class QueueFull(Exception):
@@ -75,6 +83,8 @@ class Job:
     future: asyncio.Future[list[list[Translation]]]
     loop: asyncio.AbstractEventLoop
     trace: BeamTrace | None = None  # the beam search to record: one line, decoded alone
+    client: str = ""  # who sent it (fair queueing): its API key or its address
+    cost: int = 0  # its beam steps (`ServerState.check_cost`)
     queued_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -91,7 +101,9 @@ class DecodingWorker:
         self.metrics = metrics
         self._jobs: deque[Job] = deque()
         self._queued_lines = 0
-        self._changed = threading.Condition()  # guards _jobs, _queued_lines and _stopping
+        self._used: dict[str, int] = {}  # beam steps taken by each client with queued jobs
+        self._virtual = 0  # the last leader's client's figure in _used when it was taken
+        self._changed = threading.Condition()  # guards the above, _queued_lines and _stopping
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="decoding-worker", daemon=True)
 
@@ -116,22 +128,26 @@ class DecodingWorker:
         sources: list[list[int]],
         options: DecodeOptions,
         trace: BeamTrace | None = None,
+        client: str = "",
+        cost: int = 0,
     ) -> asyncio.Future[list[list[Translation]]]:
         """Queue the lines `sources` (each line's ids from `model`'s source tokenizer, no EOS)
-        for `model` (from the event loop); the future gets, in input order, each line's n-best
-        translations. With a `trace` (one line), the beam search that finds them fills it.
-        Raises QueueFull or Stopping instead of queueing."""
+        for `model` (from the event loop), sent by `client` and costing `cost` beam steps; the
+        future gets, in input order, each line's n-best translations. With a `trace` (one
+        line), the beam search that finds them fills it. Raises QueueFull or Stopping instead
+        of queueing."""
         if trace is not None and len(sources) != 1:
             raise ValueError(f"a trace records one line, got {len(sources)}")
         tokens = sum(len(ids) + 1 for ids in sources)
         loop = asyncio.get_running_loop()
-        job = Job(model, sources, tokens, options, loop.create_future(), loop, trace)
+        job = Job(model, sources, tokens, options, loop.create_future(), loop, trace, client, cost)
         with self._changed:
             if self._stopping:
                 raise Stopping
             if self._queued_lines + len(sources) > self.limits.max_queue_lines:
                 raise QueueFull
             self._jobs.append(job)
+            self._used.setdefault(client, self._virtual)
             self._queued_lines += len(sources)
             self.metrics.queue_lines.set(self._queued_lines)
             self._changed.notify()
@@ -149,28 +165,51 @@ class DecodingWorker:
                 if self._stopping:
                     return None
                 self._changed.wait()
+            leader = self._leader(set())
+            assert leader is not None
             # After a batch, the clients it answered need a moment to send their next requests.
-            wait_until = max(self._jobs[0].queued_at, free_since) + self.limits.batch_wait_s
-            batch, full = self._matching_jobs()
+            wait_until = max(leader.queued_at, free_since) + self.limits.batch_wait_s
+            batch, full = self._matching_jobs(leader, set())
             while not (full or self._stopping) and (left := wait_until - time.monotonic()) > 0:
                 self._changed.wait(left)
-                batch, full = self._matching_jobs()
-            for job in batch:
-                self._jobs.remove(job)
-            self._queued_lines -= sum(len(job.sources) for job in batch)
-            self.metrics.queue_lines.set(self._queued_lines)
-            return batch
+                batch, full = self._matching_jobs(leader, set())
+            return self._take(batch)
 
-    def _matching_jobs(self) -> tuple[list[Job], bool]:
-        """The oldest job and the queued jobs that can join its batch, oldest first, within the
-        budgets; and whether the batch is full (a matching job did not fit). A traced job
-        makes a batch of its own."""
-        first = self._jobs[0]
+    def _batch_of_others(self, busy: set[str]) -> list[Job] | None:
+        """The next batch of the clients not in `busy`, taken at once; None if they have none."""
+        with self._changed:
+            leader = self._leader(busy)
+            return None if leader is None else self._take(self._matching_jobs(leader, busy)[0])
+
+    def _leader(self, busy: set[str]) -> Job | None:
+        """The oldest queued job of the client, not in `busy`, whose jobs cost least so far."""
+        jobs = [job for job in self._jobs if job.client not in busy]
+        return min(jobs, key=lambda job: self._used[job.client], default=None)
+
+    def _take(self, batch: list[Job]) -> list[Job]:
+        """Take `batch` (its leader first) out of the queue, charging each client its cost."""
+        self._virtual = self._used[batch[0].client]
+        for job in batch:
+            self._jobs.remove(job)
+            self._used[job.client] += job.cost
+        queued = {job.client for job in self._jobs}
+        for client in [client for client in self._used if client not in queued]:
+            del self._used[client]
+        self._queued_lines -= sum(len(job.sources) for job in batch)
+        self.metrics.queue_lines.set(self._queued_lines)
+        return batch
+
+    def _matching_jobs(self, first: Job, busy: set[str]) -> tuple[list[Job], bool]:
+        """`first` and the queued jobs of clients not in `busy` that can join its batch, oldest
+        first, within the budgets; and whether the batch is full (a matching job did not fit).
+        A traced job makes a batch of its own."""
         if first.trace is not None:
             return [first], True
         batch, sentences, tokens = [first], len(first.sources), first.tokens
-        for job in list(self._jobs)[1:]:
-            if job.key != first.key or job.trace is not None:
+        for job in self._jobs:
+            if job is first or job.key != first.key or job.trace is not None:
+                continue
+            if job.client in busy:
                 continue
             sentences += len(job.sources)
             tokens += job.tokens
@@ -179,8 +218,9 @@ class DecodingWorker:
             batch.append(job)
         return batch, sentences >= self.limits.batch_sentences
 
-    def _decode(self, jobs: list[Job]) -> None:
-        """Translate the lines of `jobs` together and settle each job's future."""
+    def _decode(self, jobs: list[Job], nested: bool = False) -> None:
+        """Translate the lines of `jobs` together and settle each job's future; unless
+        `nested` (decoded during another batch), let other clients go first after SLICE_S."""
         now = time.monotonic()
         late = [job for job in jobs if now - job.queued_at > self.limits.timeout_s]
         for job in late:
@@ -208,7 +248,7 @@ class DecodingWorker:
                 sources,
                 nbest=options.nbest,
                 need_attention=options.need_attention,
-                should_stop=partial(self._nobody_waits, jobs),
+                should_stop=partial(self._should_stop, jobs, time.monotonic(), nested),
             )
         except Stopped:
             log.info("dropped a batch of %d lines: nobody waits for it any more", len(sources))
@@ -224,6 +264,18 @@ class DecodingWorker:
         for job in jobs:
             _settle(job, result=results[start : start + len(job.sources)])
             start += len(job.sources)
+
+    def _should_stop(self, jobs: list[Job], started: float, nested: bool) -> bool:
+        """Before each decoding step of `jobs`: whether nobody waits for them any more; and
+        once they have decoded for SLICE_S (not `nested`), decode the other clients' next batch
+        first."""
+        if self._nobody_waits(jobs):
+            return True
+        if not nested and time.monotonic() - started > SLICE_S:
+            others = self._batch_of_others({job.client for job in jobs})
+            if others is not None:
+                self._decode(others, nested=True)
+        return False
 
     def _nobody_waits(self, jobs: list[Job]) -> bool:
         """Whether every one of `jobs` is past `Limits.timeout_s` or was cancelled (a done
