@@ -231,7 +231,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
     keys = tmp_path_factory.mktemp("keys") / "keys"
     keys.write_text(f"{UNLIMITED} 0\n", encoding="utf-8")
     process, url = start_server(
-        "--model", MODEL, "--log-level", "info", "--header-timeout", "10", "--body-timeout", "2",
+        "--model", MODEL, "--log-level", "info", "--header-timeout", "5", "--body-timeout", "2",
         "--limit-concurrency", str(CONCURRENCY), "--api-keys", str(keys), "--req-limit", "1",
     )  # fmt: skip
     log: list[str] = []  # uvicorn's access log goes to stdout, the rest to stderr
@@ -261,9 +261,9 @@ def status_of(sock: socket.socket) -> int:
 @pytest.mark.slow
 def test_bodies_that_never_arrive_cannot_hold_the_server(server: tuple[str, list[str]]) -> None:
     """70 requests from 127.0.0.2 that send their head and 1 byte of a 1,000-byte body: past
-    half of --limit-concurrency, the new connections of that address are closed at once (0: no
-    answer), the others get 408 at --body-timeout, and a normal request is answered meanwhile;
-    on main, the server held all of them."""
+    half of --limit-concurrency, the new connections of that address are not read, and closed
+    at --header-timeout (0: no answer), the others get 408 at --body-timeout, and a normal
+    request is answered meanwhile; on main, the server held all of them."""
     url = server[0]
     host, port = url.removeprefix("http://").rsplit(":", 1)
     head = b"POST /v1/translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"

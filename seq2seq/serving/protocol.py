@@ -6,11 +6,12 @@
 - a request whose body is not complete `body_timeout_s` after its head gets 408 and its
   connection closed; and at most half of uvicorn's `limit_concurrency` connections may wait
   for a body at once: past it, the one that has waited longest gets 408 and is closed;
-- one client address may hold at most half of `limit_concurrency` connections: past it, a new
-  connection of that address is closed at once. So bodies (or heads) that never arrive hold at
-  most half the connections, for a bounded time, and the others serve the clients that send
-  theirs (uvicorn and h11 bound neither: uvicorn answers 503 to every request once
-  `limit_concurrency` connections are open, whatever holds them);
+- one client address may use at most half of `limit_concurrency` connections: past it, a new
+  connection of that address is not read, nor counted by uvicorn's limit, and its header
+  timeout closes it (closing it at once would only make its client open another). So bodies
+  (or heads) that never arrive hold at most half the connections, for a bounded time, and the
+  others serve the clients that send theirs (uvicorn and h11 bound neither: uvicorn answers 503
+  to every request once `limit_concurrency` connections are open, whatever holds them);
 - a request that is not valid HTTP/1.1 (bad framing, a malformed header, a head over h11's
   size limit) gets 400 with a one-line JSON body, like every other error, instead of
   uvicorn's plain text.
@@ -51,8 +52,8 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         self.addresses[address_of(self)] += 1
         if self.addresses[address_of(self)] > (self.limit_concurrency or 2**62) // 2:
-            transport.close()
-            return
+            self.connections.discard(self)  # not counted by uvicorn's limit: nothing is read
+            transport.pause_reading()
         self.start_header_timer()
 
     def on_response_complete(self) -> None:
