@@ -231,7 +231,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
     keys = tmp_path_factory.mktemp("keys") / "keys"
     keys.write_text(f"{UNLIMITED} 0\n", encoding="utf-8")
     process, url = start_server(
-        "--model", MODEL, "--log-level", "info", "--header-timeout", "5", "--body-timeout", "2",
+        "--model", MODEL, "--log-level", "info", "--header-timeout", "3", "--body-timeout", "2",
         "--limit-concurrency", str(CONCURRENCY), "--api-keys", str(keys), "--req-limit", "1",
     )  # fmt: skip
     log: list[str] = []  # uvicorn's access log goes to stdout, the rest to stderr
