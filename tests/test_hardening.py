@@ -56,7 +56,7 @@ def client(models: dict[str, ServedModel]) -> Iterator[TestClient]:
 
 
 def test_explain_refuses_maps_over_the_limit_before_decoding(client: TestClient) -> None:
-    text = ("A man in a blue shirt is standing on a ladder and cleaning windows. " * 6)[:380]
+    text = ("A man in a blue shirt is standing on a ladder and cleaning windows and " * 6)[:380]
     request = {"text": text, "beam": 16, "nbest": 16, "all_maps": True}
     answer = client.post("/v1/explain", json=request)
     assert answer.status_code == 413
