@@ -5,18 +5,28 @@ import pytest
 import torch
 
 import seq2seq
-from seq2seq.decoding.number_guard import NumberGuard, allowed_numbers, run_pieces
+from seq2seq.decoding.number_guard import (
+    GuardVocabulary,
+    NumberGuard,
+    allowed_numbers,
+    grouped_in_thousands,
+    number_forms,
+)
 
-# A vocabulary with digits split (as the Tatoeba models') and two pieces that are not ("▁19", "90")
-PIECES = ["<pad>", "<s>", "</s>", "<unk>", "▁le", "▁", ".", ",", "-", ":", "▁dollars"]
-PIECES += [*"0123456789", "▁19", "90", "h"]
+# A vocabulary with digits split (as the Tatoeba models') and two pieces that are not ("▁19",
+# "90"), and the pieces of a few numbers in words
+PIECES = ["<pad>", "<s>", "</s>", "<unk>", "▁le", "▁", ".", ",", "-", ":", "▁dollars", "▁there"]
+PIECES += [*"0123456789", "▁19", "90", "h", "▁twenty", "five", "for", "f", "ive", "▁students"]
+PIECES += ["▁vingt", "cinq", "cin", "u", "▁soixante", "▁et", "▁onze", "▁ans", "▁sixty", "▁and"]
 ID = {piece: i for i, piece in enumerate(PIECES)}
+VOCABULARY = GuardVocabulary.of(PIECES)
 
 
-def first_banned(numbers: set[str], pieces: list[str]) -> str | None:
-    """The first of `pieces` that the guard of one sentence allowing `numbers` bans, or None."""
-    guard = NumberGuard.build([numbers], run_pieces(PIECES), len(PIECES))
-    state = guard.roots
+def first_banned(numbers: list[set[str]], pieces: list[str]) -> str | None:
+    """The first of `pieces` that the guard of one sentence whose numbers have the forms
+    `numbers` (one set a number) bans, or None."""
+    guard = NumberGuard.build([numbers], VOCABULARY)
+    state = guard.starts
     for piece in pieces:
         log_probs = guard.mask(torch.zeros(1, len(PIECES)), state, torch.tensor([False]))
         if log_probs[0, ID[piece]] == float("-inf"):
@@ -25,44 +35,68 @@ def first_banned(numbers: set[str], pieces: list[str]) -> str | None:
     return None
 
 
+def digit_forms(line: str, src: str, tgt: str) -> list[set[str]]:
+    """The forms in digits of each number of `line` (`allowed_numbers` without words)."""
+    numbers = allowed_numbers(line, src, tgt)
+    return [{form for form in forms if not form.startswith("▁")} for forms in numbers]
+
+
 def test_allowed_numbers_in_the_source_and_the_target_form():
-    assert allowed_numbers("Uta paid 12.22 dollars at 14:30.", "en", "fr") == {
-        "12.22",
-        "12,22",
-        "14:30",
-    }
-    assert allowed_numbers("Uta a payé 12,22 dollars.", "fr", "en") == {"12,22", "12.22"}
-    assert allowed_numbers("No numbers here.", "en", "fr") == set()
+    assert digit_forms("Uta paid 12.22 dollars at 14:30.", "en", "fr") == [
+        {"12.22", "12,22"},
+        {"14:30"},
+    ]
+    assert digit_forms("Uta a payé 12,22 dollars.", "fr", "en") == [{"12,22", "12.22"}]
+    assert allowed_numbers("No numbers here.", "en", "fr") == []
 
 
 def test_a_number_grouped_in_thousands_is_one_number_written_as_the_target_groups_it():
     # French groups with spaces (or a no-break space): one number, not "2", "500" and "000",
     # which the guard would let the model write alone ("500 people")
-    assert allowed_numbers("Environ 2 500 000 personnes et 1\u00a0500 chats.", "fr", "en") == {
-        "2500000",
-        "2,500,000",
-        "1500",
-        "1,500",
-    }
-    assert allowed_numbers("Il a 1.500 euros.", "fr", "en") == {"1500", "1,500"}
+    line = "Environ 2 500 000 personnes et 1\u00a0500 chats."
+    assert digit_forms(line, "fr", "en") == [{"2500000", "2,500,000"}, {"1500", "1,500"}]
+    assert digit_forms("Il a 1.500 euros.", "fr", "en") == [{"1500", "1,500"}]
     # "1,500" in French is one and a half
-    assert allowed_numbers("About 1,500 people.", "en", "fr") == {"1500"}
+    assert digit_forms("About 1,500 people.", "en", "fr") == [{"1500"}]
     # numbers side by side that are no thousands stay apart: a phone number, a date
-    assert allowed_numbers("Le 06 12 34 56, le 11 novembre 2022.", "fr", "en") == {
-        "06",
-        "12",
-        "34",
-        "56",
-        "11",
-        "2022",
-    }
-    assert allowed_numbers("About 1 500 people.", "en", "fr") == {"1", "500"}
+    assert digit_forms("Le 06 12 34 56, le 11 novembre 2022.", "fr", "en") == [
+        {"06"},
+        {"12"},
+        {"34"},
+        {"56"},
+        {"11"},
+        {"2022"},
+    ]
+    assert digit_forms("About 1 500 people.", "en", "fr") == [{"1"}, {"500"}]
 
 
-def test_run_pieces_are_digits_and_separators_alone():
-    assert sorted(run_pieces(PIECES).values()) == sorted(
-        [".", ",", "-", ":", *"0123456789", "▁19", "90"]
-    )
+def test_numbers_in_words_are_the_sources_numbers_and_may_be_written_in_words():
+    assert allowed_numbers("Il y a vingt-cinq élèves.", "fr", "en") == [
+        {"25", "▁twenty-five", "▁Twenty-five"}
+    ]
+    assert allowed_numbers("Il a quatre-vingt-dix-sept ans.", "fr", "en") == [
+        {"97", "▁ninety-seven", "▁Ninety-seven"}
+    ]
+    assert allowed_numbers("She is 71.", "en", "fr") == [
+        {"71", "▁soixante▁et▁onze", "▁Soixante▁et▁onze"}
+    ]
+    # not numbers: a magnitude in the plural, an ordinal, "one" and "two" alone (articles,
+    # pronouns); a number with a leading zero has no words
+    for line in ("Hundreds of people came.", "The fifth time.", "One of the two cats."):
+        assert allowed_numbers(line, "en", "fr") == [], line
+    assert allowed_numbers("Room 07.", "en", "fr") == [{"07"}]
+
+
+def test_numbers_of_any_length():
+    """More digits than int() converts (4,300) are grouped and followed all the same."""
+    digits = "7" * 4301
+    assert grouped_in_thousands("2500000") == "2,500,000"
+    assert grouped_in_thousands(digits).replace(",", "") == digits
+    spaced = " ".join(["1", *["000"] * 1700])
+    assert number_forms(spaced, "fr", "en") == {spaced.replace(" ", ""), "1" + ",000" * 1700}
+    numbers = allowed_numbers(f"Le code est {digits}.", "fr", "en")
+    assert numbers == [{digits}]
+    assert first_banned(numbers, ["▁le", "▁", "7", "7", "8"]) == "8"
 
 
 @pytest.mark.parametrize(
@@ -77,33 +111,75 @@ def test_run_pieces_are_digits_and_separators_alone():
     ],
 )
 def test_a_number_is_written_whole_or_not_at_all(pieces, banned):
-    assert first_banned({"876-7714"}, pieces) == banned
+    assert first_banned([{"876-7714"}], pieces) == banned
 
 
 def test_a_source_without_numbers_allows_none():
-    assert first_banned(set(), ["▁le", ".", "</s>"]) is None
-    assert first_banned(set(), ["▁le", "▁", "1"]) == "1"
+    assert first_banned([], ["▁le", ".", "</s>"]) is None
+    assert first_banned([], ["▁le", "▁", "1"]) == "1"
 
 
 def test_pieces_of_several_digits_and_word_starts():
-    assert first_banned({"1990"}, ["▁19", "90", ",", "▁le", "</s>"]) is None
-    assert first_banned({"1990"}, ["▁19", "▁le"]) == "▁le"  # "19" is not whole
-    assert first_banned({"1990"}, ["▁", *"1990", ",", "▁le"]) is None
+    assert first_banned([{"1990"}], ["▁19", "90", ",", "▁le", "</s>"]) is None
+    assert first_banned([{"1990"}], ["▁19", "▁le"]) == "▁le"  # "19" is not whole
+    assert first_banned([{"1990"}], ["▁", *"1990", ",", "▁le"]) is None
 
 
 def test_a_separator_after_a_whole_number_is_punctuation():
-    assert first_banned({"12", "12,22"}, ["▁", "1", "2", ",", "▁le"]) is None
-    assert first_banned({"12,22"}, ["▁", "1", "2", ",", "▁le"]) == "▁le"
-    assert first_banned({"12,22"}, ["▁", *"12,22", "▁dollars", "</s>"]) is None
+    assert first_banned([{"12"}, {"12,22"}], ["▁", "1", "2", ",", "▁le"]) is None
+    assert first_banned([{"12,22"}], ["▁", "1", "2", ",", "▁le"]) == "▁le"
+    assert first_banned([{"12,22"}], ["▁", *"12,22", "▁dollars", "</s>"]) is None
 
 
 def test_rows_at_their_maximum_length_are_left_alone():
-    guard = NumberGuard.build([{"876-7714"}], run_pieces(PIECES), len(PIECES))
-    state = guard.advance(guard.roots, torch.tensor([ID["8"]]))
+    guard = NumberGuard.build([[{"876-7714"}]], VOCABULARY)
+    state = guard.advance(guard.starts, torch.tensor([ID["8"]]))
     log_probs = guard.mask(
-        torch.zeros(2, len(PIECES)), state.repeat(2), torch.tensor([False, True])
+        torch.zeros(2, len(PIECES)), state.repeat(2, 1), torch.tensor([False, True])
     )
     assert log_probs[0, ID["</s>"]] == float("-inf") and log_probs[1, ID["</s>"]] == 0
+
+
+def test_each_number_is_used_as_often_as_the_source_has_it_and_none_is_left_out():
+    # "at 11:58 and left a tip of 20 dollars" -> "... à 11:58 ... 11:58 dollars"
+    numbers = allowed_numbers("He came at 11:58 and left a tip of 20 dollars.", "en", "fr")
+    assert first_banned(numbers, ["▁le", "▁", *"11:58", "▁le", "▁", *"11:5"]) == "1"
+    assert first_banned(numbers, ["▁le", "▁", *"11:58", ".", "</s>"]) == "</s>"
+    assert first_banned(numbers, ["▁le", "▁", *"20", "▁dollars", "▁", *"11:58", "</s>"]) is None
+    assert first_banned([{"20"}, {"20"}], ["▁", *"20", "▁le", "▁", *"20", "▁le", "▁", "2"]) == "2"
+
+
+def test_a_number_is_never_glued_to_another():
+    # "06 12 34 56 78" -> "06 12:34 56 78"; "3 March 1994" -> "March 3994"
+    numbers = allowed_numbers("Call 06 12 34 56 78.", "en", "fr")
+    phone = ["▁", *"06", "▁", *"12", "▁", *"34", "▁", *"56", "▁", *"78", ".", "</s>"]
+    assert first_banned(numbers, phone) is None
+    assert first_banned(numbers, ["▁", *"06", "▁", *"12", ":", "3"]) == "3"
+    numbers = allowed_numbers("Priya was born on 3 March 1994.", "en", "fr")
+    assert first_banned(numbers, ["▁le", "▁", "3", "9"]) == "9"
+    assert first_banned(numbers, ["▁le", "▁", "3", ",", "▁", *"1994", ".", "</s>"]) is None
+
+
+def test_a_number_in_words_is_the_sources_value_whole():
+    # "Il y a vingt-cinq élèves" -> "There are twenty-for students" (the guard refused "25")
+    numbers = allowed_numbers("Il y a vingt-cinq élèves.", "fr", "en")
+    assert first_banned(numbers, ["▁there", "▁", "2", "5", "▁students", ".", "</s>"]) is None
+    words = ["▁there", "▁twenty", "-", "five", "▁students", ".", "</s>"]
+    assert first_banned(numbers, words) is None
+    assert first_banned(numbers, ["▁there", "▁twenty", "-", "f", "ive", "</s>"]) is None
+    assert first_banned(numbers, ["▁there", "▁twenty", "-", "for"]) == "for"
+    assert first_banned(numbers, ["▁twenty", "▁students", "</s>"]) == "</s>"  # 25 not written
+    assert first_banned(numbers, ["▁twenty", "-", "five", "▁twenty", "-"]) == "-"  # used up
+    # "soixante et onze" is 71, in three words; "vingt-cinu" is no number
+    numbers = allowed_numbers("She is 71.", "en", "fr")
+    assert first_banned(numbers, ["▁le", "▁soixante", "▁et", "▁onze", "▁ans", "</s>"]) is None
+    assert first_banned(numbers, ["▁le", "▁soixante", "▁ans", "</s>"]) == "</s>"
+    numbers = allowed_numbers("There are twenty-five students.", "en", "fr")
+    assert first_banned(numbers, ["▁vingt", "-", "cin", "u"]) == "u"
+    assert first_banned(numbers, ["▁vingt", "-", "cinq", "▁le", "</s>"]) is None
+    assert first_banned(numbers, ["▁vingt", "-", "cinq", ".", "</s>"]) is None
+    # words are never refused: "sixty" of no source number is a word like another
+    assert first_banned([], ["▁sixty", "▁and", "▁twenty", "▁le", "</s>"]) is None
 
 
 def test_the_guard_keeps_the_numbers_the_shipped_en_fr_model_changes():
@@ -118,6 +194,22 @@ def test_the_guard_keeps_the_numbers_the_shipped_en_fr_model_changes():
     guarded = model.translate(lines, beam=5)
     assert "876-7714." in guarded[0] and "38884." in guarded[1] and "22:11." in guarded[2]
     assert "876-714." in alone[0] and "3884." in alone[1] and "22:111." in alone[2]
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_the_shipped_models_write_numbers_in_words_and_every_number(beam):
+    """Real outputs of the shipped models before the guard counted numbers and read words:
+    "There are twenty-for students", "Il y a vingt-dieux", "06 12 56 78" (34 dropped)."""
+    fr_en = seq2seq.load("transformer-small.tatoeba.fr-en", device="cpu", precision="fp32")
+    en_fr = seq2seq.load("transformer-small.tatoeba.en-fr", device="cpu", precision="fp32")
+    [students] = fr_en.translate(["Il y a vingt-cinq élèves."], beam=beam)
+    assert "twenty-five students" in students or "25 students" in students
+    [students, phone] = en_fr.translate(
+        ["There are twenty-five students.", "Call me at 06 12 34 56 78."], beam=beam
+    )
+    assert "vingt-cinq" in students
+    if beam > 1:  # greedy search writes "06 12 56 78" and cannot go back for the 34
+        assert "06 12 34 56 78" in phone
 
 
 @pytest.mark.parametrize("beam_size", [1, 5])

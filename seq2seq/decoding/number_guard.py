@@ -1,4 +1,5 @@
-"""The number guard: the numbers of a translation are the source's numbers, each whole.
+"""The number guard: the numbers of a translation are the source's numbers, each whole, each
+used as often as the source has it, none left out.
 
 A model that writes a number one digit piece at a time can drop or repeat a digit: "876-7714"
 becomes "876-714" when it loses count of the two 7s (docs/experiments.md). With the guard, the
@@ -6,38 +7,55 @@ search lets a number into the output only as one of the source's numbers, in the
 writes it or the form the target language does ("19.99" in English is "19,99" in French:
 seq2seq.data.entities.written_in). A number grouped in thousands is one number ("2 500 000" in
 French), written as the target groups it ("2,500,000" or "2500000" in English: `number_forms`).
-The guard only forbids pieces; the model's probabilities of the pieces it allows are unchanged.
+A number the source writes in words is one of its numbers ("vingt-cinq" is 25: text2num reads
+it), and a source number may be written in the target's words ("twenty-five": num2words writes
+them). The guard only forbids pieces; the model's probabilities of the pieces it allows are
+unchanged. Its rules:
 
-A *run* is a stretch of output pieces that write a number: pieces made of digits and the
-separators ". , : -" alone. The guard follows each beam's run with a small automaton whose states
-are the prefixes of the allowed numbers, the empty prefix meaning "outside a number":
+- a digit only as part of one of the source's numbers that is not used up: each source number
+  is written at most as often as the source has it ("11:58 ... 11:58 dollars" is refused when the
+  source has one 11:58), in digits or in words;
+- a number written in digits is whole before anything else comes, and nothing glues it to the
+  next one: "12" then ":" then "34" is refused ("06 12 34" must not become "06 12:34"), while a
+  separator after a whole number is punctuation ("... le 876-7714.");
+- a number in words that has gone past a hyphen on the way to a source number is finished:
+  "twenty-" goes on to "five" when the source has 25 ("twenty-for" is refused);
+- the EOS only once every source number is written, in digits or in words.
 
-    ""          any piece may come, but a digit only if some allowed number begins with it
-    "876-77"    a run piece only if it extends the prefix ("876-7714" allows "1"); any other
-                piece (a word, a space, the EOS) only once the prefix is a whole number
-    "876-7714"  a whole number: what follows may end it; a separator is then punctuation
-                ("... le 876-7714.")
+Other words are never refused ("un", "one" are articles too): a word that writes a source number
+only counts as writing it. Numbers are read from words and written in words from `WORDS_FROM`
+to `WORDS_BELOW`.
 
-A piece that begins a word ("▁" first, as "▁1990" in a vocabulary that does not split digits)
-ends the run before it, so it needs a whole number there too. A source line without numbers
-allows none.
+A sentence's automaton is a trie of every form of its numbers (`_Trie`): digit forms ("25") and
+word forms ("▁twenty-five", "▁Twenty-five"; "▁" is sentencepiece's mark of a word start). A
+state is a node of the trie (the empty node meaning "outside a number") and the set of source
+numbers already used. `NumberGuard` holds the tries of a batch as tables over the pieces that can
+write a form, its *columns* (the run pieces: digits and separators alone, "▁" allowed first; the
+pieces of the batch's word forms; and two for every other piece: one that starts a word or is
+punctuation, one that goes on with a word), so that one step masks and advances every row at
+once. N nodes, C columns, M numbers per sentence (a sentence with fewer has its extra ones used
+from the start):
 
-`NumberGuard` holds the automata of a batch of sentences as tables over the vocabulary's run
-pieces (C of them: 14 in a vocabulary that splits digits), so that one step of the search masks
-and advances every beam at once:
-
-    next_state  (N, C)  the state after each run piece, or -1 where the piece is not allowed
-    closed      (N,)    whether a piece that is not a run piece may come (the run is whole)
-    root        (N,)    the sentence's "" state, where any other piece leads
+    next_node  (N, C)  the node after each column, or -1 where the piece is refused
+    closer     (N, C)  the node whose number the piece ends (the number is then used), or -1
+    whole      (N, M)  the numbers a node's form writes whole
+    reach      (N, M)  the numbers a node is on the way to
+    free       (N,)    whether a node may be entered whatever is used (outside, or in words
+                       before a hyphen)
+    ends       (N,)    whether a node may be left by any piece (it is not inside a number)
 """
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
+from num2words import num2words
+from text_to_num import alpha2digit
 from torch import Tensor
 
 from seq2seq.data.entities import DECIMAL_COMMA, NUMBER, written_in
+from seq2seq.data.specials import EOS_PIECE
 
 SEPARATORS = ".,:-"
 WORD_START = "▁"  # sentencepiece's mark of a piece that begins a word
@@ -48,14 +66,51 @@ COMMA_DECIMAL = re.compile(r"(\d+),(\d+)")
 SPACE_GROUPED = re.compile(r"(?<![\d.,:-])\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d.,:-])")
 COMMA_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
 DOT_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+")
+# Numbers in words: from 3 (text2num's threshold: "one", "un", "two", "deux" alone are not read
+# as numbers) to 999 (a year or a larger number is written in digits, and its words are long).
+WORDS_FROM, WORDS_BELOW = 3, 1000
+IN_WORDS = re.compile(r"(?<![\w.,:-])\d+(?![\w]|[.,:-]\d)")  # a number text2num wrote, whole
+ROOT = 0  # every trie's node 0: outside a number
+OTHER_BOUNDARY, OTHER_INSIDE = 0, 1  # the columns of every piece that writes no form
+
+
+def words_to_digits(line: str, language: str) -> list[str]:
+    """The numbers that `line` writes in words, in digits ("vingt-cinq élèves" -> ["25"]).
+    text2num reads them; a number is kept only where num2words writes it back as the line does
+    ("Hundreds of people" is not 100) and it is no ordinal ("the fifth" -> "5th")."""
+    numbers = []
+    for part in re.split(r"\d+", line):
+        try:
+            digits = alpha2digit(part, language, threshold=WORDS_FROM)
+        except (NotImplementedError, KeyError, ValueError):
+            return []  # a language text2num does not read
+        text = re.sub(r"[\s-]+", " ", part.casefold())
+        for number in IN_WORDS.findall(digits):
+            words = in_words(number, language)
+            if words and re.sub(r"[\s-]+", " ", words.casefold()) in text:
+                numbers.append(number)
+    return numbers
+
+
+def in_words(number: str, language: str) -> str | None:
+    """`number` (digits) in the words of `language` ("71" -> "soixante et onze"), or None where
+    it is out of [WORDS_FROM, WORDS_BELOW) or num2words does not write that language."""
+    small = number.isdecimal() and len(number) <= 3 and number[0] != "0"
+    if not (small and WORDS_FROM <= int(number) < WORDS_BELOW):
+        return None
+    try:
+        return num2words(int(number), lang=language)
+    except NotImplementedError:
+        return None
 
 
 def source_numbers(line: str, src: str) -> list[str]:
-    """The numbers of a source `line`; in French or German a number grouped in thousands with
-    spaces ("2 500 000") is one number, not three."""
+    """The numbers of a source `line`, each as often as it has it; in French or German a number
+    grouped in thousands with spaces ("2 500 000") is one number, not three; numbers in words
+    come last, in digits."""
     grouped = SPACE_GROUPED.findall(line) if src in DECIMAL_COMMA else []
     rest = SPACE_GROUPED.sub(" ", line) if grouped else line
-    return grouped + NUMBER.findall(rest)
+    return grouped + NUMBER.findall(rest) + words_to_digits(line, src)
 
 
 def thousands(number: str, src: str) -> str | None:
@@ -67,109 +122,275 @@ def thousands(number: str, src: str) -> str | None:
     return None
 
 
+def grouped_in_thousands(digits: str) -> str:
+    """`digits` grouped by commas, as English writes them ("2500000" -> "2,500,000"), with no
+    conversion to int (which refuses more than 4,300 digits)."""
+    head = len(digits) % 3 or 3
+    return ",".join([digits[:head], *(digits[i : i + 3] for i in range(head, len(digits), 3))])
+
+
 def number_forms(number: str, src: str, tgt: str) -> set[str]:
     """The forms of a source number that a translation into `tgt` may hold: as the source
-    writes it, and as the target language does ("12,22" in French is "12.22" in English). A
-    number grouped in thousands may only be written as the target groups it in one run of
-    pieces: "1,500" or "1500" in English, "1500" in French (its "1 500" would be two numbers
-    to the guard, and its "1,500" means 1.5)."""
+    writes it, as the target language does ("12,22" in French is "12.22" in English), and in the
+    target's words ("▁twenty-five" and "▁Twenty-five", with "▁" for every space). A number
+    grouped in thousands may only be written as the target groups it in one run of pieces:
+    "1,500" or "1500" in English, "1500" in French (its "1 500" would be two numbers to the
+    guard, and its "1,500" means 1.5)."""
     if (digits := thousands(number, src)) is not None:
-        return {digits} if tgt in DECIMAL_COMMA else {digits, f"{int(digits):,}"}
-    english = number
-    if src in DECIMAL_COMMA and (decimal := COMMA_DECIMAL.fullmatch(number)) is not None:
-        english = f"{decimal[1]}.{decimal[2]}"
-    return {number, written_in(english, tgt)}
+        forms = {digits} if tgt in DECIMAL_COMMA else {digits, grouped_in_thousands(digits)}
+    else:
+        english = number
+        if src in DECIMAL_COMMA and (decimal := COMMA_DECIMAL.fullmatch(number)) is not None:
+            english = f"{decimal[1]}.{decimal[2]}"
+        forms = {number, written_in(english, tgt)}
+        digits = number
+    if (words := in_words(digits, tgt)) is not None:
+        word_form = WORD_START + words.replace(" ", WORD_START)
+        forms |= {word_form, WORD_START + word_form[1:].capitalize()}
+    return forms
 
 
-def allowed_numbers(line: str, src: str, tgt: str) -> set[str]:
-    """Every form of every number in the source `line` that its translation may hold."""
-    numbers = source_numbers(line, src)
-    return {form for number in numbers for form in number_forms(number, src, tgt)}
+def allowed_numbers(line: str, src: str, tgt: str) -> list[set[str]]:
+    """The forms (`number_forms`) of each number of the source `line` (`source_numbers`) that
+    its translation may hold, one set per number, as often as the line has it."""
+    return [number_forms(number, src, tgt) for number in source_numbers(line, src)]
 
 
-def run_pieces(pieces: list[str]) -> dict[int, str]:
-    """{id: text} of the vocabulary's run pieces (digits and separators alone, "▁" allowed
-    first), from `pieces`, the vocabulary's pieces in id order."""
-    return {i: p for i, p in enumerate(pieces) if RUN_PIECE.fullmatch(p) and p != WORD_START}
+@dataclass(frozen=True)
+class GuardVocabulary:
+    """What the guard needs of the target vocabulary: its pieces by text, its run pieces (digits
+    and separators alone, "▁" allowed first), which pieces go on with a word (a letter first),
+    and the EOS."""
+
+    ids: dict[str, int]
+    runs: dict[int, str]
+    inside: Tensor  # (V,) True where a piece goes on with a word (its first character a letter)
+    eos: int
+
+    @classmethod
+    def of(cls, pieces: list[str]) -> "GuardVocabulary":
+        """From `pieces`, the vocabulary's pieces in id order."""
+        runs = {i: p for i, p in enumerate(pieces) if RUN_PIECE.fullmatch(p) and p != WORD_START}
+        inside = torch.tensor([p[:1].isalpha() for p in pieces], dtype=torch.bool)
+        ids = {p: i for i, p in enumerate(pieces)}
+        return cls(ids=ids, runs=runs, inside=inside, eos=ids[EOS_PIECE])
 
 
-def _is_whole(prefix: str, numbers: set[str]) -> bool:
-    """Whether a run that has written `prefix` may end: it is empty, a whole allowed number, or
-    one followed by a separator (punctuation)."""
-    return (
-        prefix == "" or prefix in numbers or (prefix[-1] in SEPARATORS and prefix[:-1] in numbers)
-    )
+class _Trie:
+    """One sentence's forms as a trie of characters, each node with the numbers it writes whole
+    and those it is on the way to. A node is *bound* where the output must go on to a whole
+    number: inside digits, or in words past a hyphen ("▁twenty-" goes on to "five" when the
+    source has 25). Every whole node of digits has a *punctuation* node: the number followed by
+    separators, after which no digit may come."""
 
+    def __init__(self, numbers: list[set[str]]) -> None:
+        self.children: list[dict[str, int]] = [{}]
+        self.whole: list[set[int]] = [set()]
+        self.reach: list[set[int]] = [set()]
+        self.digits = [False]  # a node inside a number written in digits
+        self.bound = [False]
+        self.punct: dict[int, int] = {}
+        for index, forms in enumerate(numbers):
+            for form in forms:
+                self._add(form, index)
+        for node in range(len(self.digits)):
+            if self.digits[node] and self.whole[node]:
+                self.punct[node] = punct = self._node(True, True)
+                self.whole[punct], self.reach[punct] = set(self.whole[node]), set(self.whole[node])
+                self.children[punct] = dict.fromkeys(SEPARATORS, punct)
+            for char in (*SEPARATORS, WORD_START) if self.whole[node] else ():
+                if (after := self.children[node].get(char)) is not None:
+                    self.whole[after] |= self.whole[node]  # "12," has written 12 too
 
-def _follow(prefix: str, text: str, numbers: set[str], prefixes: set[str]) -> str | None:
-    """The prefix after a run piece `text` follows `prefix`, or None where it is not allowed."""
-    if text.startswith(WORD_START):
-        if not _is_whole(prefix, numbers):
-            return None
-        prefix, text = "", text[len(WORD_START) :]
-    for char in text:
-        if prefix == "" and char in SEPARATORS:
-            continue  # punctuation outside a number
-        if prefix + char in prefixes:
-            prefix += char
-        elif char in SEPARATORS and _is_whole(prefix, numbers):
-            prefix = ""  # punctuation right after a whole number
-        else:
-            return None
-    return prefix
+    def _node(self, digits: bool, bound: bool) -> int:
+        self.children.append({})
+        self.whole.append(set())
+        self.reach.append(set())
+        self.digits.append(digits)
+        self.bound.append(bound)
+        return len(self.digits) - 1
+
+    def _add(self, form: str, index: int) -> None:
+        node, digits = ROOT, form[0] != WORD_START
+        for at, char in enumerate(form):
+            if char not in self.children[node]:
+                bound = digits or "-" in form[: at + 1]
+                self.children[node][char] = self._node(digits, bound)
+            node = self.children[node][char]
+            self.reach[node].add(index)
+        self.whole[node].add(index)
+
+    def follow(self, node: int, text: str) -> tuple[int, int] | None:
+        """(the node after the piece `text`, the node whose number it ends or -1), or None where
+        the piece is refused at `node`."""
+        closer = -1
+        for char in text:
+            if (child := self.children[node].get(char)) is not None:
+                node = child
+                continue
+            if self.bound[node] and not self.whole[node]:
+                return None  # a number left unfinished
+            if self.digits[node] and char.isdecimal():
+                return None  # a number glued to the next
+            if self.digits[node] and char in SEPARATORS:
+                node = self.punct[node]
+                continue
+            if closer < 0 and self.whole[node] and (self.bound[node] or not char.isalpha()):
+                closer = node  # the run ends ("▁six" going on with a letter is no number)
+            node = self.children[ROOT].get(char, ROOT)
+            if node == ROOT and char.isdecimal():
+                return None  # no number of the source begins so
+        return node, closer
 
 
 @dataclass
 class NumberGuard:
-    """The automata of a batch of sentences; see the module docstring for the tables."""
+    """The automata of a batch of sentences; see the module docstring for the tables. A row's
+    state is a (1 + M,) vector: its node, then 1 for each of its sentence's numbers used."""
 
-    column: Tensor  # (V,) each vocabulary id's column among the run pieces, or -1
-    run_ids: Tensor  # (C,) the run pieces' ids
-    next_state: Tensor  # (N, C)
-    closed: Tensor  # (N,)
-    root: Tensor  # (N,)
-    roots: Tensor  # (B,) each sentence's "" state
+    column: Tensor  # (V,) each vocabulary id's column
+    # (C',) the ids of the pieces of columns 2 .. 1 + C': the run pieces, and the pieces of words
+    # that go on past a hyphen; the others are refused or not as the two columns of other pieces
+    ids: Tensor
+    next_node: Tensor  # (N, C)
+    closer: Tensor  # (N, C)
+    whole: Tensor  # (N, M)
+    reach: Tensor  # (N, M)
+    free: Tensor  # (N,)
+    ends: Tensor  # (N,)
+    root: Tensor  # (N,) the root node of each node's sentence
+    starts: Tensor  # (B, 1 + M) each sentence's first state
+    eos: int
 
     @classmethod
-    def build(cls, numbers: list[set[str]], runs: dict[int, str], vocab_size: int) -> "NumberGuard":
-        """The guard of B sentences: `numbers[b]`, the numbers sentence b's translation may
-        hold (`allowed_numbers`); `runs`, the vocabulary's run pieces (`run_pieces`)."""
-        run_ids = sorted(runs)
-        next_rows, closed, root, roots = [], [], [], []
-        for allowed in numbers:
-            prefixes = {""} | {n[:i] for n in allowed for i in range(len(n) + 1)}
-            states = {p: len(closed) + i for i, p in enumerate(sorted(prefixes))}
-            roots.append(states[""])
-            for prefix in sorted(prefixes):
-                after = [_follow(prefix, runs[i], allowed, prefixes) for i in run_ids]
-                next_rows.append([-1 if p is None else states[p] for p in after])
-                closed.append(_is_whole(prefix, allowed))
-                root.append(states[""])
-        column = torch.full((vocab_size,), -1, dtype=torch.long)
-        column[run_ids] = torch.arange(len(run_ids))
+    def build(cls, numbers: list[list[set[str]]], vocabulary: GuardVocabulary) -> "NumberGuard":
+        """The guard of B sentences: `numbers[b]`, the forms of each number sentence b's
+        translation may hold (`allowed_numbers`)."""
+        tries = [_Trie(forms) for forms in numbers]
+        bound, words = _word_pieces(numbers, vocabulary)
+        texts = [*vocabulary.runs.values(), *bound, *words]
+        ids = [*vocabulary.runs, *(vocabulary.ids[text] for text in [*bound, *words])]
+        column = torch.where(vocabulary.inside, OTHER_INSIDE, OTHER_BOUNDARY)
+        column[ids] = torch.arange(2, 2 + len(ids))
+        width = max((len(forms) for forms in numbers), default=0)
+        tables, offset, starts = [], 0, []
+        for trie, forms in zip(tries, numbers, strict=True):
+            tables.append(_tables(trie, ["", "", *texts], offset, width))
+            starts.append([offset] + [0] * len(forms) + [1] * (width - len(forms)))
+            offset += len(trie.digits)
         return cls(
-            column=column,
-            run_ids=torch.tensor(run_ids, dtype=torch.long),
-            next_state=torch.tensor(next_rows, dtype=torch.long).view(-1, len(run_ids)),
-            closed=torch.tensor(closed, dtype=torch.bool),
-            root=torch.tensor(root, dtype=torch.long),
-            roots=torch.tensor(roots, dtype=torch.long),
+            column,
+            torch.tensor(ids[: len(vocabulary.runs) + len(bound)], dtype=torch.long),
+            *(torch.cat(parts) for parts in zip(*tables, strict=True)),
+            torch.tensor(starts, dtype=torch.long).view(len(numbers), 1 + width),
+            vocabulary.eos,
         )
 
     def to(self, device: torch.device) -> "NumberGuard":
-        return NumberGuard(*(t.to(device) for t in vars(self).values()))
+        return NumberGuard(
+            *(t.to(device) if isinstance(t, Tensor) else t for t in vars(self).values())
+        )
+
+    def _ending(self, closer: Tensor, used: Tensor) -> Tensor:
+        """The number (one-hot, (..., M)) that a run ended at `closer` (..., or -1: none) uses:
+        the first that its node writes whole and `used` (..., M) has not."""
+        can = self.whole[closer.clamp(min=0)] & ~used & (closer >= 0)[..., None]
+        return can & (can.cumsum(-1) == 1)
 
     def mask(self, log_probs: Tensor, states: Tensor, free: Tensor) -> Tensor:
         """Set to -inf, in place, the log-probabilities (R, V) of the pieces that rows in
-        `states` (R,) may not write next; rows where `free` (R,) is True are left alone (a row
-        at its maximum length, which must end now)."""
-        inside = ~self.closed[states] & ~free  # (R,) rows that must go on with their number
-        banned = inside[:, None].expand_as(log_probs).clone()  # (R, V): every piece but a run's
-        banned[:, self.run_ids] = (self.next_state[states] < 0) & ~free[:, None]  # (R, C)
-        return log_probs.masked_fill_(banned, float("-inf"))
+        `states` (R, 1 + M) may not write next; rows where `free` (R,) is True are left alone (a
+        row at its maximum length, which must end now)."""
+        node, used = states[:, 0], states[:, 1:].bool()
+        columns = slice(2, 2 + len(self.ids))
+        after = self.next_node[node, columns]  # (R, C')
+        ending = self._ending(self.closer[node, columns], used[:, None, :])  # (R, C', M)
+        ahead = self.reach[after.clamp(min=0)] & ~(used[:, None, :] | ending)  # still to write
+        allowed = (after >= 0) & (self.free[after.clamp(min=0)] | ahead.any(-1))
+        written = (used | self._ending(node, used)).all(-1)  # every number, if the run ends
+        ids = torch.cat([self.ids, self.ids.new_tensor([self.eos])])
+        kept = torch.cat([allowed, (self.ends[node] & written)[:, None]], dim=1) | free[:, None]
+        forms = log_probs[:, ids].masked_fill_(~kept, float("-inf"))  # (R, C' + 1)
+        inside = (self.next_node[node, OTHER_BOUNDARY] < 0) & ~free  # (R,) inside a number
+        # every piece but a form's: adding -inf is faster than masked_fill_ over (R, V)
+        log_probs.add_(log_probs.new_zeros(len(node)).masked_fill_(inside, float("-inf"))[:, None])
+        log_probs[:, ids] = forms
+        return log_probs
 
     def advance(self, states: Tensor, tokens: Tensor) -> Tensor:
-        """The states (R,) after rows in `states` (R,) write `tokens` (R,)."""
+        """The states (R, 1 + M) after rows in `states` (R, 1 + M) write `tokens` (R,)."""
+        node, used = states[:, 0], states[:, 1:].bool()
         column = self.column[tokens]
-        after_run = self.next_state[states, column.clamp(min=0)]
-        return torch.where((column >= 0) & (after_run >= 0), after_run, self.root[states])
+        used = used | self._ending(self.closer[node, column], used)
+        after = self.next_node[node, column]
+        node = torch.where(after >= 0, after, self.root[node])
+        return torch.cat([node[:, None], used.long()], dim=1)
+
+
+def _word_pieces(numbers: list[list[set[str]]], vocabulary: GuardVocabulary) -> list[list[str]]:
+    """The vocabulary's pieces, run pieces aside, that write part of a word form of the batch
+    (its substrings: "▁twenty", "-", "five" of "▁twenty-five"): those that may go on past a
+    hyphen, where the guard refuses pieces, and the others."""
+    forms = {form for sentence in numbers for each in sentence for form in each}
+    words = {form for form in forms if form.startswith(WORD_START)}
+    pieces = {w[i:j] for w in words for i in range(len(w)) for j in range(i + 1, len(w) + 1)}
+    pieces = {p for p in pieces if p in vocabulary.ids} - set(vocabulary.runs.values())
+    bound = {
+        w[i:j]
+        for w in words
+        if "-" in w
+        for i in range(w.index("-"), len(w))
+        for j in range(i + 1, len(w) + 1)
+    }
+    return [sorted(pieces & bound), sorted(pieces - bound)]
+
+
+def _tables(trie: _Trie, texts: list[str], offset: int, width: int) -> tuple[Tensor, ...]:
+    """One sentence's rows of the guard's tables (see the module docstring), its nodes numbered
+    from `offset`; `texts`: each column's piece ("" for the two columns of other pieces).
+
+    A piece whose first character does not go on from a node ends the node's run there, if it
+    may end, and goes on as from outside; only the pieces that go on are followed one by one."""
+    n = len(trie.digits)
+    bound = torch.tensor(trie.bound)
+    whole, reach = (_one_hot(sets, width) for sets in (trie.whole, trie.reach))
+    ends = ~bound | whole.any(1)
+    boundary = torch.tensor([not text[:1].isalpha() for text in texts])
+    boundary[OTHER_INSIDE] = False
+    outside = [
+        trie.follow(ROOT, text) or (-1, -1)
+        if text[:1] in trie.children[ROOT] or any(char.isdecimal() for char in text)
+        else (ROOT, -1)
+        for text in texts
+    ]
+    root_next, root_closer = torch.tensor(outside, dtype=torch.long).unbind(1)
+    next_node = torch.where(ends[:, None], root_next, -1)
+    nodes = torch.arange(n)[:, None]
+    closer = torch.where(whole.any(1)[:, None] & (bound[:, None] | boundary), nodes, root_closer)
+    by_first = defaultdict(list)
+    for col, text in enumerate(texts[2:], start=2):
+        by_first[text[0]].append(col)
+    in_runs = {char for char in by_first if char.isdecimal() or char in SEPARATORS}
+    followed = [
+        (node, col, *(trie.follow(node, texts[col]) or (-1, -1)))
+        for node in range(1, n)
+        for char in trie.children[node].keys() | (in_runs if trie.digits[node] else set())
+        for col in by_first.get(char, ())
+    ]
+    if followed:
+        rows, cols, after, ended = torch.tensor(followed, dtype=torch.long).unbind(1)
+        next_node[rows, cols], closer[rows, cols] = after, ended
+    shift = (
+        next_node.where(next_node < 0, next_node + offset),
+        closer.where(closer < 0, closer + offset),
+    )
+    return *shift, whole, reach, ~bound, ends, torch.full((n,), offset)
+
+
+def _one_hot(sets: list[set[int]], width: int) -> Tensor:
+    """(len(sets), width): True at [i, j] where j is in sets[i]."""
+    table = torch.zeros(len(sets), width, dtype=torch.bool)
+    pairs = [(row, index) for row, each in enumerate(sets) for index in each]
+    if pairs:
+        table[tuple(torch.tensor(pairs).T)] = True
+    return table

@@ -132,7 +132,7 @@ def greedy_search(
     rows = torch.arange(batch_size, device=device)  # (R,) the sentences in the batch
     running = reads.all_running(batch_size, device)  # (R,) those not finished (None: all)
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
-    guard_states = None if guard is None else guard.roots  # (R,)
+    guard_states = None if guard is None else guard.starts  # (R, 1 + M)
     for step in range(max_steps):
         check_stop(should_stop)
         out = model.decode_step(state, prev, cache, need_attention)
@@ -383,7 +383,7 @@ def _first_batch(
     tokens = torch.zeros(batch_size, k, 0, dtype=torch.long, device=device)
     attention = torch.zeros(batch_size, k, 0, src.shape[1], device=device)
     prev = torch.full((batch_size * k,), BOS_ID, dtype=torch.long, device=device)
-    guard_states = None if guard is None else guard.roots.repeat_interleave(k)
+    guard_states = None if guard is None else guard.starts.repeat_interleave(k, dim=0)
     return _BeamBatch(
         sentences, state, beam_state, cache, prev, scores, tokens, attention, guard_states
     )
@@ -409,8 +409,8 @@ def _next_batch(
     beam_tokens = torch.cat([batch.tokens[sentence_rows, beams], tokens[..., None]], 2)
     guard_states = None
     if guard is not None:
-        kept_states = batch.guard_states.view(len(batch.sentences), k)[sentence_rows, beams]
-        guard_states = guard.advance(kept_states.view(-1), tokens.view(-1))
+        states = batch.guard_states.view(len(batch.sentences), k, -1)[sentence_rows, beams]
+        guard_states = guard.advance(states.flatten(0, 1), tokens.view(-1))
     attention = batch.attention
     if history_attention is not None:
         attention = history_attention[sentence_rows, beams]

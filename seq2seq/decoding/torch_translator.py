@@ -25,7 +25,7 @@ from seq2seq.decoding.line_translator import (
     LineTranslator,
     Translation,
 )
-from seq2seq.decoding.number_guard import NumberGuard, allowed_numbers, run_pieces
+from seq2seq.decoding.number_guard import GuardVocabulary, NumberGuard, allowed_numbers
 from seq2seq.decoding.open_pytorch import Inference
 from seq2seq.decoding.quantize import quantized_copy
 from seq2seq.decoding.search import (
@@ -230,9 +230,9 @@ class Translator(LineTranslator):
             )
 
     @cached_property
-    def run_pieces(self) -> dict[int, str]:
-        """The target vocabulary's run pieces (seq2seq.decoding.number_guard.run_pieces)."""
-        return run_pieces(self.tgt_tokenizer.vocabulary())
+    def guard_vocabulary(self) -> GuardVocabulary:
+        """What the number guard needs of the target vocabulary."""
+        return GuardVocabulary.of(self.tgt_tokenizer.vocabulary())
 
     def _guard(self, sources: list[list[int]]) -> NumberGuard:
         """The number guard of one batch of tokenized sources (seq2seq.decoding.number_guard)."""
@@ -240,7 +240,7 @@ class Translator(LineTranslator):
             raise ValueError("decode.keep_numbers: give the Translator its languages")
         src, tgt = self.languages
         numbers = [allowed_numbers(line, src, tgt) for line in self.src_tokenizer.decode(sources)]
-        guard = NumberGuard.build(numbers, self.run_pieces, self.tgt_tokenizer.vocab_size)
+        guard = NumberGuard.build(numbers, self.guard_vocabulary)
         return guard.to(self.device)
 
 
