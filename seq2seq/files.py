@@ -184,7 +184,7 @@ def recover_folder(target: Path, kind: str) -> list[str]:
     pattern = f".{glob.escape(target.name)}.{kind}-*-*"
     for stale in sorted(target.parent.glob(pattern)):
         pid = stale.name.removeprefix(f".{target.name}.{kind}-").split("-")[0]
-        if pid.isdigit() and not _process_alive(int(pid)):
+        if pid.isdecimal() and not _process_alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
             done.append(f"{target}: deleted {stale.name}, left by an interrupted build")
     return done

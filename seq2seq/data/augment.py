@@ -68,7 +68,7 @@ FULL_NAME = 1 / 3
 
 def entities(line: str) -> list[str]:
     """The names and numbers of `line`, in order ("Tom, 19.99 €" -> ["Tom", "19.99"])."""
-    return [token for token in TOKEN.findall(line) if token[0].isdigit() or is_name(token)]
+    return [token for token in TOKEN.findall(line) if token[0].isdecimal() or is_name(token)]
 
 
 def shared_entities(src: str, tgt: str) -> list[str]:
@@ -122,7 +122,7 @@ class EntityAugmenter:
         shape; for a given name, with `full_names` sometimes a full name), sharing no word with
         `taken`, as the source and the target write it (`entity` itself when none is left)."""
         for _ in range(MAX_DRAWS):
-            if entity[0].isdigit():
+            if entity[0].isdecimal():
                 new = self._draw_number(entity)
             else:
                 name = self._draw_name(entity, full_names)
@@ -174,8 +174,8 @@ class EntityAugmenter:
         shared = shared_entities(src, tgt)
         if not shared:
             return []
-        has_number = any(entity[0].isdigit() for entity in shared)
-        rate = max(self.number_rate if entity[0].isdigit() else self.rate for entity in shared)
+        has_number = any(entity[0].isdecimal() for entity in shared)
+        rate = max(self.number_rate if entity[0].isdecimal() else self.rate for entity in shared)
         copies = int(rate) + int(self.rng.random() < rate - int(rate))
         self.report.pairs_with_entities += 1
         self.report.pairs_added += copies

@@ -27,7 +27,9 @@ NAMES_FILE = Path(__file__).with_name("names.tsv")
 HELD_OUT_BUCKETS = 10  # one key in ten is held out for the entity test
 
 # A number: digit runs joined by one separator each ("2015", "19.99", "3,5", "14:30",
-# "555-0142"). A name: a capitalised word ("Julia"; not "I", "OK" or "McDonald").
+# "555-0142"). A name: a capitalised word ("Julia"; not "I", "OK" or "McDonald"). A digit is
+# what `\d` matches, a decimal digit of any script, as `str.isdecimal` tells (and int() reads):
+# never `str.isdigit`, which takes superscripts and circled digits ("⁴", "⑦") for digits too.
 NUMBER = re.compile(r"\d+(?:[.,:-]\d+)*")
 NAME = re.compile(r"[^\W\d_][^\W\d_A-Z]+")
 TIME = re.compile(r"(\d{1,2}):(\d\d)")
@@ -103,7 +105,7 @@ def _number_like(rng: random.Random, number: str) -> str:
         hours = range(10, 24) if len(time[1]) == 2 and time[1][0] != "0" else range(10)
         hour = rng.choice(hours)
         return f"{hour:0{len(time[1])}d}:{rng.randrange(60):02d}"
-    if number.isdigit() and len(number) == 4 and int(number) in YEARS:
+    if number.isdecimal() and len(number) == 4 and int(number) in YEARS:
         return str(rng.choice(YEARS))
     return re.sub(r"\d+", lambda run: _digits(rng, run[0]), number)
 

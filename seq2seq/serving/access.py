@@ -80,7 +80,7 @@ def read_keys(path: Path, option: str = "--api-keys") -> dict[str, int | None]:
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
-        if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
+        if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdecimal()):
             raise UserError(f"{option} {path}:{number}: expected KEY or KEY REQUESTS_PER_MINUTE")
         keys[fields[0]] = int(fields[1]) if len(fields) == 2 else None
     if not keys:
