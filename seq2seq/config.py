@@ -47,6 +47,15 @@ class DataConfig:
     # the share of the numbers put in that have two equal digits side by side ("7714", "19.99"),
     # which a model copies worst; 0: only those drawn so by chance
     augment_repeated_digits: float = 0.0
+    # the share of the names put in from names_world.tsv (many alphabets, with their accents)
+    augment_world_names: float = 0.0
+    # the share of the numbers put in that are codes instead ("INV-2025-00417", "SW1A 1AA")
+    augment_codes: float = 0.0
+    # the share of the names put in that are e-mail addresses or URLs instead
+    augment_contacts: float = 0.0
+    # the share of training pairs followed by an example joining them to the 1 to 3 before
+    # (seq2seq.data.concatenate); 0: off
+    concat_share: float = 0.0
 
     @property
     def augmentation(self) -> dict[str, float]:

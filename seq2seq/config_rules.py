@@ -84,6 +84,10 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "data.augment_entities": Range(0, 10),
     "data.augment_numbers": Range(0, 50),  # higher: few pairs share a number
     "data.augment_repeated_digits": Range(0, 1),
+    "data.augment_world_names": Range(0, 1),
+    "data.augment_codes": Range(0, 1),
+    "data.augment_contacts": Range(0, 1),
+    "data.concat_share": Range(0, 1),
     "model.arch": ("transformer", "gru"),
     "model.embed_dim": AT_LEAST_1,
     "model.hidden_size": AT_LEAST_1,

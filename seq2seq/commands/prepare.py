@@ -10,6 +10,7 @@ import argparse
 
 from seq2seq.commands.cli import command_parser, ranged
 from seq2seq.config_rules import RULES
+from seq2seq.data.augment import AUGMENT_SETTINGS
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS
 from seq2seq.data.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.data.download import MIRROR_ENV
@@ -122,7 +123,21 @@ def add_copy_teaching_options(parser: argparse.ArgumentParser) -> None:
             "0, as they come",
         ),
     )
-    parser.add_argument("--seed", type=int, default=1, help="seed of copy-teaching's draws")
+    shares = {
+        "--augment-world-names": "the share of copy-teaching's names drawn from many alphabets",
+        "--augment-codes": "the share of copy-teaching's numbers that are codes instead",
+        "--augment-contacts": "the share of copy-teaching's names that are e-mails or URLs",
+        "--concat-share": "the share of training pairs followed by an example joining them "
+        "to the 1 to 3 pairs before",
+    }
+    for option, help_text in shares.items():
+        rule = RULES["data." + option.removeprefix("--").replace("-", "_")]
+        parser.add_argument(
+            option, metavar="SHARE", default=0.0, **ranged(float, rule, help_text, "0, off")
+        )
+    parser.add_argument(
+        "--seed", type=int, default=1, help="seed of copy-teaching's and concatenation's draws"
+    )
 
 
 def add_user_corpus_options(parser: argparse.ArgumentParser) -> None:
@@ -169,8 +184,6 @@ def main(argv: list[str]) -> None:
         mirror_option="--mirror DIR_OR_URL",
         split_digits=args.split_digits,
         byte_fallback=args.byte_fallback,
-        augment_entities=args.augment_entities,
-        augment_numbers=args.augment_numbers,
-        augment_repeated_digits=args.augment_repeated_digits,
+        **{key: getattr(args, key) for key in AUGMENT_SETTINGS},
         augment_seed=args.seed,
     )

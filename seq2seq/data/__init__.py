@@ -9,6 +9,7 @@ The modules, in that order:
     clean.py            normalising every split and filtering the training pairs
     tokenizer.py        training and applying sentencepiece
     prepare.py          writing a prepared folder (or reusing one prepared the same way)
+    concatenate.py      training examples of 2 to 4 pairs joined (data.concat_share)
     manifest.py         the prepared folder's format, shared by its writer and its reader
     prepared_corpus.py  reading a prepared folder back, for training and evaluation
     batching.py         padded batches of similar lengths under a token budget

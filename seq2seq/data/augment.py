@@ -43,7 +43,10 @@ from seq2seq.data.entities import (
     MAX_DRAWS,
     NUMBER,
     NUMBER_SHAPES,
+    WORLD_NAMES_FILE,
     Names,
+    contact,
+    draw_code,
     draw_number,
     is_name,
     load_names,
@@ -59,7 +62,22 @@ TOKEN = re.compile(rf"{NUMBER.pattern}|[^\W\d_]+")
 AUGMENT_VERSION = 3
 # A prepared folder's copy-teaching settings (each recorded when it is not 0), as
 # `seq2seq prepare` and a configuration's `data` section name them.
-AUGMENT_SETTINGS = ("augment_entities", "augment_numbers", "augment_repeated_digits")
+AUGMENT_SETTINGS = (
+    "augment_entities",
+    "augment_numbers",
+    "augment_repeated_digits",
+    "augment_world_names",
+    "augment_codes",
+    "augment_contacts",
+    "concat_share",  # seq2seq.data.concatenate
+)
+# The settings that only change what copy-teaching puts in: nothing without it.
+COPY_TEACHING_SHARES = (
+    "augment_repeated_digits",
+    "augment_world_names",
+    "augment_codes",
+    "augment_contacts",
+)
 SAME_SHAPE = 0.5  # the share of the numbers put in that have the shape of the one they replace
 # The share of the given names put in that come with a surname (a full name): everyday sentences
 # share hardly any surname, so without them a model would never see one to copy.
@@ -108,14 +126,24 @@ class EntityAugmenter:
         names: Names | None = None,
         number_rate: float = 0.0,
         repeated_digits: float = 0.0,
+        world_names: float = 0.0,
+        codes: float = 0.0,
+        contacts: float = 0.0,
     ) -> None:
         self.rate = rate
         self.number_rate = number_rate or rate
         self.repeated_digits = repeated_digits
+        self.shares = {"world": world_names, "codes": codes, "contacts": contacts}
         self.languages = languages
         self.rng = random.Random(seed)
         self.names = names or load_names(held=False)
+        self.world = load_names(held=False, path=WORLD_NAMES_FILE) if world_names else self.names
         self.report = AugmentReport()
+
+    def _chance(self, kind: str) -> bool:
+        """True `self.shares[kind]` of the time; no draw is spent on a share of 0, so the
+        draws are those of a copy-teaching without it."""
+        return bool(self.shares[kind]) and self.rng.random() < self.shares[kind]
 
     def _draw(self, entity: str, taken: set[str], full_names: bool) -> tuple[str, str]:
         """A training entity of the same kind as `entity` (for a number, half the time of any
@@ -133,17 +161,25 @@ class EntityAugmenter:
 
     def _draw_name(self, name: str, full_names: bool) -> str:
         """A training name for `name`: a surname for a surname; for a given name, a given name,
-        with `full_names` followed by a surname `FULL_NAME` of the time."""
+        with `full_names` followed by a surname `FULL_NAME` of the time. A share of them come
+        from names_world.tsv (`world_names`), and a share are e-mail addresses or URLs made of
+        a name (`contacts`)."""
+        names = self.world if self._chance("world") else self.names
+        if self._chance("contacts"):
+            return contact(self.rng, self.rng.choice(names.given), self.rng.choice(names.surnames))
         if name in self.names.surname_set:
-            return self.rng.choice(self.names.surnames)
-        given = self.rng.choice(self.names.given)
+            return self.rng.choice(names.surnames)
+        given = self.rng.choice(names.given)
         if full_names and self.rng.random() < FULL_NAME:
-            return f"{given} {self.rng.choice(self.names.surnames)}"
+            return f"{given} {self.rng.choice(names.surnames)}"
         return given
 
     def _draw_number(self, number: str) -> tuple[str, str]:
-        """A training number for `number`: of its shape and written as it is, or of any shape
-        and written as each language writes it."""
+        """A training number for `number`: a code (`codes` of the time), or a number of its
+        shape written as it is, or of any shape and written as each language writes it."""
+        if self._chance("codes"):
+            code = draw_code(self.rng, held=False)
+            return code, code
         if self.rng.random() < SAME_SHAPE:
             new = self._training_number(number)
             return new, new

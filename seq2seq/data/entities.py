@@ -19,11 +19,15 @@ header); numbers are drawn by shape: a year, a time, or digits with the separato
 import hashlib
 import random
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 NAMES_FILE = Path(__file__).with_name("names.tsv")
+# Names of many alphabets, with their accents ("Siobhán", "Wiśniewski", "Nguyễn"): copy-teaching's
+# data.augment_world_names; see its header
+WORLD_NAMES_FILE = Path(__file__).with_name("names_world.tsv")
 HELD_OUT_BUCKETS = 10  # one key in ten is held out for the entity test
 
 # A number: digit runs joined by one separator each ("2015", "19.99", "3,5", "14:30",
@@ -41,6 +45,26 @@ DECIMAL_COMMA = frozenset({"de", "fr"})  # the languages that write 19.99 as 19,
 DECIMAL = re.compile(r"(\d+)\.(\d+)")
 REPEATED_DIGIT = re.compile(r"(\d)\1")
 MAX_DRAWS = 1000  # a shape with no held-out (or no training) value left gives up after this
+# Codes copied whole: invoice and order numbers, licence plates, postcodes (British, Canadian,
+# Polish, Dutch), product codes. In a shape "A" is a capital letter, "9" a digit, the rest itself.
+CODE_SHAPES = (
+    "INV-9999-99999",
+    "ORD-999999",
+    "AA-999-AA",
+    "AA99 AAA",
+    "A99 9AA",
+    "A9A 9A9",
+    "99-999",
+    "9999 AA",
+    "AAAAAAAA99",
+    "AA-9999-A",
+)
+# E-mail addresses and URLs are made of a name at a domain reserved for examples (RFC 2606).
+DOMAINS = ("example.com", "example.org", "example.net")
+# Letters that NFKD does not take apart, as an address writes them
+ASCII_LETTERS = str.maketrans(
+    {"ł": "l", "ø": "o", "ß": "ss", "đ": "d", "ð": "d", "þ": "th", "æ": "ae", "ı": "i"}
+)
 
 
 def is_number(entity: str) -> bool:
@@ -79,10 +103,11 @@ class Names:
         return frozenset(self.surnames)
 
 
-def load_names(held: bool) -> Names:
-    """The names of names.tsv that are held out (`held`) or that training may use."""
+def load_names(held: bool, path: Path = NAMES_FILE) -> Names:
+    """The names of names.tsv (or `path`) that are held out (`held`) or that training may
+    use."""
     given, surnames = [], []
-    for line in NAMES_FILE.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("#"):
             continue
         name, kind = line.split("\t")
@@ -125,3 +150,27 @@ def draw_number(rng: random.Random, like: str, held: bool, *, repeated_digit: bo
         if held_out(number) == held and (has_repeated_digit(number) or not repeated_digit):
             return number
     raise ValueError(f"no number shaped like {like!r} on that side of the split")
+
+
+def draw_code(rng: random.Random, held: bool) -> str:
+    """A random code of one of `CODE_SHAPES` on the `held` side of the split ("INV-2025-00417",
+    "SW1A 1AA", "BRETAGNE29")."""
+    letters, digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789"
+    for _ in range(MAX_DRAWS):
+        shape = rng.choice(CODE_SHAPES)
+        chars = {"A": letters, "9": digits}
+        code = "".join(rng.choice(chars[c]) if c in chars else c for c in shape)
+        if held_out(code) == held:
+            return code
+    raise ValueError("no code on that side of the split")
+
+
+def contact(rng: random.Random, given: str, surname: str) -> str:
+    """An e-mail address or a URL made of a name ("ana.wisniewska@example.org",
+    "https://www.example.com/ana-wisniewska"), in ASCII letters."""
+    name = unicodedata.normalize("NFKD", f"{given} {surname}".lower().translate(ASCII_LETTERS))
+    words = re.sub(r"[^a-z ]", "", name.encode("ascii", "ignore").decode()).split()
+    domain = rng.choice(DOMAINS)
+    if rng.random() < 0.5:
+        return f"{'.'.join(words)}@{domain}"
+    return f"https://www.{domain}/{'-'.join(words)}"

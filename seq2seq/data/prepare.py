@@ -28,8 +28,13 @@ import numpy as np
 import sentencepiece
 from tqdm import tqdm
 
-from seq2seq.data.augment import AUGMENT_SETTINGS, AUGMENT_VERSION, EntityAugmenter
+from seq2seq.data.augment import (
+    AUGMENT_VERSION,
+    COPY_TEACHING_SHARES,
+    EntityAugmenter,
+)
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
+from seq2seq.data.concatenate import Concatenator
 from seq2seq.data.corpora import (
     SPLITS,
     USER_CORPUS,
@@ -96,6 +101,10 @@ def prepare(
     augment_entities: float = 0.0,
     augment_numbers: float = 0.0,
     augment_repeated_digits: float = 0.0,
+    augment_world_names: float = 0.0,
+    augment_codes: float = 0.0,
+    augment_contacts: float = 0.0,
+    concat_share: float = 0.0,
     augment_seed: int = 1,
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
@@ -112,20 +121,22 @@ def prepare(
     augment_entities, augment_numbers, augment_seed: the copy-teaching pairs added on average
         per training pair sharing a name or number, per pair sharing a number (0: as many as
         augment_entities), and the seed of their draws (see `seq2seq.data.augment`).
-    augment_repeated_digits: the share of copy-teaching's numbers drawn with a digit repeated.
+    augment_repeated_digits ... concat_share: copy-teaching's other shares and concatenation's
+        (`seq2seq.data.concatenate`), seeded by augment_seed, each recorded only when not 0.
     """
     augmentation = {
         "augment_entities": augment_entities,
         "augment_numbers": augment_numbers,
         "augment_repeated_digits": augment_repeated_digits,
+        "augment_world_names": augment_world_names,
+        "augment_codes": augment_codes,
+        "augment_contacts": augment_contacts,
+        "concat_share": concat_share,
     }
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
     _check_pieces_and_copy_teaching(vocab_size, byte_fallback, spm_sample, augmentation)
     out = Path(out) if out else default_out(corpus, src, tgt)
-    check_output_location("--out", out)
-    if out.parent.is_dir():
-        for line in recover_folder(out, "building"):
-            print(line)
+    _check_out(out)
     settings: dict[str, Any] = {
         "corpus": corpus,
         "src": src,
@@ -143,11 +154,6 @@ def prepare(
     if _up_to_date(out, settings):
         print(f"{out}: already prepared with these settings (files verified); reusing it")
         return out
-    if out.exists() and not ((out / MANIFEST).is_file() or _is_empty_dir(out)):
-        raise UserError(
-            f"--out {out} exists and is not a prepared folder (no {MANIFEST}); "
-            "give another --out or remove it"
-        )
     started = time.perf_counter()
     cache_dir = Path(cache_dir) if cache_dir else out.parent / "downloads"
     with removing_new_empty_dirs([out.parent, cache_dir]), _staging(out) as tmp:
@@ -155,6 +161,20 @@ def prepare(
     lines = ", ".join(f"{split} {count}" for split, count in manifest["lines"].items())
     print(f"prepared {out} in {time.perf_counter() - started:.1f} s: {lines} pairs")
     return out
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an --out that no folder may be written to or that holds something else than a
+    prepared folder; finish or undo there what an interrupted build left."""
+    check_output_location("--out", out)
+    if out.parent.is_dir():
+        for line in recover_folder(out, "building"):
+            print(line)
+    if out.exists() and not ((out / MANIFEST).is_file() or _is_empty_dir(out)):
+        raise UserError(
+            f"--out {out} exists and is not a prepared folder (no {MANIFEST}); "
+            "give another --out or remove it"
+        )
 
 
 def _check_options(
@@ -191,14 +211,14 @@ def _check_pieces_and_copy_teaching(
 ) -> None:
     """Refuse copy-teaching's repeated digits without copy-teaching, byte fallback in too small a
     vocabulary, and too small a sentencepiece sample."""
-    repeated_digits = augmentation["augment_repeated_digits"]
-    if repeated_digits and not (
-        augmentation["augment_entities"] or augmentation["augment_numbers"]
-    ):
-        raise UserError(
-            f"--augment-repeated-digits {repeated_digits}: copy-teaching is off; give "
-            "--augment-entities or --augment-numbers too"
-        )
+    for key in COPY_TEACHING_SHARES:
+        if augmentation[key] and not (
+            augmentation["augment_entities"] or augmentation["augment_numbers"]
+        ):
+            raise UserError(
+                f"--{key.replace('_', '-')} {augmentation[key]}: copy-teaching is off; give "
+                "--augment-entities or --augment-numbers too"
+            )
     if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
         raise UserError(
             f"--vocab-size {vocab_size}: byte fallback takes {BYTE_PIECES} pieces (one per byte) "
@@ -296,17 +316,8 @@ def _build(
     """Write every file of a prepared folder into `folder`; returns the manifest."""
     src, tgt = settings["src"], settings["tgt"]
     pairs, sources, licence = _read_corpus(settings, files, mirror, cache_dir, mirror_option)
-    rate, number_rate, repeated_digits = (settings.get(key, 0.0) for key in AUGMENT_SETTINGS)
-    augmenter = None
-    if rate or number_rate:
-        augmenter = EntityAugmenter(
-            rate,
-            settings["augment_seed"],
-            languages=(src, tgt),
-            number_rate=number_rate,
-            repeated_digits=repeated_digits,
-        )
-    lines, report, copies = _write_text(folder, pairs, settings, augmenter)
+    augmenter, concatenator = _augmenters(settings)
+    lines, report, copies = _write_text(folder, pairs, settings, augmenter, concatenator)
     src_tok, tgt_tok, src_model, tgt_model = _train_tokenizers(folder, settings, copies)
     dtype = ID_DTYPES[0] if max(src_tok.vocab_size, tgt_tok.vocab_size) <= 1 << 16 else ID_DTYPES[1]
     jobs = [
@@ -328,6 +339,7 @@ def _build(
         "lines": lines,
         "cleaning": report.to_dict(),
         **({"augmentation": vars(augmenter.report)} if augmenter else {}),
+        **({"concatenation": {"examples_added": concatenator.added}} if concatenator else {}),
         "tokenizer": {
             "joint": settings["joint_vocab"],
             "model_type": model_type,
@@ -351,16 +363,39 @@ def _build(
     return manifest
 
 
+def _augmenters(settings: dict[str, Any]) -> tuple[EntityAugmenter | None, Concatenator | None]:
+    """Copy-teaching's augmenter and the concatenator that `settings` turn on, else None."""
+    shares = {key: settings.get(key, 0.0) for key in COPY_TEACHING_SHARES}
+    rate, number_rate = settings.get("augment_entities", 0.0), settings.get("augment_numbers", 0.0)
+    augmenter = concatenator = None
+    if rate or number_rate:
+        augmenter = EntityAugmenter(
+            rate,
+            settings["augment_seed"],
+            languages=(settings["src"], settings["tgt"]),
+            number_rate=number_rate,
+            repeated_digits=shares["augment_repeated_digits"],
+            world_names=shares["augment_world_names"],
+            codes=shares["augment_codes"],
+            contacts=shares["augment_contacts"],
+        )
+    if settings.get("concat_share"):
+        concatenator = Concatenator(settings["concat_share"], settings["augment_seed"])
+    return augmenter, concatenator
+
+
 def _write_text(
     folder: Path,
     pairs: Iterator[Pair],
     settings: dict[str, Any],
     augmenter: EntityAugmenter | None = None,
+    concatenator: Concatenator | None = None,
 ) -> tuple[dict[str, int], CleanReport, bytearray]:
     """Normalise every pair, clean the training pairs, and write the `<split>.<lang>` text files,
     one pair at a time, each training pair followed by the copy-teaching pairs that `augmenter`
-    gives. Returns the pairs written per split, the cleaning report, and which training lines
-    are copy-teaching's (1) rather than the corpus's own (0)."""
+    gives and the example that `concatenator` joins. Returns the pairs written per split, the
+    cleaning report, and which training lines are copy-teaching's or concatenation's (1) rather
+    than the corpus's own (0)."""
     counts = dict.fromkeys(SPLITS, 0)
     copies = bytearray()
     report = CleanReport(settings["max_words"], settings["max_ratio"])
@@ -379,6 +414,8 @@ def _write_text(
             if split == "train" and not report.keep(src_line, tgt_line):
                 continue
             extra = augmenter(src_line, tgt_line) if augmenter and split == "train" else []
+            if concatenator and split == "train":
+                extra += concatenator(src_line, tgt_line)
             for src_text, tgt_text in [(src_line, tgt_line), *extra]:
                 outputs[split, settings["src"]].write(src_text + "\n")
                 outputs[split, settings["tgt"]].write(tgt_text + "\n")
