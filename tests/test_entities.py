@@ -605,6 +605,7 @@ def test_recording_the_entity_test_changes_nothing_else(tmp_path: Path) -> None:
         precision="fp32",
         beam_size=5,
         keep_numbers=True,
+        split_sentences=True,
         hypotheses=[],
         hypothesis_ids=[],
         copy_accuracy={"number_copy_accuracy": 50.0, "numbers": 2, "numbers_copied": 1},
@@ -637,7 +638,7 @@ def test_the_recorded_command_says_whether_numbers_were_kept(
     """The Tatoeba models keep numbers by default: a record says so, and an evaluation without
     the guard records the option that turned it off."""
     args = parse_args(["--model", SHIPPED[0], "--split", "test", *option])
-    result = SimpleNamespace(beam_size=5, precision="fp32", keep_numbers=used)
+    result = SimpleNamespace(beam_size=5, precision="fp32", keep_numbers=used, split_sentences=True)
     assert evaluation_command(args, result) == (
         f"seq2seq evaluate --model {SHIPPED[0]} --split test --beam 5 --precision fp32{flag}"
     )
