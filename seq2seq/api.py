@@ -7,6 +7,7 @@
     model.translate(lines, beam=5, nbest=3)              # 3 Translations per line, best first
     model.attention("A dog runs in the snow.")           # its translation and every map
     model.beam_tree("A dog runs in the snow.", beam=4)   # the beam search, step by step
+    model.align("A dog runs .", "Ein Hund rennt .")      # word links: .pharaoh() "0-0 1-1 ..."
     seq2seq.load("transformer-tiny.multi30k.en-de", engine="ctranslate2")  # faster, same output
 
 docs/api.md shows more. The same `Translator` as `seq2seq translate` does the work, and the
@@ -34,6 +35,7 @@ from seq2seq.errors import UserError
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from seq2seq.decoding.alignment import WordAlignment
     from seq2seq.decoding.open_pytorch import Inference
     from seq2seq.decoding.torch_translator import Translator
 
@@ -166,14 +168,50 @@ class Model:
             raise UserError("nothing in the line is left to translate once normalised")
         return beam_tree(self.translator, src_ids, beam, nbest)
 
-    def _check_pytorch_line(self, line: str, what: str) -> None:
+    def align(
+        self,
+        src: str,
+        tgt: str | None = None,
+        rule: str = "mean",
+        reverse: Model | None = None,
+        combine: str = "grow-diag-final",
+    ) -> WordAlignment:
+        """The word alignment of `src` and `tgt` (words split on whitespace), teacher-forced on
+        `tgt`, or on the model's best translation of `src` when `tgt` is None: `links`, pairs
+        (source word, target word) from 0, `pharaoh()` them as text. `rule`: the attention that
+        aligns, "mean", "layer:L", "head:L.H", each optionally after "shifted:"
+        (seq2seq.decoding.alignment); with `reverse`, the opposite model (e.g. fr-en for
+        en-fr), both directions combined by `combine` ("intersection", "union", "grow-diag",
+        "grow-diag-final"). PyTorch engine only; a ValueError names a bad argument."""
+        from seq2seq.decoding.alignment import COMBINATIONS, Aligner, AlignmentRule, align_ids
+
+        for model in (self, reverse) if reverse is not None else (self,):
+            model._check_pytorch_line(src, "alignment", "src")
+        if tgt is not None:
+            self._check_pytorch_line(tgt, "alignment", "tgt")
+        if combine not in COMBINATIONS:
+            raise ValueError(f"combine {combine!r}: one of {', '.join(COMBINATIONS)}")
+        try:
+            parsed = AlignmentRule.parse(rule, "rule")
+        except UserError as err:
+            raise ValueError(str(err)) from None
+        forward = Aligner(self.translator, parsed)
+        if tgt is None:
+            (best,) = self.translator.translate([src], beam_size=self._beam(None))[0]
+            ids = best.src_tokens, best.tokens
+        else:
+            ids = forward.ids(src, tgt)
+        backward = Aligner(reverse.translator, parsed) if reverse is not None else None
+        return align_ids(forward, ids, backward, combine)
+
+    def _check_pytorch_line(self, line: str, what: str, argument: str = "line") -> None:
         """UserError under the CTranslate2 engine (`what` comes from PyTorch's); a ValueError
         naming `line` for a line that is not one line of text."""
         if isinstance(self.translator, CTranslate2Translator):
             raise UserError(f"{what}: from the PyTorch engine only; use engine='pytorch'")
         problem = line_problem(line)
         if problem:
-            raise ValueError(f"line: {problem}")
+            raise ValueError(f"{argument}: {problem}")
 
     def _sentence(self, line: str, sentence: int, what: str) -> str:
         """Sentence number `sentence` of `line` (`_check_pytorch_line` first); a ValueError

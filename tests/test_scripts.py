@@ -23,6 +23,7 @@ SCRIPTS = {
     "train": "train",
     "translate": "translate",
     "evaluate": "evaluate",
+    "align": "align",
     "average_checkpoints": "average",
     "export": "export",
     "serve": "serve",

@@ -9,6 +9,7 @@ One module per subcommand, in the order of the data flow:
     train.py      train a model from a configuration; run it again to resume
     translate.py  translate: an interactive prompt on a terminal, or line by line
     evaluate.py   score a model with sacreBLEU: BLEU, lowercased BLEU and chrF
+    align.py      align words through attention, both directions combined, AER against gold
     average.py    average the weights of several checkpoints of one run
     export.py     export a model folder that translates on its own, or one for CTranslate2
     serve.py      serve models over HTTP: the JSON API, LibreTranslate's API, metrics
@@ -36,7 +37,17 @@ from types import ModuleType
 from seq2seq.commands.cli import run_cli, summary
 
 # The subcommands, in the order of the data flow (and of `seq2seq --help`).
-COMMANDS = ("prepare", "train", "translate", "evaluate", "average", "export", "serve", "explore")
+COMMANDS = (
+    "prepare",
+    "train",
+    "translate",
+    "evaluate",
+    "align",
+    "average",
+    "export",
+    "serve",
+    "explore",
+)
 
 
 def command_module(name: str) -> ModuleType:

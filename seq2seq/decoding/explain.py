@@ -5,8 +5,10 @@ chosen hypotheses (`seq2seq.decoding.attention_maps.teacher_forced_maps`, which 
 and their shapes), so the maps are the weights the model computes when it produces exactly
 those tokens.
 
-Pieces are grouped into words: sentencepiece marks the first piece of a word with "▁", and the
-EOS piece is a word of its own. The word alignment is read off cross-attention:
+Pieces are grouped into words (`seq2seq.decoding.alignment.word_of_piece`: sentencepiece marks
+the first piece of a word with "▁", and the EOS piece is a word of its own). The word alignment
+is read off cross-attention as `seq2seq align` reads it with its rule `mean`
+(seq2seq.decoding.alignment), with its weights:
 
     A(t, s) = `source_attention`: the mean over every decoder layer and head of
               cross(l, h, t, s)   (GRU: bahdanau)
@@ -31,6 +33,7 @@ import torch
 from torch import Tensor
 
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding.alignment import word_of_piece, word_weights
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.decoding.beam_trace import BeamTrace, TraceStep
 from seq2seq.decoding.line_translator import Translation
@@ -40,7 +43,6 @@ from seq2seq.models import TransformerSeq2Seq
 
 DECIMALS = 3
 SCORE_DECIMALS = 4  # log-probabilities and scores of the beam tree
-WORD_START = "▁"
 ALIGNED_WEIGHTS = {
     "transformer": "cross-attention averaged over every decoder layer and head",
     "gru": "the Bahdanau weights",
@@ -61,34 +63,13 @@ def check_text(text: str) -> None:
         raise UserError(f"text: not valid UTF-8 at character {err.start + 1}") from None
 
 
-def word_of_piece(pieces: list[str]) -> tuple[list[str], list[int]]:
-    """The words of a piece sequence ending with EOS, and the word index of every piece.
-
-    A piece starting with "▁" starts a word; the EOS piece is a word of its own.
-    """
-    words: list[str] = []
-    index: list[int] = []
-    for position, piece in enumerate(pieces):
-        if position == len(pieces) - 1 or piece.startswith(WORD_START) or not words:
-            words.append(piece.removeprefix(WORD_START))
-        else:
-            words[-1] += piece
-        index.append(len(words) - 1)
-    return words, index
-
-
 def word_alignment(attention: Tensor, src_words: list[int], tgt_words: list[int]) -> list[list]:
     """[target word, source word, weight] links (see the module docstring), EOS left out.
 
     attention: (T, S) piece weights; src_words, tgt_words: the word index of every piece.
     """
-    src_index = torch.tensor(src_words)
-    tgt_index = torch.tensor(tgt_words)
-    num_src, num_tgt = src_words[-1], tgt_words[-1]  # the EOS word is the last; leave it out
-    summed = torch.zeros(attention.shape[0], num_src + 1).index_add_(1, src_index, attention)
-    per_word = torch.zeros(num_tgt + 1, num_src + 1).index_add_(0, tgt_index, summed)
-    per_word /= torch.bincount(tgt_index, minlength=num_tgt + 1)[:, None]
-    weights, links = per_word[:num_tgt, :num_src].max(dim=1)
+    per_word = word_weights(attention, src_words, tgt_words)
+    weights, links = per_word[:-1, :-1].max(dim=1)  # the EOS words are the last: leave them out
     pairs = zip(links.tolist(), weights.tolist(), strict=True)
     return [[u, v, round(w, DECIMALS)] for u, (v, w) in enumerate(pairs)]
 

@@ -13,6 +13,7 @@ The modules, in the order a request meets them:
     state.py           what the routes share (`ServerState`), and the path from lines to answers
     libretranslate.py  LibreTranslate's API (`POST /translate`, `GET /languages`)
     explorer.py        the attention explorer: its page (static/) and `POST /v1/explain`
+    alignment.py       word alignment: `POST /v1/align`
     chapters.py        the explorer's chapter pages: their widgets' `POST /v1/chapters/...`
     run_history.py     a training run's attention by step, for the explorer's training page
     app.py             `create_app(models, limits)`: the FastAPI application

@@ -8,11 +8,13 @@
                          from the swagger-ui-bundle package: nothing is fetched from elsewhere)
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
     GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
+    POST /v1/align                    word alignments (seq2seq.serving.alignment)
     GET  /v1/run/attention            a run's attention by step (seq2seq.serving.run_history)
     POST /v1/chapters/...             the explorer's chapter widgets (seq2seq.serving.chapters)
 
 On a server of CTranslate2 folders alone, which has no PyTorch model for the maps and never
-imports torch, the explorer's routes are not served: `GET /` and `POST /v1/explain` answer 409.
+imports torch, the explorer's routes are not served: `GET /`, `POST /v1/explain` and
+`POST /v1/align` answer 409.
 
 Every answer carries the security headers of `seq2seq.serving.access`; with an `Access`,
 requests are checked for their Host, Origin, API key and rate limit before they are read (a key
@@ -143,6 +145,7 @@ translate_only = APIRouter(tags=["explorer"])
 
 @translate_only.get("/", include_in_schema=False)
 @translate_only.post("/v1/explain", include_in_schema=False)
+@translate_only.post("/v1/align", include_in_schema=False)
 async def no_explorer(state: StateDep) -> None:
     """The explorer's routes on a server whose models are all CTranslate2 folders."""
     raise ApiError(409, NO_EXPLORER.format(name=next(iter(state.models))))
@@ -193,10 +196,11 @@ def create_app(
     app.include_router(service)
     app.include_router(libretranslate.router)
     if any(served.pytorch is not None for served in models.values()):
-        from seq2seq.serving import chapters, explorer, run_history  # torch computes the maps
+        from seq2seq.serving import alignment, chapters, explorer, run_history  # torch: the maps
 
         app.include_router(explorer.router)
         app.state.attention_history = run_history.RunHistory(attention_history)
+        app.include_router(alignment.router)
         app.include_router(run_history.router)
         app.include_router(chapters.router)
     else:

@@ -4,7 +4,7 @@ and writes the OpenAPI schema (GET /openapi.json, pages at /docs) from them.
 The range of each decoding field is derived from seq2seq.config_rules.ARGUMENTS, the ranges
 the configuration, the command line and the Python API check too."""
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,3 +86,48 @@ class ModelInfo(BaseModel):
 
 class ErrorBody(BaseModel):
     error: str = Field(description="one line naming the field or limit")
+
+
+class AlignPair(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source: str = Field(description="the source sentence, words split on whitespace")
+    target: str | None = Field(
+        None, description="its translation; left out: the model's own translation is aligned"
+    )
+
+
+class AlignRequest(BaseModel):
+    """POST /v1/align (docs/align.md)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first")
+    pairs: list[AlignPair] = Field(min_length=1, description="the sentence pairs to align")
+    rule: str = Field(
+        "mean",
+        description="the attention that aligns: mean, layer:L or head:L.H, each "
+        "optionally after shifted:",
+    )
+    reverse_model: str | None = Field(
+        None, description="the opposite model (target to source): both directions combined"
+    )
+    reverse_rule: str | None = Field(None, description="the reverse model's rule; default: rule")
+    combine: Literal["intersection", "union", "grow-diag", "grow-diag-final"] = Field(
+        "grow-diag-final", description="how reverse_model's links join the model's"
+    )
+    beam: int | None = Field(
+        None, **ARGUMENTS["beam"].bounds(), description="beam size of the translations"
+    )
+
+
+class AlignedPair(BaseModel):
+    source_words: list[str]
+    target_words: list[str] = Field(description="the target's words (the translation's)")
+    links: str = Field(description="Pharaoh form: `i-j` source word i, target word j, from 0")
+
+
+class AlignResponse(BaseModel):
+    model: str
+    reverse_model: str | None
+    alignments: list[AlignedPair] = Field(description="one per pair, in request order")

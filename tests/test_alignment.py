@@ -1,0 +1,215 @@
+"""Word alignment: the rules on hand-made maps, the combination heuristics on hand-made links,
+AER where its value is known exactly, the shipped Tatoeba models on lines of the Hansards gold,
+POST /v1/align on loopback, and a bad gold file as one `error:` line."""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import httpx2
+import pytest
+import torch
+import uvicorn
+
+import seq2seq
+from seq2seq.api import Model
+from seq2seq.commands import align
+from seq2seq.commands.cli import run_cli
+from seq2seq.decoding.alignment import (
+    AlignmentRule,
+    AlignmentScore,
+    GoldLinks,
+    attention_links,
+    grow_diag,
+    grow_diag_final,
+    intersection,
+    parse_gold,
+    union,
+)
+from seq2seq.errors import UserError
+from seq2seq.serving.app import create_app
+from seq2seq.serving.registry import served_model
+
+EN_FR, FR_EN = "transformer-small.tatoeba.en-fr", "transformer-small.tatoeba.fr-en"
+
+
+@pytest.fixture(scope="module")
+def hansards(shared_data: Path) -> tuple[Path, Path]:
+    folder = shared_data / "alignment"
+    return folder / "hansards.en-fr.src-tgt", folder / "hansards.en-fr.gold"
+
+
+@pytest.fixture(scope="module")
+def en_fr() -> Model:
+    return seq2seq.load(EN_FR, device="cpu")
+
+
+# --- Rules on hand-made maps ------------------------------------------------------------------
+
+
+def test_rules_are_parsed_and_named_back() -> None:
+    assert AlignmentRule.parse("mean") == AlignmentRule()
+    assert AlignmentRule.parse("layer:1") == AlignmentRule(layer=1)
+    assert AlignmentRule.parse("head:1.3") == AlignmentRule(1, 3)
+    assert AlignmentRule.parse("shifted") == AlignmentRule(shifted=True)
+    assert AlignmentRule.parse("shifted:head:0.2") == AlignmentRule(0, 2, shifted=True)
+    for text in ("mean", "layer:1", "head:1.3", "shifted:mean", "shifted:layer:0"):
+        assert str(AlignmentRule.parse(text)) == text
+    for bad in ("", "max", "head:1", "layer:x", "shifted:", "shifted:shifted"):
+        with pytest.raises(UserError, match=r"^--rule .*: one of mean, layer:L or head:L\.H"):
+            AlignmentRule.parse(bad)
+
+
+def test_each_rule_reads_its_own_layer_head_and_row() -> None:
+    """Two source words of one piece each, two target words (pieces "▁a" "b" and "▁c"), EOS on
+    both sides: head 1 of layer 0 looks across, every other head along the diagonal."""
+    diagonal = torch.tensor([[0.8, 0.1, 0.1], [0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.1, 0.3, 0.6]])
+    across = torch.tensor([[0.1, 0.8, 0.1], [0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])
+    cross = torch.stack([torch.stack([diagonal, across]), torch.stack([diagonal, diagonal])])
+    maps = {"cross": cross}  # (L 2, H 2, T 4, S 3)
+    src_words, tgt_words = [0, 1, 2], [0, 0, 1, 2]
+
+    def links(rule: str) -> set[tuple[int, int]]:
+        return attention_links(maps, AlignmentRule.parse(rule), src_words, tgt_words)
+
+    assert links("head:0.0") == {(0, 0), (1, 1)}
+    assert links("head:0.1") == {(1, 0), (0, 1)}
+    assert links("mean") == {(0, 0), (1, 1)}  # 3 diagonal heads out of 4
+    # shifted: target piece t reads row t + 1; word 0 ("▁a" "b") averages rows 1 and 2
+    assert links("shifted:head:0.0") == {(1, 0), (1, 1)}
+    with pytest.raises(UserError, match=r"rule head:2\.0: the model has layers 0-1, heads 0-1"):
+        links("head:2.0")
+    with pytest.raises(UserError, match="the GRU has one attention map"):
+        attention_links({"bahdanau": diagonal}, AlignmentRule(0), src_words, tgt_words)
+
+
+# --- Combination heuristics on hand-made links -------------------------------------------------
+
+# Five words a side: the diagonal agreed on, and one link of each direction far from it.
+FORWARD_A = {(0, 0), (1, 1), (2, 2), (3, 3), (0, 4)}  # one source word per target word
+REVERSE_A = {(0, 0), (1, 1), (2, 2), (3, 3), (4, 0)}  # one target word per source word
+# Three source words, four target words: the reverse link (2, 3) grows from (2, 2), which grows
+# from (1, 1); the forward link (0, 3) touches no alignment point and links two aligned words.
+FORWARD_B = {(0, 0), (1, 1), (2, 2), (0, 3)}
+REVERSE_B = {(0, 0), (1, 1), (2, 3)}
+
+
+def test_intersection_and_union() -> None:
+    assert intersection(FORWARD_A, REVERSE_A) == {(0, 0), (1, 1), (2, 2), (3, 3)}
+    assert union(FORWARD_B, REVERSE_B) == {(0, 0), (1, 1), (2, 2), (0, 3), (2, 3)}
+
+
+def test_grow_diag_adds_neighbours_that_link_an_unaligned_word() -> None:
+    assert grow_diag(FORWARD_A, REVERSE_A) == {(0, 0), (1, 1), (2, 2), (3, 3)}
+    assert grow_diag(FORWARD_B, REVERSE_B) == {(0, 0), (1, 1), (2, 2), (2, 3)}
+
+
+def test_grow_diag_final_adds_the_links_of_unaligned_words_alone() -> None:
+    assert grow_diag_final(FORWARD_A, REVERSE_A) == FORWARD_A | REVERSE_A
+    assert grow_diag_final(FORWARD_B, REVERSE_B) == {(0, 0), (1, 1), (2, 2), (2, 3)}
+
+
+# --- AER --------------------------------------------------------------------------------------
+
+
+def test_aer_precision_and_recall_of_hand_made_links() -> None:
+    gold = parse_gold("1-1 2p2 4-4")  # sure (0, 0) and (3, 3); (1, 1) possible
+    assert gold == GoldLinks(sure={(0, 0), (3, 3)}, possible={(0, 0), (1, 1), (3, 3)})
+    score = AlignmentScore()
+    score.add({(0, 0), (1, 1), (2, 2)}, gold)  # |A| 3, |S| 2, |A∩S| 1, |A∩P| 2
+    assert (score.precision, score.recall, score.aer) == (2 / 3, 1 / 2, 1 - 3 / 5)
+    score.add({(0, 0)}, GoldLinks(sure={(0, 0)}, possible={(0, 0)}))  # counts are summed
+    assert (score.predicted, score.sure, score.sure_found, score.possible_found) == (4, 3, 2, 3)
+    assert score.summary() == {
+        "aer": 28.6,
+        "precision": 75.0,
+        "recall": 66.7,
+        "links": 4,
+        "sure": 3,
+    }
+    with pytest.raises(ValueError, match="'0-1' is not a link"):
+        parse_gold("1-1 0-1")
+
+
+# --- The shipped Tatoeba models on Hansards lines --------------------------------------------
+
+
+def test_the_en_fr_model_aligns_hansards_lines(en_fr: Model, hansards: tuple[Path, Path]) -> None:
+    lines = hansards[0].read_text(encoding="utf-8").splitlines()
+    source, target = (side.strip() for side in lines[2].split("|||"))  # oh , oh ! ||| oh , oh !
+    assert en_fr.align(source, target).pharaoh() == "0-0 1-1 2-2 3-3"
+    reverse = seq2seq.load(FR_EN, device="cpu")
+    assert en_fr.align(source, target, reverse=reverse).pharaoh() == "0-0 1-1 2-2 3-3"
+    own = en_fr.align("The cat sleeps.")  # its own translation, one link per target word
+    assert own.src_words == ["The", "cat", "sleeps."]
+    assert sorted(j for _, j in own.links) == list(range(len(own.tgt_words)))
+    with pytest.raises(ValueError, match="combine 'grow': one of intersection"):
+        en_fr.align(source, target, combine="grow")
+
+
+def test_align_scores_gold_lines(hansards: tuple[Path, Path], capsys) -> None:
+    """Lines 7-8, twice `hear , hear ! ||| bravo !` (sure 4-2): the model links bravo to hear,
+    a possible link, and ! to the first comma, a wrong one: |A| 4, |S| 2, |A∩S| 0, |A∩P| 2."""
+    pairs, gold = hansards
+    align.main(["--model", EN_FR, "--input", str(pairs), "--gold", str(gold), "--lines", "7-8"])
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].split() == ["mean", "66.7", "50.0", "0.0", "4", "2"]  # 1 - 2/6
+
+
+def test_a_bad_gold_file_is_one_error_line(tmp_path: Path, hansards: tuple[Path, Path], capsys):
+    gold = tmp_path / "gold.txt"
+    gold.write_text("1-1 2-2\n1-1 2x2\n", encoding="utf-8")
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("2 . ||| 2 .\n2 . ||| 2 .\n", encoding="utf-8")
+    argv = ["--model", EN_FR, "--input", str(pairs), "--gold", str(gold)]
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(partial(align.main, argv))
+    assert stopped.value.code == 2
+    expected = f"error: {gold}:2: '2x2' is not a link i-j (sure) or ipj (possible), from 1\n"
+    assert capsys.readouterr().err == expected
+
+
+# --- POST /v1/align on loopback ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(en_fr: Model) -> Iterator[str]:
+    """A server of the en-fr model on a free port of 127.0.0.1, in a thread of this process."""
+    served = {EN_FR: served_model(EN_FR, en_fr.inference, torch.device("cpu"))}
+    config = uvicorn.Config(create_app(served), log_level="warning")
+    running = uvicorn.Server(config)
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if running.started:
+            break
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+    running.should_exit = True
+    thread.join(timeout=30)
+
+
+def test_post_align_gives_links_and_one_line_errors(server: str) -> None:
+    pairs = [{"source": "2 .", "target": "2 ."}, {"source": "oh , oh !", "target": "oh , oh !"}]
+    answer = httpx2.post(f"{server}/v1/align", json={"pairs": pairs}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert [pair["links"] for pair in found["alignments"]] == ["0-0 1-1", "0-0 1-1 2-2 3-3"]
+    assert found["alignments"][1]["target_words"] == ["oh", ",", "oh", "!"]
+    own = httpx2.post(f"{server}/v1/align", json={"pairs": [{"source": "I see."}]}, timeout=60)
+    assert own.status_code == 200, own.text
+    assert own.json()["alignments"][0]["target_words"]  # the model's translation
+    for body, status, error in [
+        ({"pairs": pairs, "rule": "head:7.0"}, 422, "pairs[0]: rule head:7.0: the model has"),
+        ({"pairs": [{"source": "a", "target": " "}]}, 422, "pairs[0]: the target has no words"),
+        ({"pairs": pairs, "reverse_model": "x"}, 404, "reverse_model: no model named 'x'"),
+        ({"pairs": [{"source": "a" * 1001}]}, 413, "pairs.source[0]: 1001 characters"),
+    ]:
+        answer = httpx2.post(f"{server}/v1/align", json=body, timeout=60)
+        assert answer.status_code == status, answer.text
+        assert answer.json()["error"].startswith(error), answer.text
