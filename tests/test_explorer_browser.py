@@ -134,6 +134,19 @@ def test_typing_shows_the_translation_and_the_apis_cross_attention(page: Page, s
     assert page.locator("#grid canvas.thumb").count() == 4 * 5  # 4 layers x (4 heads + mean)
     links = page.locator("#align-links line").count()
     assert links == len(answer["hypotheses"][0]["alignment"]) > 0
+    # the alignment outlined on the map: the cells of every piece of two linked words
+    best, source = answer["hypotheses"][0], answer["source"]
+    words = {(u, v) for u, v, _ in best["alignment"]}
+    expected = {
+        (t, s)
+        for t, u in enumerate(best["word_of_piece"])
+        for s, v in enumerate(source["word_of_piece"])
+        if (u, v) in words
+    }
+    outlined = page.eval_on_selector_all(
+        "#heatmap td.cell.linked", "cells => cells.map(c => [+c.dataset.row, +c.dataset.col])"
+    )
+    assert {tuple(cell) for cell in outlined} == expected
 
 
 @pytest.mark.slow  # serves in another process to a browser

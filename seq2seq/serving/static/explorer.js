@@ -117,8 +117,22 @@ function drawHeatmap() {
   const top = largest(weights) || 1;
   const axes = mapAxes(state.view, state.payload.source.pieces, hypothesis().pieces);
   drawMapTable($("heatmap"), weights, axes, top);
+  markLinks($("heatmap"));
   $("heatmap-legend").replaceChildren(legend((v) => colour(v, top), 0, top));
   $("map-formula").textContent = VIEWS[state.view].formula;
+}
+
+// The word alignment on a map of target pieces over source pieces: every cell whose target
+// word is linked to its source word is outlined.
+function markLinks(table) {
+  if (state.view !== "cross" && state.view !== "bahdanau") return;
+  const linked = new Set((hypothesis().alignment || []).map(([u, v]) => `${u}-${v}`));
+  const srcWord = state.payload.source.word_of_piece;
+  const tgtWord = hypothesis().word_of_piece;
+  for (const cell of table.querySelectorAll("td.cell")) {
+    const { row, col } = cell.dataset;
+    if (linked.has(`${tgtWord[row]}-${srcWord[col]}`)) cell.classList.add("linked");
+  }
 }
 
 function highlightCell(event) {
