@@ -193,15 +193,15 @@ class Model:
             raise ValueError(f"combine {combine!r}: one of {', '.join(COMBINATIONS)}")
         try:
             parsed = AlignmentRule.parse(rule, "rule")
+            forward = Aligner(self.translator, parsed)
+            backward = Aligner(reverse.translator, parsed) if reverse is not None else None
         except UserError as err:
             raise ValueError(str(err)) from None
-        forward = Aligner(self.translator, parsed)
         if tgt is None:
             (best,) = self.translator.translate([src], beam_size=self._beam(None))[0]
             ids = best.src_tokens, best.tokens
         else:
             ids = forward.ids(src, tgt)
-        backward = Aligner(reverse.translator, parsed) if reverse is not None else None
         return align_ids(forward, ids, backward, combine)
 
     def _check_pytorch_line(self, line: str, what: str, argument: str = "line") -> None:

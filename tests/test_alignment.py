@@ -80,10 +80,15 @@ def test_each_rule_reads_its_own_layer_head_and_row() -> None:
     assert links("mean") == {(0, 0), (1, 1)}  # 3 diagonal heads out of 4
     # shifted: target piece t reads row t + 1; word 0 ("▁a" "b") averages rows 1 and 2
     assert links("shifted:head:0.0") == {(1, 0), (1, 1)}
-    with pytest.raises(UserError, match=r"rule head:2\.0: the model has layers 0-1, heads 0-1"):
-        links("head:2.0")
-    with pytest.raises(UserError, match="the GRU has one attention map"):
-        attention_links({"bahdanau": diagonal}, AlignmentRule(0), src_words, tgt_words)
+
+
+def test_a_rule_the_model_lacks_is_refused_before_any_work(en_fr: Model, tiny_model) -> None:
+    model = en_fr.translator.model  # 2 decoder layers of 4 heads
+    AlignmentRule(1, 3).check(model)
+    with pytest.raises(UserError, match=r"^--rule head:2\.0: the model has layers 0-1, heads 0-3$"):
+        AlignmentRule(2, 0).check(model, "--rule")
+    with pytest.raises(UserError, match=r"^rule layer:0: the GRU has one attention map"):
+        AlignmentRule(0).check(tiny_model("gru"))
 
 
 # --- Combination heuristics on hand-made links -------------------------------------------------
@@ -205,7 +210,7 @@ def test_post_align_gives_links_and_one_line_errors(server: str) -> None:
     assert own.status_code == 200, own.text
     assert own.json()["alignments"][0]["target_words"]  # the model's translation
     for body, status, error in [
-        ({"pairs": pairs, "rule": "head:7.0"}, 422, "pairs[0]: rule head:7.0: the model has"),
+        ({"pairs": pairs, "rule": "head:7.0"}, 422, "rule head:7.0: the model has layers 0-1"),
         ({"pairs": [{"source": "a", "target": " "}]}, 422, "pairs[0]: the target has no words"),
         ({"pairs": pairs, "reverse_model": "x"}, 404, "reverse_model: no model named 'x'"),
         ({"pairs": [{"source": "a" * 1001}]}, 413, "pairs.source[0]: 1001 characters"),

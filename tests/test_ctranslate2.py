@@ -688,17 +688,20 @@ def test_a_folder_is_served_without_an_explorer(exported: Path, en_de: Inference
         info = client.get("/v1/models").json()[0]
         page = client.get("/")
         explain = client.post("/v1/explain", json={"text": LINES[0]})
+        align = client.post("/v1/align", json={"pairs": [{"source": LINES[0]}]})
     with TestClient(create_app(both)) as client:
         explain_folder = client.post("/v1/explain", json={"model": "en-de", "text": LINES[0]})
         chapter = client.post("/v1/chapters/self_attention", json={"text": LINES[3]})
         chapter_folder = client.post(
             "/v1/chapters/self_attention", json={"model": "en-de", "text": LINES[3]}
         )
+        pair = {"source": LINES[0], "target": LINES[0]}
+        align_folder = client.post("/v1/align", json={"model": "en-de", "pairs": [pair]})
     assert chapter.status_code == 200, chapter.text
     assert (chapter.json()["model"], chapter.json()["models"]) == (EN_DE, [EN_DE])
     assert info["parameters"] == sum(p.numel() for p in en_de.model.parameters())
     assert (info["precision"], info["scores"]["bleu"]) == ("fp32", pytest.approx(40.03, abs=0.01))
-    for answer in (page, explain, explain_folder, chapter_folder):
+    for answer in (page, explain, explain_folder, chapter_folder, align, align_folder):
         assert answer.status_code == 409
         assert answer.json() == {"error": NO_EXPLORER.format(name="en-de")}
 

@@ -125,7 +125,7 @@ def load_aligner(name: str, args: argparse.Namespace, rule: str, option: str) ->
     inference = load_model(name, device, args.plain)
     if args.beam is not None:
         inference.config.decode.beam_size = args.beam
-    return Aligner(Translator.from_inference(inference, device), parsed)
+    return Aligner(Translator.from_inference(inference, device), parsed, option)
 
 
 def align_all(

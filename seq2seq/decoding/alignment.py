@@ -56,6 +56,7 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.errors import UserError
 from seq2seq.models.base import Seq2SeqModel
+from seq2seq.models.transformer import TransformerSeq2Seq
 
 if TYPE_CHECKING:
     from seq2seq.decoding.torch_translator import Translator
@@ -140,18 +141,23 @@ class AlignmentRule:
             named = f"head:{self.layer}.{self.head}"
         return f"shifted:{named}" if self.shifted else named
 
+    def check(self, model: Seq2SeqModel, option: str = "rule") -> None:
+        """A UserError naming `option` for a layer or head that `model` does not have (the GRU
+        has one map: the mean rule only)."""
+        if self.layer is None:
+            return
+        if not isinstance(model, TransformerSeq2Seq):
+            raise UserError(f"{option} {self}: the GRU has one attention map; use the rule mean")
+        layers = len(model.decoder_layers)
+        heads = model.decoder_layers[0].cross_attn.num_heads
+        if self.layer >= layers or (self.head is not None and self.head >= heads):
+            shape = f"layers 0-{layers - 1}, heads 0-{heads - 1}"
+            raise UserError(f"{option} {self}: the model has {shape}")
+
     def attention(self, maps: dict[str, Tensor]) -> Tensor:
-        """A(t, s) (T, S) of teacher-forced `maps`; a UserError for a layer or head the model
-        does not have (the GRU has one map: the mean rule only)."""
+        """A(t, s) (T, S) of teacher-forced `maps` of a model the rule fits (`check`)."""
         if self.layer is None:
             return source_attention(maps)
-        if "cross" not in maps:
-            raise UserError(f"rule {self}: the GRU has one attention map; use the rule mean")
-        layers, heads = maps["cross"].shape[:2]
-        if self.layer >= layers or (self.head is not None and self.head >= heads):
-            raise UserError(
-                f"rule {self}: the model has layers 0-{layers - 1}, heads 0-{heads - 1}"
-            )
         cross = maps["cross"][self.layer]
         return cross.mean(dim=0) if self.head is None else cross[self.head]
 
@@ -245,6 +251,10 @@ class Aligner:
 
     translator: Translator
     rule: AlignmentRule = AlignmentRule()
+    option: str = "rule"  # what names the rule in errors, e.g. --rule
+
+    def __post_init__(self) -> None:
+        self.rule.check(self.translator.model, self.option)
 
     def ids(self, src: str, tgt: str) -> tuple[list[int], list[int]]:
         """The ids (no EOS) of the pair `src`, `tgt`."""

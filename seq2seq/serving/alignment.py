@@ -33,17 +33,20 @@ def aligners(request: AlignRequest, state: ServerState) -> tuple[Aligner, Aligne
     """The request's model and reverse model with their rules; 404 for a model not served,
     409 for one without PyTorch, 422 for a bad rule."""
     served = state.explorable_model(request.model)
+    reverse = None
+    if request.reverse_model is not None:
+        state.model(request.reverse_model, field="reverse_model")
+        reverse = state.explorable_model(request.reverse_model)
     try:
         rule = AlignmentRule.parse(request.rule, "rule")
         forward = Aligner(served.pytorch, rule)
-        if request.reverse_model is None:
+        if reverse is None:
             return forward, None
         reverse_rule = AlignmentRule.parse(request.reverse_rule or request.rule, "reverse_rule")
+        option = "reverse_rule" if request.reverse_rule else "rule"
+        return forward, Aligner(reverse.pytorch, reverse_rule, option)
     except UserError as err:
         raise ApiError(422, str(err)) from None
-    state.model(request.reverse_model, field="reverse_model")
-    reverse = state.explorable_model(request.reverse_model)
-    return forward, Aligner(reverse.pytorch, reverse_rule)
 
 
 async def pair_ids(
@@ -79,7 +82,7 @@ def align_all(
     for number, pair in enumerate(ids):
         try:
             alignments.append(align_ids(forward, pair, reverse, combine))
-        except (ValueError, UserError) as err:
+        except ValueError as err:
             raise ApiError(422, f"pairs[{number}]: {err}") from None
     return alignments
 
