@@ -198,7 +198,7 @@ class Model:
         except UserError as err:
             raise ValueError(str(err)) from None
         if tgt is None:
-            (best,) = self.translator.translate([src], beam_size=self._beam(None))[0]
+            (best,) = self.translator.translate([src], self._beam(None), split_sentences=False)[0]
             ids = best.src_tokens, best.tokens
         else:
             ids = forward.ids(src, tgt)

@@ -139,7 +139,9 @@ def align_all(
     from seq2seq.decoding.alignment import align_ids
 
     sources = [pair.src for pair in pairs if pair.tgt is None]
-    translated = iter(forward.translator.translate(sources) if sources else [])
+    translated = iter(
+        forward.translator.translate(sources, split_sentences=False) if sources else []
+    )
     alignments = []
     for pair in pairs:
         try:
