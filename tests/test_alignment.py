@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import get_args
 
 import httpx2
 import pytest
@@ -19,6 +20,7 @@ from seq2seq.api import Model
 from seq2seq.commands import align
 from seq2seq.commands.cli import run_cli
 from seq2seq.decoding.alignment import (
+    COMBINATIONS,
     AlignmentRule,
     AlignmentScore,
     GoldLinks,
@@ -32,6 +34,7 @@ from seq2seq.decoding.alignment import (
 from seq2seq.errors import UserError
 from seq2seq.serving.app import create_app
 from seq2seq.serving.registry import served_model
+from seq2seq.serving.schemas import AlignRequest
 
 EN_FR, FR_EN = "transformer-small.tatoeba.en-fr", "transformer-small.tatoeba.fr-en"
 
@@ -100,6 +103,12 @@ REVERSE_A = {(0, 0), (1, 1), (2, 2), (3, 3), (4, 0)}  # one target word per sour
 # from (1, 1); the forward link (0, 3) touches no alignment point and links two aligned words.
 FORWARD_B = {(0, 0), (1, 1), (2, 2), (0, 3)}
 REVERSE_B = {(0, 0), (1, 1), (2, 3)}
+
+
+def test_the_heuristics_offered_are_those_of_the_library() -> None:
+    """The command line and the HTTP schema list them without importing torch."""
+    assert tuple(COMBINATIONS) == align.COMBINE_CHOICES
+    assert get_args(AlignRequest.model_fields["combine"].annotation) == tuple(COMBINATIONS)
 
 
 def test_intersection_and_union() -> None:

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from seq2seq.data.specials import EOS_PIECE
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.errors import UserError
@@ -101,7 +102,7 @@ def word_weights(attention: Tensor, src_words: list[int], tgt_words: list[int]) 
 def words_of(tokenizer: Tokenizer, ids: list[int]) -> tuple[list[str], list[int]]:
     """The words of `ids` (no EOS) as text, each decoded from its pieces, and the word index of
     every piece, EOS included (the last word, left out of the words)."""
-    _, index = word_of_piece([tokenizer.id_to_piece(i) for i in ids] + ["</s>"])
+    _, index = word_of_piece([tokenizer.id_to_piece(i) for i in ids] + [EOS_PIECE])
     grouped: list[list[int]] = [[] for _ in range(index[-1])]
     for piece_id, word in zip(ids, index[:-1], strict=True):
         grouped[word].append(piece_id)
