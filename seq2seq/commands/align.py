@@ -53,7 +53,12 @@ class Pair:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = command_parser("align", __doc__)
     add_model_options(parser)
-    parser.add_argument("--rule", default="mean", help="the attention that aligns (default: mean)")
+    parser.add_argument(
+        "--rule",
+        default="mean",
+        help="the attention that aligns: mean (of every layer and head; the default), layer:L, "
+        "head:L.H, each optionally after shifted: (docs/align.md)",
+    )
     parser.add_argument(
         "--reverse-model",
         metavar="NAME|FOLDER",
