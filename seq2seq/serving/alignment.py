@@ -64,7 +64,7 @@ async def pair_ids(
     if missing:
         untranslated = [sources[number] for number in missing]
         translated = await state.translate_ids(
-            served, untranslated, options, "pairs.source", http.is_disconnected
+            served, untranslated, options, "pairs.source", http=http
         )
         for number, nbest in zip(missing, translated, strict=True):
             targets[number] = nbest[0].tokens
