@@ -44,19 +44,8 @@ down, so every measurement runs in a fresh process (`in_fresh_process`).
 
 import argparse
 import itertools
-import json
-import multiprocessing
-import os
-import platform
-import re
-import resource
-import shlex
-import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from itertools import count
 from pathlib import Path
@@ -65,6 +54,16 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
+from measure import (
+    bench_path,
+    environment,
+    in_fresh_process,
+    median_seconds,
+    memory_report,
+    memory_start,
+    synchronize,
+    write_record,
+)
 from results_table import growth_section, throughput_section
 
 from seq2seq.commands.cli import ArgumentParser, number, run_cli
@@ -75,20 +74,17 @@ from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.decoding import open_pytorch
 from seq2seq.decoding.line_translator import Translation
-from seq2seq.decoding.model_result import git_state
 from seq2seq.decoding.open_pytorch import Inference
 from seq2seq.decoding.scores import corpus_scores
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.device import autocast_dtype, pick_device, precision_name
 from seq2seq.errors import UserError
 from seq2seq.fast import speed_up
-from seq2seq.fast.process import tune_process
 from seq2seq.models import build_model
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.loss import token_losses
 from seq2seq.training.run import cross_entropy_of
 
-MIB = 2**20
 THROUGHPUT_MODELS = ["gru", "transformer-tiny", "transformer-small"]
 GROWTH_MODELS = ["gru", "transformer-tiny"]
 SYNTHETIC_VOCAB = 8000  # the growth benchmark's vocabulary size (that of the Multi30k setup)
@@ -130,96 +126,6 @@ QUICK = {
     "lengths": [8, 16, 32, 64],
     "repeats": 1,
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# Measuring: the machine, time, memory, a fresh process per measurement
-# ---------------------------------------------------------------------------------------------
-
-
-def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU's model name from /proc/cpuinfo."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def environment(device: torch.device) -> dict[str, Any]:
-    """Where and how the results were obtained."""
-    revision, dirty = git_state()
-    return {
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": shlex.join(["python", *sys.argv]),
-        "device": str(device),
-        "device_name": device_name(device),
-        "cpu_count": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "git_revision": revision,
-        "git_dirty": dirty,
-        "memory_measure": "torch.cuda.max_memory_allocated"
-        if device.type == "cuda"
-        else "peak RSS of the process (getrusage ru_maxrss)",
-    }
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work, so that a clock read afterwards includes it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def max_rss_mib() -> float:
-    """The peak resident set size of this process so far (it never decreases)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (MIB if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
-
-
-def memory_start(device: torch.device) -> float:
-    """Start a peak-memory measurement; returns the baseline in MiB."""
-    synchronize(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return torch.cuda.memory_allocated(device) / MIB
-    return max_rss_mib()
-
-
-def memory_report(device: torch.device, baseline: float) -> dict[str, float]:
-    """The peak since `memory_start` and its increase over the baseline, in MiB."""
-    synchronize(device)
-    peak = torch.cuda.max_memory_allocated(device) / MIB if device.type == "cuda" else max_rss_mib()
-    return {"peak_mib": peak, "increase_mib": peak - baseline}
-
-
-def median_seconds(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
-    """The median wall-clock time of `repeats` calls of `fn`, after one untimed call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` in a new Python process, so that its peak memory is its own."""
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=spawn, initializer=tune_process) as pool:
-        try:
-            return pool.submit(fn, *args).result()
-        except BrokenProcessPool:
-            raise UserError(f"{fn.__name__}: the measuring process died (out of memory?)") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,12 +467,6 @@ def growth_figure(record: dict[str, Any]) -> Figure:
     return figure
 
 
-def bench_path(prefix: str, device: str) -> Path:
-    """results/bench/<prefix><device, as a slug>-<time>.json"""
-    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
-    return Path("results/bench") / f"{prefix}{slug[:40]}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-
-
 def default_out(record: dict[str, Any]) -> Path:
     """results/bench/[growth-]<device>-<time>.json"""
     prefix = "growth-" if record["kind"] == "growth" else ""
@@ -575,8 +475,7 @@ def default_out(record: dict[str, Any]) -> Path:
 
 def save(record: dict[str, Any], out: Path) -> list[Path]:
     """Write the record as JSON to `out` (and a growth record's figure beside it, as PNG)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, out)
     written = [out]
     if record["kind"] == "growth":
         growth_figure(record).savefig(out.with_suffix(".png"), dpi=120)

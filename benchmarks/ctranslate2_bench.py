@@ -188,7 +188,7 @@ def main() -> None:
         print(json.dumps(worker(system, name, Path(folder), Path(input_path), args.single)))
         return
     import torch
-    from bench import bench_path, environment
+    from measure import bench_path, environment, write_record
 
     record: dict[str, Any] = {
         "kind": "ctranslate2",
@@ -204,8 +204,7 @@ def main() -> None:
         for name in args.models:
             record["models"][name] = measure(name, args, Path(tmp))
     out = args.out or bench_path("ct2-", record["environment"]["device_name"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, out)
     print(f"wrote {out}")
 
 

@@ -45,14 +45,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from measure import default_out, record_header, timed_call, write_record
 
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 
@@ -159,16 +160,23 @@ def get(url: str) -> bytes:
         return answer.read()
 
 
-def timed(server: Server, path: str, body: dict, requests: int) -> tuple[list[float], float]:
-    """Wall-clock seconds of each of `requests` requests, and the server's CPU seconds per
-    request (which a loaded machine inflates far less than the wall clock)."""
-    seconds = []
+def timed(server: Server, requests: list[Callable[[], bytes]]) -> tuple[list[float], float]:
+    """Wall-clock seconds of each request, and the server's CPU seconds per request (which a
+    loaded machine inflates far less than the wall clock)."""
     cpu_before = cpu_seconds(server.pid)
-    for _ in range(requests):
-        start = time.perf_counter()
-        post(server.url + path, body)
-        seconds.append(time.perf_counter() - start)
-    return seconds, (cpu_seconds(server.pid) - cpu_before) / requests
+    seconds = [timed_call(request)[1] for request in requests]
+    return seconds, (cpu_seconds(server.pid) - cpu_before) / len(requests)
+
+
+def posts(server: Server, path: str, body: dict, count: int) -> list[Callable[[], bytes]]:
+    """`count` POSTs of `body` to `path`, for `timed`."""
+    return [partial(post, server.url + path, body)] * count
+
+
+def latency(server: Server, path: str, body: dict, requests: int, warmup: int) -> dict:
+    """The `figures` of `requests` POSTs of `body` to `path`, after `warmup` untimed ones."""
+    timed(server, posts(server, path, body, warmup))
+    return figures(*timed(server, posts(server, path, body, requests)))
 
 
 def figures(seconds: list[float], cpu: float) -> dict[str, float]:
@@ -185,13 +193,10 @@ def measure(server: Server, model: str, beam: int, requests: int, warmup: int) -
     translate = {"model": model, "lines": [SENTENCE], "beam": beam}
     explain = {"model": model, "text": SENTENCE, "beam": beam, "nbest": min(beam, 5)}
     tree = {**explain, "beam_tree": True}  # what the page asks with its beam tree open
-    timed(server, "/v1/translate", translate, warmup)
-    timed(server, "/v1/explain", explain, warmup)
-    timed(server, "/v1/explain", tree, warmup)
     result = {
-        "translate": figures(*timed(server, "/v1/translate", translate, requests)),
-        "explain": figures(*timed(server, "/v1/explain", explain, requests)),
-        "explain_beam_tree": figures(*timed(server, "/v1/explain", tree, requests)),
+        "translate": latency(server, "/v1/translate", translate, requests, warmup),
+        "explain": latency(server, "/v1/explain", explain, requests, warmup),
+        "explain_beam_tree": latency(server, "/v1/explain", tree, requests, warmup),
     }
     files = (
         "/",
@@ -228,29 +233,19 @@ def write_history(folder: Path) -> Path:
     return folder
 
 
-def timed_gets(server: Server, paths: list[str]) -> tuple[list[float], float]:
-    """As `timed`, for a GET of each of `paths`."""
-    seconds = []
-    cpu_before = cpu_seconds(server.pid)
-    for path in paths:
-        start = time.perf_counter()
-        get(server.url + path)
-        seconds.append(time.perf_counter() - start)
-    return seconds, (cpu_seconds(server.pid) - cpu_before) / len(paths)
-
-
 def measure_pages(server: Server, models: tuple[str, str], requests: int, warmup: int) -> dict:
     """The requests of the training page's slider and of the compare page (both models)."""
     index = json.loads(get(server.url + "/v1/run/attention"))
     steps = index["steps"]
     paths = [f"/v1/run/attention/{steps[i % len(steps)]}/0" for i in range(requests + warmup)]
-    timed_gets(server, paths[:warmup])
-    slider = figures(*timed_gets(server, paths[warmup:]))
+    gets = [partial(get, server.url + path) for path in paths]
+    timed(server, gets[:warmup])
+    slider = figures(*timed(server, gets[warmup:]))
     seconds, cpu = [], 0.0
     for model in models:
         body = {"model": model, "text": SENTENCE, "nbest": 1}
-        timed(server, "/v1/explain", body, warmup)
-        model_seconds, model_cpu = timed(server, "/v1/explain", body, requests)
+        timed(server, posts(server, "/v1/explain", body, warmup))
+        model_seconds, model_cpu = timed(server, posts(server, "/v1/explain", body, requests))
         seconds, cpu = seconds + model_seconds, cpu + model_cpu
     pairs = [a + b for a, b in zip(seconds[:requests], seconds[requests:], strict=True)]
     return {
@@ -332,9 +327,8 @@ def measure_chapters(server: Server, requests: int, warmup: int) -> dict:
     interactions: dict[str, dict] = {}
     for page, endpoint, body in chapter_requests(server):
         path = f"/v1/chapters/{endpoint}"
-        timed(server, path, body, warmup)
         answer = len(post(server.url + path, body))
-        interactions[endpoint] = {**figures(*timed(server, path, body, requests)), "page": page}
+        interactions[endpoint] = {**latency(server, path, body, requests, warmup), "page": page}
         interactions[endpoint]["answer_bytes"] = answer
     pages = {}
     for page in dict.fromkeys(page for page, _, _ in CHAPTERS):
@@ -501,8 +495,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.screenshot_training and not args.run:
         parser.error("--screenshot-training needs --run: the picture is of a real run's history")
-    sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-    from common import default_out, record_header
 
     shipped = sorted(p.parent.name for p in SHIPPED_MODELS.glob("*/model.safetensors"))
     models = [args.model, *(name for name in shipped if name != args.model)]
@@ -533,8 +525,7 @@ def main() -> None:
     record["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     report(record)
     out = Path("results/bench/explore") / default_out("explore").name  # beside, as scale's
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, out)
     print(f"record: {out}")
 
 

@@ -21,12 +21,11 @@ Writes all of it as JSON. On a CPU nothing waits and every count is 0: a check t
 """
 
 import copy
-import json
-import time
 import warnings
 from pathlib import Path
 
 import torch
+from measure import gpu_name, synchronize, timed_call, write_record
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.decoding.open_pytorch import load_model
@@ -86,11 +85,9 @@ def count_syncs(translator: Translator, lines: list[str], beam: int) -> list[int
 def timed(translator: Translator, lines: list[str], beam: int) -> dict[str, float]:
     """Translate `lines` with beam `beam`: the seconds, sentences/s and batches it took."""
     batches: list[int] = []
-    if translator.device.type == "cuda":
-        torch.cuda.synchronize(translator.device)
-    start = time.perf_counter()
-    translator.translate(lines, beam, on_batch=batches.append)
-    seconds = time.perf_counter() - start  # the outputs are on the host: the GPU is done
+    synchronize(translator.device)
+    # The outputs are on the host when `translate` returns: the GPU is done.
+    _, seconds = timed_call(translator.translate, lines, beam, on_batch=batches.append)
     per_second = len(lines) / max(seconds, 1e-9)
     return {"seconds": seconds, "sentences_per_second": per_second, "batches": len(batches)}
 
@@ -116,7 +113,7 @@ def main() -> None:
     with args.src.open("rb") as stream:
         lines = list(text_lines(stream, str(args.src)))
     record: dict[str, object] = {
-        "device": torch.cuda.get_device_name() if translator.device.type == "cuda" else "cpu",
+        "device": gpu_name(translator.device),
         "precision": translator.precision,
         "sentences": len(lines),
         "batch_size": args.batch_size,
@@ -141,7 +138,7 @@ def main() -> None:
             f"{figures['batches']} batches, {figures['mean_syncs_per_step']:.2f} host syncs "
             "per decoding step"
         )
-    args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, args.out)
 
 
 if __name__ == "__main__":

@@ -43,12 +43,12 @@ On a CPU there are no kernels: the GPU figures (busy time and share, launches, t
 are null, and the rest a check that this runs.
 """
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from measure import gpu_name, synchronize, write_record
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 from torch.profiler import ProfilerActivity, profile
@@ -89,12 +89,6 @@ def busy_seconds(intervals: list[tuple[float, float]]) -> float:
 def is_kernel(event: FunctionEvent) -> bool:
     """Whether a profile's event is a kernel run on the GPU (not a copy or a fill)."""
     return event.device_type == DeviceType.CUDA and not event.name.startswith(COPY_EVENTS)
-
-
-def wait_for(device: torch.device) -> None:
-    """Wait until `device` has done the work queued on it (nothing to wait for on a CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def new_profiler(device: torch.device) -> profile:
@@ -165,7 +159,7 @@ class ProfiledUpdates:
     def __call__(self, run: Run, group: list[Batch], step: int) -> loop.Update | None:
         self.calls += 1
         if self.calls in self.marks:
-            wait_for(self.device)
+            synchronize(self.device)
             if self.calls == self.marks[1]:
                 self.profiler.start()  # before the time is noted: its start is not timed
             self.times.append(time.perf_counter())
@@ -236,7 +230,7 @@ def profile_decoding(translator: Translator, lines: list[str]) -> dict[str, Any]
         with profiler:
             start = time.perf_counter()
             translator.translate(lines, DECODE_BEAM, on_batch=batches.append)
-            wait_for(device)
+            synchronize(device)
             seconds = time.perf_counter() - start
     finally:
         del model.decode_step
@@ -270,11 +264,11 @@ def main() -> None:
     record = {
         "config": args.config,
         "overrides": args.overrides,
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "device": gpu_name(device),
         "training": profile_training(cfg, args.warmup, args.steps),
         "decoding": profile_decoding(translator, lines),
     }
-    args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, args.out)
     for part in ("training", "decoding"):
         print(summary_line(part, record[part]))
 

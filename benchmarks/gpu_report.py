@@ -42,8 +42,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from bench import bench_path
 from gpu_profile import summary_line
+from measure import bench_path, write_record
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq.checkpoints import load_checkpoint
@@ -283,8 +283,7 @@ def main() -> None:
     except (OSError, KeyError, ValueError) as err:  # ValueError: bad JSON or TOML too
         raise UserError(f"{args.work}: incomplete benchmark folder ({err!r})") from None
     out = args.out_dir / bench_path("gpu-", record["environment"]["device_name"]).name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, out)
     run = record["training_run"]
     print(f"wrote {out}")
     print(f"time to valid BLEU: {json.dumps(run['time_to_valid_bleu'])}")

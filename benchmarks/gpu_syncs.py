@@ -12,12 +12,12 @@ lines must have none (docs/training.md, "Training fast on a GPU"; tests/test_hos
 the same on a CPU). On a CPU nothing waits and every count is 0: a check that this runs.
 """
 
-import json
 import warnings
 from itertools import pairwise
 from pathlib import Path
 
 import torch
+from measure import write_record
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.config import Config, load_config
@@ -84,7 +84,7 @@ def main() -> None:
         "syncs_per_step": syncs,
         "most_between_log_lines": max(others, default=0),
     }
-    args.out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, args.out)
     print(f"host synchronisations between log lines: at most {record['most_between_log_lines']}")
 
 

@@ -9,7 +9,7 @@ A shipped model (by name, or an exported folder or a .pt checkpoint) decodes the
 of --sources (the Multi30k test split's English side by default; N: 1000 at a batch size above
 1, 200 at batch 1) with beam search through `Translator`, the code of seq2seq evaluate, for
 every decode.precision of --precisions and decoding batch size of --batch-sizes, each in a
-fresh process (`bench.in_fresh_process`) on --threads threads. In that process:
+fresh process (`measure.in_fresh_process`) on --threads threads. In that process:
 
     time     an untimed warm-up on 16 lines, then a timed run: wall seconds, sentences/s, output
              pieces/s, ms per sentence, and the beam steps, counted by wrapping this one model
@@ -24,7 +24,7 @@ fresh process (`bench.in_fresh_process`) on --threads threads. In that process:
              milliseconds per beam step
     memory   RSS (Linux: /proc/self/status) after the imports, after loading the model, with the
              translator ready (int8: after making the quantized copy), and the peak through
-             decoding (getrusage, `bench.max_rss_mib`); the bytes of the weights that decode,
+             decoding (getrusage, `measure.max_rss_mib`); the bytes of the weights that decode,
              and the largest encoder state, cache and log-probabilities one beam step held
 
 The profile is taken after the timed run, so the profiler's own memory is in no figure. A
@@ -37,7 +37,6 @@ AMX); elsewhere it is emulated and slow, and the record says which CPU it was.
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -48,9 +47,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import bench
+import measure
 import torch
-from bench import MIB, bench_path, environment, max_rss_mib
+from measure import (
+    MIB,
+    bench_path,
+    environment,
+    max_rss_mib,
+    rss_mib,
+    status_mib,
+    timed_call,
+    write_record,
+)
 from results_table import PROFILE_KIND, profile_configuration_table, profile_section
 from torch.profiler import ProfilerActivity, profile
 
@@ -354,18 +362,6 @@ def weight_bytes(model: torch.nn.Module) -> int:
     return total
 
 
-def rss_mib() -> float:
-    """The resident memory of this process now (VmRSS; Linux), in MiB."""
-    return _vm_rss(Path("/proc/self/status").read_text())
-
-
-def _vm_rss(status: str) -> float:
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise UserError("no VmRSS in /proc/self/status: the memory figures need Linux")
-
-
 TORCH_ONLY = "import torch; print(open('/proc/self/status').read())"
 
 
@@ -375,7 +371,7 @@ def torch_import_rss_mib() -> float | None:
     if not Path("/proc/self/status").is_file():
         return None
     result = subprocess.run([sys.executable, "-c", TORCH_ONLY], capture_output=True, text=True)
-    return _vm_rss(result.stdout) if result.returncode == 0 else None
+    return status_mib(result.stdout) if result.returncode == 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,9 +401,7 @@ def profile_configuration(
     memory["peak_before_decoding_mib"] = max_rss_mib()
     translator.translate(sources[:WARMUP_SENTENCES], settings.beam)
     counter.reset()
-    start = time.perf_counter()
-    translations = translator.translate(sources, settings.beam)
-    seconds = time.perf_counter() - start
+    translations, seconds = timed_call(translator.translate, sources, settings.beam)
     memory["decoding_peak_mib"] = max_rss_mib()
     memory["after_decoding_mib"] = rss_mib()
     steps, rows = counter.steps, counter.rows
@@ -415,9 +409,8 @@ def profile_configuration(
 
     warm_up_profiler()
     profiler = BatchProfiler(translator)
-    start = time.perf_counter()
-    translator.translate(sources, settings.beam)
-    profiled_seconds = time.perf_counter() - start - profiler.profiler_seconds
+    _, seconds_with_profiler = timed_call(translator.translate, sources, settings.beam)
+    profiled_seconds = seconds_with_profiler - profiler.profiler_seconds
     averages = list(profiler.operators.values())
     micros = group_operators(averages)
 
@@ -474,7 +467,7 @@ def run_profile(settings: ProfileSettings, sources: list[str]) -> dict[str, Any]
         lines = sources[: settings.sentences_at(batch_size)]
         for precision in settings.precisions:
             print(f"{precision}, batch {batch_size}: {len(lines)} sentences", flush=True)
-            configuration = bench.in_fresh_process(
+            configuration = measure.in_fresh_process(
                 profile_configuration, settings, lines, precision, batch_size
             )
             print(f"\n{profile_configuration_table(configuration)}\n", flush=True)
@@ -493,11 +486,6 @@ def run_profile(settings: ProfileSettings, sources: list[str]) -> dict[str, Any]
         "torch_import_rss_mib": torch_import_rss_mib(),
         "configurations": configurations,
     }
-
-
-def save(record: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,7 +552,7 @@ def main() -> None:
     load_model(args.model)  # a bad --model fails here, before any process starts
     record = run_profile(settings, sources)
     out = args.out or bench_path(f"{PROFILE_KIND}-", record["environment"]["device_name"])
-    save(record, out)
+    write_record(record, out)
     print(profile_section(record, out))
     print(f"\nwrote {out}")
 

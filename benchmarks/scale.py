@@ -243,9 +243,8 @@ def main() -> None:
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     import torch  # here, not at the top: the training child measures its own start-up
-    from bench import device_name
+    from measure import device_name, write_record
 
     revision, dirty = git_state()
     record = {
@@ -264,7 +263,7 @@ def main() -> None:
         "multi30k_train": reference,
         "results": results,
     }
-    (out / f"scale-{stamp}.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_record(record, out / f"scale-{stamp}.json")
     plot(results, reference, out / f"scale-{stamp}.png")
     print(f"wrote {out / f'scale-{stamp}.json'} and .png")
 

@@ -39,9 +39,9 @@ from typing import Any
 
 import httpx2
 import torch
-from bench import bench_path, environment
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
+from measure import bench_path, environment, rss_mib, timed_call, write_record
 
 from seq2seq.commands.cli import run_cli
 from seq2seq.decoding.ct2_folder import check_folder
@@ -103,14 +103,6 @@ def start_server(args: argparse.Namespace, engine: str, model: str) -> tuple[sub
         process.kill()
         raise SystemExit(f"error: the server did not start ({first.strip()})")
     return process, first.split(" on ")[-1].strip()
-
-
-def rss_mib(pid: int) -> float:
-    """The resident memory of process `pid` now (VmRSS), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def batch_histogram(metrics_text: str) -> dict[str, float]:
@@ -253,9 +245,7 @@ def translator_of(args: argparse.Namespace, engine: str, folder: Path) -> LineTr
 def batch_mode(translator: LineTranslator, sentences: list[str]) -> dict[str, Any]:
     """translate.py's batch mode on the same sentences, on the same engine: one `translate`
     call."""
-    start = time.perf_counter()
-    translator.translate(sentences)
-    seconds = time.perf_counter() - start
+    _, seconds = timed_call(translator.translate, sentences)
     return {
         "sentences": len(sentences),
         "seconds": seconds,
@@ -384,8 +374,7 @@ def main() -> None:
         "engines": runs,
     }
     out = args.out or bench_path("serve-", record["environment"]["device_name"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, out)
     figure(record).savefig(out.with_suffix(".png"), dpi=120)
     print(f"wrote {out} and {out.with_suffix('.png')}")
 

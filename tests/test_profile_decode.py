@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import bench
+import measure
 import profile_decode
 import pytest
 import torch
@@ -138,12 +138,12 @@ def test_weights_and_tensors_are_counted_in_bytes() -> None:
 @pytest.mark.slow  # decodes with the shipped model, twice under a profiler
 def test_a_tiny_real_run_writes_its_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Measure in the test's process: starting one takes seconds.
-    monkeypatch.setattr(bench, "in_fresh_process", lambda fn, *args: fn(*args))
+    monkeypatch.setattr(measure, "in_fresh_process", lambda fn, *args: fn(*args))
     settings = ProfileSettings(precisions=["fp32"], batch_sizes=[2], sentences=4, beam=2)
     settings.threads = 1
     record = profile_decode.run_profile(settings, SENTENCES * 2)
     out = tmp_path / "profile.json"
-    profile_decode.save(record, out)
+    measure.write_record(record, out)
     record = json.loads(out.read_text())
 
     assert record["kind"] == "profile-decode"

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
-from common import default_out, peer_versions, record_header
+from common import peer_versions
+from measure import default_out, record_header, write_record
 
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.scores import corpus_scores
@@ -243,7 +244,7 @@ def main() -> None:
     args = parser.parse_args()
     record = make_record(args.work, args.steps, PREPARED)
     out = args.out or default_out("peers-decode")
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, out)
     print(out)
 
 

@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from common import default_out, peer_versions, record_header
+from common import peer_versions
+from measure import default_out, record_header, write_record
 
 RUNS = (1, 2)
 WARMUP, TIMED = 10, 30
@@ -144,7 +145,7 @@ def main() -> None:
         ],
     }
     out = args.out or default_out("peers")
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_record(record, out)
     print(out)
 
 
