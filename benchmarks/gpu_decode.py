@@ -24,16 +24,13 @@ import copy
 import warnings
 from pathlib import Path
 
-import torch
-from measure import gpu_name, synchronize, timed_call, write_record
+from measure import gpu_name, sync_warnings, synchronize, syncs_in, timed_call, write_record
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.search import CHECK_EVERY, EVERY_STEP
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.files import text_lines
-
-SYNC_WARNING = "called a synchronizing CUDA operation"  # the warning of the sync debug mode
 
 
 class MarkedSteps:
@@ -58,27 +55,20 @@ class MarkedSteps:
         for step, start in enumerate(self.marks):
             if step in ends:
                 continue
-            window = self.caught[start : self.marks[step + 1]]
-            counts.append(sum(SYNC_WARNING in str(w.message) for w in window))
+            counts.append(syncs_in(self.caught[start : self.marks[step + 1]]))
         return counts
 
 
 def count_syncs(translator: Translator, lines: list[str], beam: int) -> list[int]:
     """Translate `lines` with beam `beam`, step by step marked; the syncs of each step."""
     model = translator.model
-    cuda = translator.device.type == "cuda"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with sync_warnings(translator.device) as caught:
         marked = MarkedSteps(model.decode_step, caught)
         model.decode_step = marked
-        if cuda:
-            torch.cuda.set_sync_debug_mode("warn")
         try:
             translator.translate(lines, beam, on_batch=lambda _: marked.new_batch())
         finally:
             del model.decode_step
-            if cuda:
-                torch.cuda.set_sync_debug_mode("default")
     return marked.syncs_per_step()
 
 

@@ -17,15 +17,13 @@ from itertools import pairwise
 from pathlib import Path
 
 import torch
-from measure import write_record
+from measure import gpu_name, sync_warnings, syncs_in, write_record
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
 from seq2seq.config import Config, load_config
 from seq2seq.data.batching import Batch
 from seq2seq.training import loop
 from seq2seq.training.run import Run
-
-SYNC_WARNING = "called a synchronizing CUDA operation"  # the warning of the sync debug mode
 
 
 class MarkedUpdates:
@@ -41,27 +39,19 @@ class MarkedUpdates:
 
     def syncs_per_step(self) -> list[int]:
         """The synchronisation warnings from the start of each update to the next."""
-        return [
-            sum(SYNC_WARNING in str(w.message) for w in self.caught[a:b])
-            for a, b in pairwise(self.marks)
-        ]
+        return [syncs_in(self.caught[a:b]) for a, b in pairwise(self.marks)]
 
 
 def count_syncs(cfg: Config) -> list[int]:
     """Train `cfg` with `loop.train_update` marked; the synchronisations of each step."""
-    cuda = torch.cuda.is_available()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with sync_warnings(device) as caught:
         marked = MarkedUpdates(caught)
         loop.train_update = marked
-        if cuda:
-            torch.cuda.set_sync_debug_mode("warn")
         try:
             loop.train(cfg)
         finally:
             loop.train_update = marked.update
-            if cuda:
-                torch.cuda.set_sync_debug_mode("default")
     return marked.syncs_per_step()
 
 
@@ -79,7 +69,7 @@ def main() -> None:
     record = {
         "config": args.config,
         "overrides": args.overrides,
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "device": gpu_name(torch.device("cuda" if torch.cuda.is_available() else "cpu")),
         "steps_that_logged": logged,
         "syncs_per_step": syncs,
         "most_between_log_lines": max(others, default=0),

@@ -11,9 +11,11 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from seq2seq.errors import UserError
 from seq2seq.fast.process import tune_process
 
 MIB = 2**20
+SYNC_WARNING = "called a synchronizing CUDA operation"  # the warning of the sync debug mode
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,6 +158,27 @@ def memory_report(device: torch.device, baseline: float) -> dict[str, float]:
     synchronize(device)
     peak = torch.cuda.max_memory_allocated(device) / MIB if device.type == "cuda" else max_rss_mib()
     return {"peak_mib": peak, "increase_mib": peak - baseline}
+
+
+@contextmanager
+def sync_warnings(device: torch.device) -> Iterator[list[warnings.WarningMessage]]:
+    """The warnings of the block, with CUDA's sync debug mode warning at every operation that
+    makes the host wait for the GPU (SYNC_WARNING); on a CPU nothing waits."""
+    cuda = device.type == "cuda"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if cuda:
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield caught
+        finally:
+            if cuda:
+                torch.cuda.set_sync_debug_mode("default")
+
+
+def syncs_in(caught: list[warnings.WarningMessage]) -> int:
+    """How many of `caught` are the sync debug mode's warnings."""
+    return sum(SYNC_WARNING in str(w.message) for w in caught)
 
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
