@@ -180,6 +180,7 @@ def resume_args(reversal: Path, run_dir: Path, num_workers: int = 0) -> list[str
         "train.valid_every=30",
         "train.save_every=5",
         "train.log_every=5",
+        "train.log_every_seconds=0",  # lines by step only, however slow a loaded machine steps
         "train.valid_max_sentences=20",
     ]
 
@@ -243,6 +244,7 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
         "train.max_steps=20",
         "train.valid_every=10",
         "train.log_every=5",
+        "train.log_every_seconds=0",  # lines by step only, however slow a loaded machine steps
         "train.valid_max_sentences=10",
     ]
     assert run_train(args).returncode == 0
