@@ -72,17 +72,19 @@ trap 'stop_sampler; [ -n "${WORK_DIR:-}" ] || rm -rf "$work"' EXIT
 if $dry_run; then
     device=cpu
     steps=${STEPS:-4}
-    # uncompiled and fp32: inductor takes minutes on a CPU, and bf16 is slow without AVX-512
+    # uncompiled and fp32: inductor takes minutes on a CPU, and bf16 is slow without AVX-512;
+    # batches of 512 tokens: a CPU steps through them in a fraction of a second
     train_args=(train.valid_every=2 train.valid_max_sentences=10 train.warmup_steps=2
-        train.log_every=1 train.compile=false train.precision=fp32 train.max_tokens=2048)
-    bench_args=(--quick --models transformer-tiny --decode-sentences 10 --beams 5)
-    sync_args=(train.precision=fp32 train.max_tokens=2048 train.warmup_steps=2 train.max_steps=6
+        train.log_every=1 train.compile=false train.precision=fp32 train.max_tokens=512)
+    bench_args=(--quick --models transformer-tiny --decode-sentences 10 --beams 5
+        --precision fp32 --max-tokens 512)
+    sync_args=(train.precision=fp32 train.max_tokens=512 train.warmup_steps=2 train.max_steps=6
         train.log_every=2 train.valid_every=6 train.valid_max_sentences=4)
     test_target=0 # the first validation's checkpoint decodes the test set again
     decode_args=(--precision fp32 --sync-sentences 10)
     test_precision=fp32
     profile_args=(--warmup 2 --steps 2 --precision fp32 train.precision=fp32
-        train.max_tokens=2048 train.warmup_steps=2 train.valid_max_sentences=4)
+        train.max_tokens=512 train.warmup_steps=2 train.valid_max_sentences=4)
 else
     device=cuda
     steps=${STEPS:-0}
