@@ -185,14 +185,22 @@ def resume_args(reversal: Path, run_dir: Path, num_workers: int = 0) -> list[str
     ]
 
 
+@pytest.fixture(scope="module")
+def whole_run(reversal: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted run of `resume_args`, batches read in the training process."""
+    whole = tmp_path_factory.mktemp("whole") / "run"
+    assert run_train(resume_args(reversal, whole)).returncode == 0
+    return whole
+
+
 @pytest.mark.slow  # trains in other processes
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_kill_and_resume_matches_uninterrupted_run(
-    reversal: Path, tmp_path: Path, num_workers: int
+    reversal: Path, whole_run: Path, tmp_path: Path, num_workers: int
 ) -> None:
-    """Also with DataLoader worker processes, which read batches ahead of the training loop."""
-    whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
-    assert run_train(resume_args(reversal, whole, num_workers)).returncode == 0
+    """Also with DataLoader worker processes, which read batches ahead of the training loop:
+    killed and resumed, such a run ends where the run without workers, uninterrupted, ends."""
+    whole, interrupted = whole_run, tmp_path / "interrupted"
 
     process = subprocess.Popen(
         TRAIN + resume_args(reversal, interrupted, num_workers),
