@@ -182,9 +182,9 @@ def test_a_second_signal_during_a_save_leaves_the_previous_file(tmp_path: Path, 
 
 
 def crash_cfg(reversal: Path, run_dir: Path):
-    """10 steps, validated at 5 and 10, the last step checkpoint kept."""
+    """4 steps, validated at 2 and 4, the last step checkpoint kept."""
     overrides = tiny_overrides("transformer", reversal, run_dir)
-    overrides += ["train.max_tokens=512", "train.max_steps=10", "train.valid_every=5"]
+    overrides += ["train.max_tokens=512", "train.max_steps=4", "train.valid_every=2"]
     overrides += ["train.keep_last=1", "train.save_every_minutes=0", "train.attention_samples=0"]
     overrides += ["train.valid_max_sentences=5", "train.attention_history=0"]
     return load_config(None, overrides)
@@ -218,10 +218,10 @@ def test_a_crash_at_any_file_operation_of_a_save_resumes_to_the_same_files(
     monkeypatch.setattr(files_module.os, "replace", counting_replace)
     train_module.train(crash_cfg(reversal, reference))
     monkeypatch.setattr(files_module.os, "replace", real_replace)
-    assert renames[:3] == ["step-5.pt", "best.pt", "last.pt"]  # then step-10 [best] last
-    assert renames[3] == "step-10.pt" and renames[-1] == "last.pt" and len(renames) in (5, 6)
+    assert renames[:3] == ["step-2.pt", "best.pt", "last.pt"]  # then step-4 [best] last
+    assert renames[3] == "step-4.pt" and renames[-1] == "last.pt" and len(renames) in (5, 6)
     expected = {p.name: saved_weights(p) for p in reference.glob("*.pt") if p.name not in users}
-    assert sorted(expected) == ["best.pt", "last.pt", "step-10.pt"]  # step-5.pt pruned
+    assert sorted(expected) == ["best.pt", "last.pt", "step-4.pt"]  # step-2.pt pruned
     assert all((reference / name).read_bytes() == data for name, data in users.items())
 
     for crash_at in range(len(renames)):
@@ -272,7 +272,7 @@ def test_a_full_disk_is_one_line_naming_the_file(reversal: Path, tmp_path: Path,
     with pytest.raises(UserError) as full:
         train_module.train(crash_cfg(reversal, run_dir))
     assert str(full.value) == (
-        f"{run_dir / 'step-5.pt'}: cannot write the checkpoint (No space left on device); "
+        f"{run_dir / 'step-2.pt'}: cannot write the checkpoint (No space left on device); "
         "the previous one is intact"
     )
     assert not list(run_dir.glob("*.pt")) and not list(run_dir.glob(".*.tmp"))
