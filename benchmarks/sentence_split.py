@@ -15,10 +15,12 @@ writes the figures as JSON.
 import argparse
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import torch
+from measure import device_name
 
 # Each case: its sentences, in order; the text is them joined by a space.
 CASES = {
@@ -151,13 +153,6 @@ def speed(split: Splitter, cases: list[list[str]], seconds: float = 2.0) -> floa
     return rounds * sentences / elapsed
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
@@ -172,7 +167,7 @@ def main() -> None:
                 "sentences_per_s": round(speed(split, cases)),
                 "wrong": wrong,
             }
-    print(f"CPU: {cpu_name()}\n")
+    print(f"CPU: {device_name(torch.device('cpu'))}\n")
     print("| segmenter | en right | fr right | en sentences/s | fr sentences/s |")
     print("|---|---|---|---|---|")
     for name, by_language in results.items():
@@ -186,7 +181,7 @@ def main() -> None:
         payload = {
             "kind": "sentence-split",
             "command": "benchmarks/sentence_split.py --out " + str(args.out),
-            "cpu": cpu_name(),
+            "cpu": device_name(torch.device("cpu")),
             "cores": os.cpu_count(),
             "load": load,
             "segmenters": results,
