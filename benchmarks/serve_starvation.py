@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx2
 import torch
-from bench import bench_path, environment
+from measure import bench_path, environment
 from serve_load import MODEL, TEST_SET, read_sentences
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
