@@ -37,10 +37,11 @@ BENCH_KINDS = ["throughput", "growth", "peers", "peers-decode", "gpu"]  # in the
 # Records shown by a page of their own: docs/serve.md (serve_load), the CTranslate2 section
 # of docs/benchmarks.md (ctranslate2) and docs/experiments.md, "On one GPU: the speed recipe"
 # (gpu-probes), "On one GPU: longer runs of the Multi30k models" (gpu-longer-runs) and
-# "Copy-teaching on Tatoeba: more repeated digits" (gpu-tatoeba).
+# "Copy-teaching on Tatoeba" (gpu-tatoeba).
 UNTABULATED_KINDS = [
     *("serve_load", "ctranslate2", "gpu-probes", "gpu-longer-runs", "gpu-tatoeba"),
     "sentence-split",  # benchmarks/sentence_split.py: its table is in docs/benchmarks.md
+    "starvation",  # benchmarks/serve_starvation.py: its figures are in docs/serve.md
 ]
 PROFILE_KIND = "profile-decode"  # shown in a section of its own, "profile"
 NO_MODELS = "_No trained model results committed yet._"
