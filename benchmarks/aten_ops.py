@@ -28,7 +28,7 @@ import bench
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.decoding.open_pytorch import load_model

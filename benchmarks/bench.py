@@ -67,7 +67,8 @@ from measure import (
 from results_table import growth_section, throughput_section
 
 from seq2seq.commands.cli import ArgumentParser, number, run_cli
-from seq2seq.config import MODEL_PRESETS, TrainConfig, load_config
+from seq2seq.config import MODEL_PRESETS, TrainConfig
+from seq2seq.config_file import load_config
 from seq2seq.config_rules import AT_LEAST_0, AT_LEAST_1, DECODE_PRECISIONS, PRECISIONS, RULES
 from seq2seq.data.batching import Batch, ParallelDataset, TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData

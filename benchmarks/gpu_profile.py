@@ -54,7 +54,8 @@ from torch.autograd.profiler_util import EventList, FunctionEvent
 from torch.profiler import ProfilerActivity, profile
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
-from seq2seq.config import Config, load_config
+from seq2seq.config import Config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.torch_translator import Translator

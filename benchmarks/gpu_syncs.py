@@ -20,7 +20,8 @@ import torch
 from measure import gpu_name, sync_warnings, syncs_in, write_record
 
 from seq2seq.commands.cli import ArgumentParser, run_cli
-from seq2seq.config import Config, load_config
+from seq2seq.config import Config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.training import loop
 from seq2seq.training.run import Run

@@ -12,7 +12,8 @@ Data flow, one package per step:
 Beside them:
     api.py           the Python API: `load`, `Model`, `Attention`
     checkpoints.py   what a checkpoint holds, and reading one without running code from it
-    config.py        the configuration: typed dataclasses, TOML files, `section.key=value`
+    config.py        the configuration: typed dataclasses, one per section, and model presets
+    config_file.py   reading a TOML file and `section.key=value` overrides into them, checked
     config_rules.py  the valid values of every configuration key (`RULES`)
     device.py        the device to train or translate on, and the precision to compute in
     errors.py        `UserError`: a mistake the user can fix, shown as one `error:` line

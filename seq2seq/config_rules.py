@@ -2,8 +2,8 @@
 
 Every other place derives its check from them:
 
-    seq2seq.config                 a configuration file or override (`check_rule`), and the
-                                   rules between keys (`seq2seq.config.cross_checks`)
+    seq2seq.config_file            a configuration file or override (`check_rule`), and the
+                                   rules between keys (`cross_checks`)
     seq2seq.commands.cli           each option's type and help (`number`, `ranged`)
     seq2seq.api                    each argument of `Model.translate` (`checked`, `line_problem`)
     seq2seq.serving.schemas        each field of an HTTP request (`Range.bounds`)

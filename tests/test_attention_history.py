@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from reversal import ENV, tiny_overrides
 from safetensors.torch import save as save_tensors
 
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.attention_maps import teacher_forced_maps
 from seq2seq.decoding.open_pytorch import load_model

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.augment import AUGMENT_SETTINGS, EntityAugmenter, entities
 from seq2seq.data.concatenate import Concatenator
 from seq2seq.data.corpora import UserFiles

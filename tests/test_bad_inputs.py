@@ -35,7 +35,7 @@ import seq2seq
 import seq2seq.commands
 from seq2seq.checkpoints import CHECKPOINT_FORMAT, tokenizer_entry
 from seq2seq.commands import COMMANDS
-from seq2seq.config import dump_toml, load_config
+from seq2seq.config_file import dump_toml, load_config
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.export import export_model
 from seq2seq.decoding.line_translator import SourceTooLong

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import (
     Batch,
     BucketCollate,

@@ -24,7 +24,7 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 
 from seq2seq.checkpoints import CHECKPOINT_FORMAT, tokenizer_entry
-from seq2seq.config import dump_toml, load_config
+from seq2seq.config_file import dump_toml, load_config
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData

@@ -14,7 +14,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import (
     Batch,
     BucketCollate,

@@ -10,15 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from seq2seq.commands import train as train_command
-from seq2seq.config import (
-    MODEL_PRESETS,
-    Config,
-    config_from_dict,
-    dump_toml,
-    load_config,
-    model_preset,
-    model_shape,
-)
+from seq2seq.config import MODEL_PRESETS, Config, model_preset, model_shape
+from seq2seq.config_file import config_from_dict, dump_toml, load_config
 from seq2seq.config_rules import ARGUMENTS, RULES, Range, checked, line_problem
 from seq2seq.decoding.model_folder import read_description
 from seq2seq.decoding.model_result import SHIPPED_MODELS

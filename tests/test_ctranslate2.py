@@ -33,7 +33,7 @@ import seq2seq
 import seq2seq.commands
 from seq2seq.commands import export as export_command
 from seq2seq.commands import serve as serve_command
-from seq2seq.config import config_from_dict
+from seq2seq.config_file import config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.ct2_convert import (
     position_table,

@@ -14,7 +14,7 @@ from commands import SEQ2SEQ
 
 from seq2seq.commands import main
 from seq2seq.commands.evaluate import evaluation_command, parse_args, record_entity_test
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.augment import AUGMENT_VERSION, EntityAugmenter, entities, shared_entities
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.entities import (

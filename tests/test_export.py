@@ -11,7 +11,7 @@ import pytest
 import torch
 from commands import SEQ2SEQ
 
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData

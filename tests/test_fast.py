@@ -22,7 +22,8 @@ from tiny import tiny_model
 import seq2seq
 from seq2seq.checkpoints import load_checkpoint
 from seq2seq.commands import serve, translate
-from seq2seq.config import Config, config_from_dict, load_config
+from seq2seq.config import Config
+from seq2seq.config_file import config_from_dict, load_config
 from seq2seq.data.batching import Batch
 from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.decoding import search

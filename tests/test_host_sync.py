@@ -19,7 +19,7 @@ import torch
 from reversal import tiny_overrides
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.training import loop as train_module
 from seq2seq.training.run import Run

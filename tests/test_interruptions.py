@@ -18,7 +18,7 @@ from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_override
 
 from seq2seq import files as files_module
 from seq2seq.checkpoints import load_checkpoint
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.errors import UserError
 from seq2seq.training import checkpoint as checkpoint_module
 from seq2seq.training import loop as train_module

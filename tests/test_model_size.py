@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from seq2seq.config import MODEL_PRESETS, load_config, model_preset
+from seq2seq.config import MODEL_PRESETS, model_preset
+from seq2seq.config_file import load_config
 from seq2seq.errors import UserError
 from seq2seq.models import build_model
 from seq2seq.models import size as model_size

@@ -10,7 +10,7 @@ import pytest
 
 import seq2seq.commands
 import seq2seq.data.prepare
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.clean import normalize_lines
 from seq2seq.data.corpora import CORPORA, UserFiles
 from seq2seq.data.prepare import prepare

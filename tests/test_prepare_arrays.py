@@ -17,7 +17,7 @@ import torch
 from commands import SEQ2SEQ, default_sigint
 
 from seq2seq.checkpoints import tokenizer_entry
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import ParallelDataset, TokenBatchSampler, collate, make_loader
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare

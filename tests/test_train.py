@@ -19,7 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from seq2seq import device as device_module
 from seq2seq.checkpoints import load_checkpoint
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.batching import TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.decoding.evaluation import evaluate

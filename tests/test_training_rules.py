@@ -13,7 +13,7 @@ from seq2seq.checkpoints import CHECKPOINT_FORMAT
 from seq2seq.commands import average as average_command
 from seq2seq.commands import train as train_command
 from seq2seq.commands import translate as translate_command
-from seq2seq.config import dump_toml, load_config
+from seq2seq.config_file import dump_toml, load_config
 from seq2seq.decoding.line_translator import Translation
 from seq2seq.errors import UserError
 from seq2seq.training import distributed, loop

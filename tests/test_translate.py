@@ -20,7 +20,7 @@ from commands import SEQ2SEQ, default_sigint
 from results_table import sections
 
 from seq2seq.checkpoints import load_checkpoint, tokenizer_entry
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.data.corpora import UserFiles, domain_of
 from seq2seq.data.prepare import prepare
 from seq2seq.data.tokenizer import Tokenizer

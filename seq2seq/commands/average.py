@@ -11,7 +11,7 @@ them. The result translates and evaluates like any checkpoint (it holds no train
 from pathlib import Path
 
 from seq2seq.commands.cli import check_output, command_parser, number
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 from seq2seq.config_rules import AT_LEAST_1
 from seq2seq.errors import UserError
 

@@ -15,7 +15,8 @@ from contextlib import contextmanager, nullcontext, redirect_stderr
 from pathlib import Path
 
 from seq2seq.commands.cli import add_plain_option, command_parser
-from seq2seq.config import MODEL_PRESETS, load_config, model_preset, model_shape
+from seq2seq.config import MODEL_PRESETS, model_preset, model_shape
+from seq2seq.config_file import load_config
 from seq2seq.errors import UserError
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)

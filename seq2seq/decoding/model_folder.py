@@ -24,7 +24,8 @@ import numpy as np
 import safetensors
 from safetensors import safe_open
 
-from seq2seq.config import Config, config_from_dict
+from seq2seq.config import Config
+from seq2seq.config_file import config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.model_result import SHIPPED_MODELS
 from seq2seq.errors import UserError

@@ -28,7 +28,8 @@ import safetensors.torch
 import torch
 
 from seq2seq.checkpoints import checkpoint_tokenizers, load_checkpoint
-from seq2seq.config import Config, config_from_dict
+from seq2seq.config import Config
+from seq2seq.config_file import config_from_dict
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.model_folder import (
     CARD,

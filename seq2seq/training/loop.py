@@ -38,7 +38,8 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from seq2seq.config import Config, dump_toml
+from seq2seq.config import Config
+from seq2seq.config_file import dump_toml
 from seq2seq.data.batching import (
     Batch,
     BucketCollate,

@@ -15,7 +15,8 @@ from seq2seq.checkpoints import (
     load_checkpoint,
     tokenizer_entry,
 )
-from seq2seq.config import Config, DecodeConfig, config_from_dict
+from seq2seq.config import Config, DecodeConfig
+from seq2seq.config_file import config_from_dict
 from seq2seq.data.batching import ParallelDataset
 from seq2seq.data.manifest import tokenization_options
 from seq2seq.data.prepare import prepare
