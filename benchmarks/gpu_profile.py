@@ -64,6 +64,7 @@ from seq2seq.errors import UserError
 from seq2seq.files import read_lines
 from seq2seq.training import loop
 from seq2seq.training.run import Run, run_dir_of
+from seq2seq.training.step import Update
 
 TOP = 15  # operators in each top list
 # How the names of the CUDA runtime and driver calls that launch a kernel begin (cudaLaunchKernel,
@@ -157,7 +158,7 @@ class ProfiledUpdates:
         self.calls = 0
         self.profiled_tgt_tokens = 0  # target tokens of the profiled updates
 
-    def __call__(self, run: Run, group: list[Batch], step: int) -> loop.Update | None:
+    def __call__(self, run: Run, group: list[Batch], step: int) -> Update | None:
         self.calls += 1
         if self.calls in self.marks:
             synchronize(self.device)

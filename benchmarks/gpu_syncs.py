@@ -25,6 +25,7 @@ from seq2seq.config_file import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.training import loop
 from seq2seq.training.run import Run
+from seq2seq.training.step import Update
 
 
 class MarkedUpdates:
@@ -34,7 +35,7 @@ class MarkedUpdates:
         self.caught, self.marks = caught, []
         self.update = loop.train_update
 
-    def __call__(self, run: Run, group: list[Batch], step: int) -> loop.Update | None:
+    def __call__(self, run: Run, group: list[Batch], step: int) -> Update | None:
         self.marks.append(len(self.caught))
         return self.update(run, group, step)
 

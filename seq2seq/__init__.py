@@ -3,7 +3,7 @@
 Data flow, one package per step:
     data/      corpus -> clean -> tokenizer -> prepared folder -> batches
     models/    attention parts -> GRU + Bahdanau, Transformer
-    training/  loss, the training loop, writing checkpoints
+    training/  loss, one training step, the loop, writing checkpoints
     decoding/  search -> translations -> BLEU and chrF, attention maps
     serving/   the HTTP API and the attention explorer
     commands/  the `seq2seq` command, one module per subcommand

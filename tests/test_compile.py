@@ -29,6 +29,7 @@ from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.training import loop as train_module
 from seq2seq.training.loss import token_losses
 from seq2seq.training.run import Run, cross_entropy_of
+from seq2seq.training.step import Update
 from seq2seq.training.validation import validation_translator
 from tests.reversal import tiny_overrides
 from tests.tiny import VOCAB, tiny_model
@@ -86,7 +87,7 @@ def test_compiled_training_stops_compiling_after_the_first_shape_change(
     graphs_after_step = []
     real_update = train_module.train_update
 
-    def counting_update(run: Run, group: list[Batch], step: int) -> train_module.Update | None:
+    def counting_update(run: Run, group: list[Batch], step: int) -> Update | None:
         update = real_update(run, group, step)
         graphs_after_step.append(counters["stats"]["unique_graphs"])
         return update
@@ -119,7 +120,7 @@ def counting_graphs(
     monkeypatch.setattr(torch, "compile", partial(torch.compile, backend="eager"))
     real_update = train_module.train_update
 
-    def counting_update(run: Run, group: list[Batch], step: int) -> train_module.Update | None:
+    def counting_update(run: Run, group: list[Batch], step: int) -> Update | None:
         update = real_update(run, group, step)
         graphs_after_step.append(counters["stats"]["unique_graphs"])
         shapes.append((tuple(group[0].src.shape), tuple(group[0].tgt.shape)))

@@ -23,6 +23,7 @@ from seq2seq.config_file import load_config
 from seq2seq.data.batching import Batch
 from seq2seq.training import loop as train_module
 from seq2seq.training.run import Run
+from seq2seq.training.step import Update
 
 aten = torch.ops.aten
 HOST_READING_OPERATORS = {
@@ -74,7 +75,7 @@ def count_reads(
     counter = ReadCounter()
     real_update = train_module.train_update
 
-    def marked_update(run: Run, group: list[Batch], step: int) -> train_module.Update | None:
+    def marked_update(run: Run, group: list[Batch], step: int) -> Update | None:
         counter.reads_before_update.append(counter.reads)
         return real_update(run, group, step)
 

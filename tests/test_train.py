@@ -26,9 +26,10 @@ from seq2seq.decoding.evaluation import evaluate
 from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
-from seq2seq.training import distributed
+from seq2seq.training import distributed, progress_report, saving
 from seq2seq.training import loop as train_module
 from seq2seq.training import run as training_run
+from seq2seq.training import step as training_step
 from seq2seq.training.attention_history import history_path, load_history
 from seq2seq.training.checkpoint import save_checkpoint
 from seq2seq.training.run import Progress
@@ -45,7 +46,7 @@ def run_train(args: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 def update(step: int, loss: float, nll: float, tgt: int, src: int, applied: bool | None = None):
     """An `Update` with these figures, as `train_update` leaves them on the device."""
-    return train_module.Update(
+    return training_step.Update(
         step=step,
         means=torch.tensor([loss, nll]),
         grad_norm=torch.tensor(0.5 * step),
@@ -56,7 +57,7 @@ def update(step: int, loss: float, nll: float, tgt: int, src: int, applied: bool
 
 
 def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
-    window = train_module.Window()
+    window = progress_report.Window()
     window.add(update(1, loss=2.0, nll=1.0, tgt=100, src=90))
     window.add(update(2, loss=5.0, nll=4.0, tgt=300, src=310))
     assert window.tgt == 0 and len(window.pending) == 2  # nothing read before the log line
@@ -66,7 +67,7 @@ def test_logged_loss_is_the_token_weighted_mean_of_the_window() -> None:
 
 
 def test_updates_skipped_on_the_device_are_left_out_of_the_window() -> None:
-    window = train_module.Window()
+    window = progress_report.Window()
     window.add(update(7, loss=2.0, nll=1.0, tgt=100, src=90, applied=True))
     window.add(update(8, loss=float("nan"), nll=1.0, tgt=300, src=310, applied=False))
     assert window.settle() == [(7, True), (8, False)]
@@ -75,17 +76,17 @@ def test_updates_skipped_on_the_device_are_left_out_of_the_window() -> None:
 
 
 def test_a_step_count_right_after_a_line_by_time_writes_no_second_line() -> None:
-    reason = train_module.log_reason
-    slow = train_module.Window(start=time.perf_counter() - 31)  # 31 s since the last line
+    reason = progress_report.log_reason
+    slow = progress_report.Window(start=time.perf_counter() - 31)  # 31 s since the last line
     assert reason(498, slow, 100, 30.0) == "time"
     assert reason(498, slow, 100, 0.0) is None  # a terminal: by steps only
-    just_after = train_module.Window(steps=2, after_timer=True)  # the line at 498 was by time
+    just_after = progress_report.Window(steps=2, after_timer=True)  # the line at 498 was by time
     assert reason(500, just_after, 100, 30.0) is None  # not "step 498", then "step 500"
-    long_after = train_module.Window(steps=100, after_timer=True)
+    long_after = progress_report.Window(steps=100, after_timer=True)
     assert reason(600, long_after, 100, 30.0) == "steps"
-    after_steps = train_module.Window(steps=2)  # e.g. resumed at step 498
+    after_steps = progress_report.Window(steps=2)  # e.g. resumed at step 498
     assert reason(500, after_steps, 100, 30.0) == "steps"
-    first = train_module.Window(steps=1)
+    first = progress_report.Window(steps=1)
     assert [reason(step, first, 100, 0.0) for step in (1, 2, 99)] == ["steps", None, None]
 
 
@@ -297,7 +298,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     host checks each loss at once and a skipped update takes no step number; with
     train.fused_optimizer the device skips it, the host learns of it at the next log line or
     save, and it takes its step number (the schedule went on)."""
-    real = train_module.token_losses
+    real = training_step.token_losses
     calls = {"n": 0}
 
     def sometimes_nan(model, batch, label_smoothing, dtype, fast=False):
@@ -307,7 +308,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
             return loss * float("nan"), nll
         return loss, nll
 
-    monkeypatch.setattr(train_module, "token_losses", sometimes_nan)
+    monkeypatch.setattr(training_step, "token_losses", sometimes_nan)
     cfg = load_config(
         None,
         [
@@ -330,7 +331,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     assert all(torch.isfinite(w).all() for w in weights.values())
 
     monkeypatch.setattr(
-        train_module,
+        training_step,
         "token_losses",
         lambda *a: tuple(x * float("nan") for x in real(*a)),
     )
@@ -461,7 +462,7 @@ def test_auto_precision_on_cpu_is_bf16_only_with_bf16_instructions(
 
 def train_steps(
     reversal: Path, precision: str, steps: int
-) -> tuple[training_run.Run, list[train_module.Update | None], torch.Tensor]:
+) -> tuple[training_run.Run, list[training_step.Update | None], torch.Tensor]:
     """`steps` updates of a tiny Transformer on the first batches of the reversal task, on the
     CPU in `precision`. Returns the run, its updates and its weights before them (flat)."""
     overrides = [*tiny_overrides("transformer", reversal, Path("unused")), "train.max_tokens=512"]
@@ -473,7 +474,7 @@ def train_steps(
         train.src_lens, train.tgt_lens, cfg.train.max_tokens, seed=cfg.train.seed
     )
     batches = islice(make_loader(train, sampler), steps)
-    updates = [train_module.train_update(run, [b], i) for i, b in enumerate(batches, 1)]
+    updates = [training_step.train_update(run, [b], i) for i, b in enumerate(batches, 1)]
     return run, updates, start
 
 
@@ -534,7 +535,7 @@ def test_a_cpu_run_says_when_its_first_validation_comes(
     overrides = [f"train.valid_every={valid_every}", f"train.valid_every_minutes={minutes}"]
     cfg = load_config(None, [*overrides, "train.save_every_minutes=10"])
     run, progress, log = SimpleNamespace(cfg=cfg), Progress(step=20), Lines()
-    train_module.log_first_validation(run, progress, log, seconds=10.0)  # 2 steps/s
+    progress_report.log_first_validation(run, progress, log, seconds=10.0)  # 2 steps/s
     [line] = log.lines
     assert line.startswith(
         f"first validation {when} at 2.00 steps/s; last.pt is saved every 10 min"
@@ -543,7 +544,7 @@ def test_a_cpu_run_says_when_its_first_validation_comes(
         line.endswith("train.valid_every_minutes validates sooner (docs/training.md, on a CPU)")
         == hint
     )
-    train_module.log_first_validation(run, Progress(step=20, history=[{}]), log, seconds=10.0)
+    progress_report.log_first_validation(run, Progress(step=20, history=[{}]), log, seconds=10.0)
     assert len(log.lines) == 1  # validated already (by time): nothing to foresee
 
 
@@ -560,7 +561,7 @@ class FakeClock:
 def test_the_bar_says_when_the_next_validation_comes_by_steps_or_by_time() -> None:
     clock = FakeClock()
     cfg = load_config(None, ["train.valid_every=500", "train.valid_every_minutes=1.5"])
-    saves = train_module.Saves(SimpleNamespace(cfg=cfg), signals=None, clock=clock)
+    saves = saving.Saves(SimpleNamespace(cfg=cfg), signals=None, clock=clock)
     progress = Progress(step=100)
     clock.now = 30.0
     assert saves.next_validation(progress, steps_per_second=1.0) == "in 01:00"  # 400 s by steps
@@ -573,19 +574,19 @@ def test_the_bar_says_when_the_next_validation_comes_by_steps_or_by_time() -> No
 def test_the_bar_shows_the_saved_loss_after_a_resume_then_the_running_mean() -> None:
     """Resumed, the bar shows the loss of the run's last log line (saved in last.pt); once steps
     are read, the token-weighted mean loss of those since the last log line, and their rate."""
-    resumed, window = Progress(step=40, train_loss=4.25), train_module.Window()
-    postfix = train_module.bar_postfix(resumed, window, 1e-4, "in 01:30")
+    resumed, window = Progress(step=40, train_loss=4.25), progress_report.Window()
+    postfix = progress_report.bar_postfix(resumed, window, 1e-4, "in 01:30")
     assert postfix == "loss 4.250, lr 1.00e-04, validation in 01:30"
     window.add(update(41, loss=3.0, nll=2.0, tgt=100, src=90))
     window.add(update(42, loss=5.0, nll=4.0, tgt=300, src=310))
     window.settle()
     window.start -= 2.0  # the two steps took at least 2 s: at most 200 tokens/s
-    postfix = train_module.bar_postfix(resumed, window, 1e-4, "in 01:30")
+    postfix = progress_report.bar_postfix(resumed, window, 1e-4, "in 01:30")
     loss, lr, rate, validation = postfix.split(", ")
     assert (loss, lr, validation) == ("loss 4.500", "lr 1.00e-04", "validation in 01:30")
     assert rate.endswith(" tgt tok/s") and 0 < int(rate.split()[0]) <= 200
     older = Progress(step=40)  # resumed from a checkpoint saved before the loss was kept
-    postfix = train_module.bar_postfix(older, train_module.Window(), 1e-4, "in 3 steps")
+    postfix = progress_report.bar_postfix(older, progress_report.Window(), 1e-4, "in 3 steps")
     assert postfix == "lr 1.00e-04, validation in 3 steps"
 
 
@@ -636,7 +637,7 @@ def test_fp16_on_a_cpu_logs_a_warning() -> None:
         dtype=torch.float16, device=torch.device("cpu"), last_path="last.pt", changes_on_resume=[]
     )
     log = Lines()
-    train_module.log_start(run, Progress(step=1), log, resumed=True)
+    progress_report.log_start(run, Progress(step=1), log, resumed=True)
     assert log.lines[-1].startswith("warning: fp16 on a CPU is for checking the fp16 path")
 
 

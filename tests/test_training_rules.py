@@ -18,7 +18,7 @@ from seq2seq.decoding.line_translator import Translation
 from seq2seq.errors import UserError
 from seq2seq.training import distributed, loop
 from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint
-from seq2seq.training.loop import planned_last_step
+from seq2seq.training.progress_report import planned_last_step
 from seq2seq.training.run import Progress, check_resumable
 
 CONFIG = ["--config", str(Path(__file__).parents[1] / "configs/transformer.multi30k.en-de.toml")]

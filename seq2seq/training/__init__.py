@@ -1,8 +1,11 @@
 """Training a model: the loop, the loss, checkpoints and everything a run needs to resume.
 
     loop.py               the training loop, read top to bottom
-    run.py                a run's setup (data, model, optimizer, schedule), and resuming it
+    step.py               one training step: loss, backward, clipping, AdamW, the schedule
     loss.py               label-smoothed cross-entropy over the target tokens
+    run.py                a run's setup (data, model, optimizer, schedule), and resuming it
+    saving.py             when the loop validates and saves, and validating with its checkpoints
+    progress_report.py    the progress bar and the log lines
     validation.py         scoring the model while it trains: loss, BLEU, chrF, sample maps
     attention_history.py  the attention of a few valid sentences at each validation, for
                           `seq2seq explore --run`
