@@ -8,7 +8,7 @@ A checkpoint is a plain dictionary saved with `torch.save`:
     tokenizers   {"joint": bool, "src": uint8 tensor, "tgt": uint8 tensor}: the sentencepiece
                  model files themselves, so a checkpoint translates on its own
     training     (training checkpoints only) optimizer, scheduler, scaler, step, epoch, sampler
-                 position, RNG states and validation history; see seq2seq.training.loop
+                 position, RNG states and validation history; see seq2seq.training.saving
 
 Training writes them (seq2seq/training/checkpoint.py); decoding reads their model
 (seq2seq/decoding/open_pytorch.py). Loading uses `torch.load(weights_only=True)`, whose unpickler

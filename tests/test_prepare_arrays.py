@@ -24,7 +24,7 @@ from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import FileArray, PreparedData
 from seq2seq.errors import UserError
 from seq2seq.training import loop as train_module
-from seq2seq.training.run import check_same_tokens
+from seq2seq.training.resume import check_same_tokens
 from tests.reversal import DEFAULTS, tiny_overrides, write_reversal_corpus
 
 ROOT = Path(__file__).resolve().parents[1]

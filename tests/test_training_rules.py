@@ -19,7 +19,8 @@ from seq2seq.errors import UserError
 from seq2seq.training import distributed, loop
 from seq2seq.training.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.training.progress_report import planned_last_step
-from seq2seq.training.run import Progress, check_resumable
+from seq2seq.training.resume import check_resumable
+from seq2seq.training.run import Progress
 
 CONFIG = ["--config", str(Path(__file__).parents[1] / "configs/transformer.multi30k.en-de.toml")]
 SAVED = load_config(None, ["train.max_steps=30000", "train.warmup_steps=2000", "train.lr=0.005"])

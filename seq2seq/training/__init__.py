@@ -3,8 +3,10 @@
     loop.py               the training loop, read top to bottom
     step.py               one training step: loss, backward, clipping, AdamW, the schedule
     loss.py               label-smoothed cross-entropy over the target tokens
-    run.py                a run's setup (data, model, optimizer, schedule), and resuming it
-    saving.py             when the loop validates and saves, and validating with its checkpoints
+    run.py                a run's setup (model, optimizer, schedule)
+    run_data.py           its prepared corpus, loaded and checked against the configuration
+    resume.py             starting a run: resuming from last.pt, or a new one
+    saving.py             when the loop validates and saves, and what a checkpoint holds
     progress_report.py    the progress bar and the log lines
     validation.py         scoring the model while it trains: loss, BLEU, chrF, sample maps
     attention_history.py  the attention of a few valid sentences at each validation, for

@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 from seq2seq.config import Config
-from seq2seq.config_file import dump_toml
 from seq2seq.data.batching import (
     Batch,
     BucketCollate,
@@ -45,7 +44,6 @@ from seq2seq.data.batching import (
 )
 from seq2seq.device import pick_device
 from seq2seq.errors import UserError
-from seq2seq.files import remove_temporary_files
 from seq2seq.training import distributed
 from seq2seq.training.progress_report import (
     CPU_ESTIMATE_AFTER,
@@ -57,15 +55,8 @@ from seq2seq.training.progress_report import (
     progress_bar,
     show_progress,
 )
-from seq2seq.training.run import (
-    Progress,
-    Run,
-    TrainingDiverged,
-    finished_reason,
-    resume,
-    run_dir_of,
-    set_up,
-)
+from seq2seq.training.resume import finished_reason, start
+from seq2seq.training.run import Progress, Run, TrainingDiverged, run_dir_of, set_up
 from seq2seq.training.run_lock import RunFolderLock
 from seq2seq.training.run_log import RunLog
 from seq2seq.training.saving import Saves, validate_and_save
@@ -120,27 +111,6 @@ def lock_run_folder(run_dir: Path, env: distributed.Dist) -> Iterator[None]:
         if refusal is not None:
             raise UserError(refusal)
         yield
-
-
-def start(run: Run) -> Progress:
-    """Resume from last.pt or start a new run, saying which; a finished run only says so."""
-    run_dir, env = run.run_dir, run.env
-    if env.is_main:
-        remove_temporary_files(run_dir)  # left by a save that was killed; the lock is ours
-    progress = resume(run)
-    if progress is not None and (reason := finished_reason(run.cfg, progress)):
-        if env.is_main:
-            print(
-                f"run {run_dir} already finished at step {progress.step} ({reason}); best valid "
-                f"BLEU {progress.best_bleu:.2f} at step {progress.best_step}: nothing to do"
-            )
-        return progress
-    if progress is None and env.is_main:
-        print(f"no checkpoint in {run_dir}: starting a new run")
-    if env.is_main and (progress is None or run.changes_on_resume):
-        (run_dir / "config.toml").write_text(dump_toml(run.cfg.to_dict()), encoding="utf-8")
-    distributed.barrier(env)
-    return progress or Progress()
 
 
 def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[], Iterator[Batch]]]:

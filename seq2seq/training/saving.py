@@ -1,18 +1,20 @@
 """Validating and saving a run while it trains: when the loop validates or saves (`Saves`),
-and validating on rank 0 with the checkpoints it writes."""
+validating on rank 0 with the checkpoints it writes, and what a training checkpoint holds."""
 
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
+from seq2seq.checkpoints import CHECKPOINT_FORMAT, tokenizer_entry
 from seq2seq.config import Config
 from seq2seq.training import distributed
-from seq2seq.training.checkpoint import save_validated
+from seq2seq.training.checkpoint import save_checkpoint, save_validated
 from seq2seq.training.reproducibility import rng_state
-from seq2seq.training.run import Progress, Run, check_weights_finite, save_last, training_checkpoint
+from seq2seq.training.run import Progress, Run, TrainingDiverged
 from seq2seq.training.run_log import RunLog
 from seq2seq.training.signals import StopSignals
 from seq2seq.training.validation import validate
@@ -120,3 +122,33 @@ class Saves:
                 return f"in {tqdm.format_interval(by_time)}"
         shown = f"in {steps} steps"
         return shown if by_steps is None else f"{shown} ({tqdm.format_interval(by_steps)})"
+
+
+def training_checkpoint(run: Run, progress: Progress, rng_states: list[dict]) -> dict[str, Any]:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "config": run.cfg.to_dict(),
+        "model": run.raw_model.state_dict(),
+        "tokenizers": tokenizer_entry(run.data.src_tokenizer, run.data.tgt_tokenizer),
+        "step": progress.step,
+        "training": {
+            "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(),
+            "scaler": run.scaler.state_dict(),
+            "progress": asdict(progress),
+            "rng": rng_states,  # one entry per rank
+        },
+    }
+
+
+def save_last(run: Run, progress: Progress) -> None:
+    """Write last.pt (rank 0), with every rank's random generators."""
+    states = distributed.gather_objects(rng_state(), run.env)
+    if run.env.is_main:
+        check_weights_finite(run.raw_model, progress.step)
+        save_checkpoint(training_checkpoint(run, progress, states), run.last_path)
+
+
+def check_weights_finite(model: torch.nn.Module, step: int) -> None:
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        raise TrainingDiverged(f"step {step}: weights are not finite; not saving")
