@@ -67,43 +67,23 @@ def _apply(
 
 def cross_checks(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
     """Rules between keys: (the keys involved, the problem) for each one broken."""
-    model = cfg.model
-    problems = []
-    if model.arch == "transformer" and model.embed_dim % model.num_heads:
-        problems.append(
-            (("model.embed_dim", "model.num_heads"), "embed_dim must be divisible by num_heads")
-        )
-    if model.arch == "gru" and model.hidden_size % 2:
-        problems.append(
-            (
-                ("model.hidden_size",),
-                "must be even (the bidirectional encoder uses half per direction)",
-            )
-        )
-    if not -model.decoder_layers <= model.attention_layer < model.decoder_layers:
-        problems.append(
-            (
-                ("model.attention_layer", "model.decoder_layers"),
-                "attention_layer must be in [-decoder_layers, decoder_layers)",
-            )
-        )
-    if cfg.train.schedule == "linear" and cfg.train.max_steps <= cfg.train.warmup_steps:
-        problems.append(
-            (
-                ("train.schedule", "train.max_steps", "train.warmup_steps"),
-                "the linear schedule decays to 0 at max_steps, which must exceed warmup_steps",
-            )
-        )
-    buckets = cfg.train.length_buckets
-    if list(buckets) != sorted(set(buckets)) or len(buckets) > MAX_LENGTH_BUCKETS:
-        problems.append(
-            (
-                ("train.length_buckets",),
-                f"must be increasing, at most {MAX_LENGTH_BUCKETS} lengths (one compiled graph "
-                "each, within Dynamo's recompile_limit)",
-            )
-        )
-    return problems
+    model, train, buckets = cfg.model, cfg.train, cfg.train.length_buckets
+    rules = [
+        (model.arch == "transformer" and model.embed_dim % model.num_heads,
+         "model.embed_dim model.num_heads", "embed_dim must be divisible by num_heads"),
+        (model.arch == "gru" and model.hidden_size % 2, "model.hidden_size",
+         "must be even (the bidirectional encoder uses half per direction)"),
+        (not -model.decoder_layers <= model.attention_layer < model.decoder_layers,
+         "model.attention_layer model.decoder_layers",
+         "attention_layer must be in [-decoder_layers, decoder_layers)"),
+        (train.schedule == "linear" and train.max_steps <= train.warmup_steps,
+         "train.schedule train.max_steps train.warmup_steps",
+         "the linear schedule decays to 0 at max_steps, which must exceed warmup_steps"),
+        (list(buckets) != sorted(set(buckets)) or len(buckets) > MAX_LENGTH_BUCKETS,
+         "train.length_buckets", f"must be increasing, at most {MAX_LENGTH_BUCKETS} lengths (one "
+         "compiled graph each, within Dynamo's recompile_limit)"),
+    ]  # fmt: skip
+    return [(tuple(keys.split()), problem) for broken, keys, problem in rules if broken]
 
 
 def _validate(cfg: Config, sources: dict[str, str]) -> None:

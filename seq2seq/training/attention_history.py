@@ -1,14 +1,8 @@
 """The attention of a run through its training: at its first step and at each validation, every
 attention map of a few fixed valid sentences goes into one small file of the run folder,
 `attention_history.safetensors`, which `seq2seq explore --run RUN_FOLDER` shows with a step
-slider (docs/explore.md).
-
-The sentences are the first `train.attention_history` valid pairs whose source and reference
-have at most MAX_PIECES pieces each. Their maps are teacher-forced on the reference
-(`seq2seq.decoding.attention_maps.teacher_forced_maps`), not computed on the model's own
-translation: every snapshot then has the same rows and columns, so moving from one step to the
-next shows the weights change and nothing else, and a snapshot costs one forward pass per
-sentence (nothing is decoded).
+slider. docs/training.md ("Attention through training") says which sentences, why their maps
+are teacher-forced on the reference, and how the file stays under MAX_BYTES (`fitted`).
 
 The file is safetensors: tensors and a JSON header, nothing that runs when it is read. One fp16
 tensor per step, sentence and map, named "step{step}/sentence{n}/{map}", with the shapes of
@@ -19,13 +13,8 @@ tensor per step, sentence and map, named "step{step}/sentence{n}/{map}", with th
 
 The header's metadata "index" is JSON: {"format": FORMAT, "arch": "transformer" or "gru",
 "maps": [map names], "sentences": [{"source", "reference", "src_ids", "tgt_ids", "src_pieces",
-"tgt_pieces"}], "steps": [steps, increasing]}.
-
-Bounded: when the file would pass MAX_BYTES, the steps between the first and the latest are
-thinned to every second one, again until it fits (`fitted`), so the steps kept spread evenly
-over the whole run. Written with `write_atomically`: a kill at any moment leaves the previous
-file whole. A snapshot replaces those of its step and later: a run resumed from an earlier
-last.pt redoes those steps, and writes them again.
+"tgt_pieces"}], "steps": [steps, increasing]}. A snapshot replaces those of its step and later:
+a run resumed from an earlier last.pt redoes those steps.
 """
 
 import json
@@ -111,15 +100,8 @@ def snapshot(
     model: Seq2SeqModel, sentences: list[Sentence], device: torch.device
 ) -> list[dict[str, Tensor]]:
     """Every map of each sentence, teacher-forced on its reference, in fp16."""
-    return [
-        {
-            name: weights.half()
-            for name, weights in teacher_forced_maps(
-                model, sentence.src_ids, sentence.tgt_ids, device
-            ).items()
-        }
-        for sentence in sentences
-    ]
+    maps = [teacher_forced_maps(model, s.src_ids, s.tgt_ids, device) for s in sentences]
+    return [{name: weights.half() for name, weights in each.items()} for each in maps]
 
 
 def kept_steps(steps: list[int], stride: int) -> list[int]:

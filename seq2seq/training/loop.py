@@ -11,16 +11,9 @@
             attention history, step-N.pt / best.pt / last.pt (saving.py)
         every `save_every_minutes`: last.pt
 
-A run folder holds everything: config.toml, train.log, TensorBoard events, checkpoints, and
-train.lock, which one process at a time holds while it trains (seq2seq/training/run_lock.py).
-Starting the same command again resumes from last.pt exactly: weights, optimizer, schedule, step,
-epoch, the position inside the epoch and every random generator come back as they were saved.
-Ctrl-C or SIGTERM ends the current update, saves last.pt and exits with 130 or 143.
-
-The GPU speed recipe's keys act in `training_batches` (train.length_buckets, data_on_device),
-`train_update` in step.py (fused_optimizer: skipping a non-finite update on the device), `set_up` in
-seq2seq/training/run.py (compile, fused_optimizer) and `validation_translator` in
-seq2seq/training/validation.py (valid_batch_tokens).
+A run folder holds config.toml, train.log, TensorBoard events, checkpoints and train.lock (one
+process at a time trains in it). docs/training.md says how a run resumes exactly, stops on
+Ctrl-C or SIGTERM, and where each key of the GPU speed recipe acts.
 """
 
 import time
@@ -144,7 +137,7 @@ def training_batches(run: Run) -> tuple[TokenBatchSampler, Callable[[], Iterator
     )
 
 
-def train_loop(run: Run, progress: Progress, saves: "Saves") -> None:
+def train_loop(run: Run, progress: Progress, saves: Saves) -> None:
     """Update after update until max_steps, max_epochs, early stopping or a stop signal. Nothing
     in a step reads the device, but the log lines (every `log_every` steps or
     `log_every_seconds`), validation and saving: a GPU runs ahead of the host. With a bar on a
@@ -181,8 +174,7 @@ def train_loop(run: Run, progress: Progress, saves: "Saves") -> None:
                 window = log_line(run, progress, window, log, reason)
             show_progress(run, progress, window, saves, bar)
             if progress.step == 1 and env.is_main:
-                data, lines = run.data, run.valid_lines
-                log_first_attention(cfg, run.raw_model, data, lines, run.device, log, 1)
+                log_first_attention(run, log, 1)
             if progress.step == first_step + CPU_ESTIMATE_AFTER and run.device.type == "cpu":
                 log_first_validation(run, progress, log, time.perf_counter() - started)
 
@@ -199,7 +191,7 @@ def train_loop(run: Run, progress: Progress, saves: "Saves") -> None:
                 log.line(message, echo=False)
                 log.close()
                 saves.signals.exit(message, announce=env.is_main)
-            if saves.reached_max(progress) or progress.stopped_early:
+            if finished_reason(cfg, progress):  # max_steps, or early stopping
                 break
         else:
             progress.epoch += 1

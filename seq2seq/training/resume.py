@@ -39,38 +39,21 @@ def start(run: Run) -> Progress:
     return progress or Progress()
 
 
-# Keys a resumed run may change: when it stops, how often it validates, saves and logs, where
-# it runs, on the fast modules or the textbook ones (model.fast: they compute the same), where
-# its batches are made (train.data_on_device, num_workers: the same batches), and how
-# its checkpoints translate afterwards. Any other key (model, data, seed,
-# learning rate and schedule, batches, precision, what validation measures) would make the run
-# that continues another run than the one saved.
-CHANGEABLE_ON_RESUME = frozenset(
-    [
-        "model.fast",
-        "train.run_name",
-        "train.run_dir",
-        "train.device",
-        "train.compile",
-        "train.data_on_device",
-        "train.num_workers",
-        "train.max_steps",
-        "train.max_epochs",
-        "train.patience",
-        "train.max_bad_steps",
-        "train.valid_every",
-        "train.valid_every_minutes",
-        "train.valid_batch_tokens",
-        "train.save_every",
-        "train.save_every_minutes",
-        "train.keep_last",
-        "train.log_every",
-        "train.log_every_seconds",
-        "train.attention_samples",
-        "train.attention_history",
-    ]
-    + [f"decode.{key.name}" for key in fields(DecodeConfig) if key.name != "valid_beam_size"]
-)
+# Keys a resumed run may change: when it stops, how often it validates, saves and logs, where it
+# runs, on the fast modules or the textbook ones (model.fast: they compute the same), where its
+# batches are made (train.data_on_device, num_workers: the same batches), and how its checkpoints
+# translate afterwards. Any other key (model, data, seed, learning rate and schedule, batches,
+# precision, what validation measures) would make the run that continues another run than the one
+# saved.
+CHANGEABLE_ON_RESUME = frozenset({
+    "model.fast", "train.run_name", "train.run_dir", "train.device", "train.compile",
+    "train.data_on_device", "train.num_workers", "train.max_steps", "train.max_epochs",
+    "train.patience", "train.max_bad_steps", "train.valid_every", "train.valid_every_minutes",
+    "train.valid_batch_tokens", "train.save_every", "train.save_every_minutes", "train.keep_last",
+    "train.log_every", "train.log_every_seconds", "train.attention_samples",
+    "train.attention_history",
+    *(f"decode.{key.name}" for key in fields(DecodeConfig) if key.name != "valid_beam_size"),
+})  # fmt: skip
 
 
 def changed_keys(saved: Config, cfg: Config) -> dict[str, str]:

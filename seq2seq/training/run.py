@@ -134,15 +134,10 @@ def set_up(
         weight_decay=cfg.train.weight_decay,
         fused=True if cfg.train.fused_optimizer else None,  # None: PyTorch's default (foreach)
     )
-    # With train.length_buckets every batch has one of a few shapes: `dynamic=False` compiles
-    # one graph per shape (at most MAX_LENGTH_BUCKETS, within Dynamo's recompile_limit), each
-    # specialised to its sizes. Without buckets, no `dynamic=`: batch size and lengths change
-    # every step, and Dynamo's automatic dynamic shapes compile for the first batch's shapes,
-    # then once more with the changed dimensions dynamic, and that graph serves every later
-    # batch: the Transformer compiles 2 graphs in 200 steps (tests/test_compile.py).
-    # dynamic=True compiled as many (a first batch of 16 sentences of 16 tokens recompiled all
-    # the same); dynamic=False recompiles for each new shape up to Dynamo's recompile_limit (8),
-    # then runs the model uncompiled.
+    # With train.length_buckets, `dynamic=False`: one graph per bucket's shape. Without, Dynamo's
+    # automatic dynamic shapes: a graph for the first batch, then one with the changing sizes
+    # dynamic that serves every later batch (2 graphs in 200 steps, tests/test_compile.py);
+    # dynamic=False would recompile for each new shape until Dynamo's recompile_limit (8).
     dynamic = False if cfg.train.length_buckets else None
     model = torch.compile(raw_model, dynamic=dynamic) if cfg.train.compile else raw_model
     return Run(

@@ -1,12 +1,9 @@
 """One writer per run folder: an exclusive lock that training holds while it runs.
 
 The lock is a POSIX record lock (`fcntl.lockf`) on the empty file `train.lock` in the run
-folder. The operating system releases it when the process ends, however it ends (a kill -9
-included), so a lock is never left stale; the file stays, unchanged. Unlike `flock`, a record
-lock belongs to the process alone: DataLoader worker processes forked from the trainer do not
-share it, so a killed trainer's lock is free at once, even while its workers are still exiting.
-A second process names the holder from Linux's /proc/locks. Under torchrun, rank 0 holds it for
-the whole run.
+folder (docs/training.md, "Locked"). Unlike `flock`, a record lock belongs to the process alone:
+DataLoader workers forked from the trainer do not share it, so a killed trainer's lock is free
+at once. A second process names the holder from Linux's /proc/locks.
 """
 
 import errno

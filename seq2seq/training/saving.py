@@ -25,17 +25,7 @@ def validate_and_save(run: Run, progress: Progress, log: RunLog) -> None:
     share the outcome with every rank, then write step-N.pt / best.pt / last.pt."""
     cfg, env = run.cfg, run.env
     if env.is_main:
-        metrics = validate(
-            cfg,
-            run.raw_model,
-            run.data,
-            run.valid_set,
-            run.valid_lines,
-            run.device,
-            run.dtype,
-            log,
-            progress.step,
-        )
+        metrics = validate(run, log, progress.step)
         record_validation(cfg, progress, metrics)
         if isinstance(run.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             run.scheduler.step(metrics["valid/bleu"])
@@ -79,10 +69,6 @@ class Saves:
         self.run, self.signals, self.clock = run, signals, clock
         self.last_save = self.last_validation = clock()
 
-    def reached_max(self, progress: Progress) -> bool:
-        max_steps = self.run.cfg.train.max_steps
-        return bool(max_steps and progress.step >= max_steps)
-
     def due(self, progress: Progress) -> tuple[bool, bool, bool]:
         """(validate, save last.pt only, stop) after the update that made `progress.step`,
         agreed by every rank."""
@@ -96,7 +82,7 @@ class Saves:
             [self.signals.received, save_due, validate_due], self.run.env, self.run.device
         )
         validate = validate_due or progress.step % train.valid_every == 0
-        validate = validate or self.reached_max(progress)
+        validate = validate or bool(train.max_steps and progress.step >= train.max_steps)
         return validate, not validate and (save_due or stop_signal), stop_signal
 
     def save(self, progress: Progress, log: RunLog, validate: bool) -> None:

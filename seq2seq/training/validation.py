@@ -18,7 +18,7 @@ from seq2seq.decoding.torch_translator import Translator
 from seq2seq.models.base import Seq2SeqModel
 from seq2seq.training.attention_history import add_snapshot, choose_sentences, history_path
 from seq2seq.training.loss import token_losses
-from seq2seq.training.run import cross_entropy_of, run_dir_of
+from seq2seq.training.run import Run, cross_entropy_of
 from seq2seq.training.run_log import RunLog
 
 
@@ -48,14 +48,11 @@ def valid_loss(
 
 @torch.no_grad()
 def log_attention_maps(
+    run: Run,
     log: RunLog,
     step: int,
-    model: Seq2SeqModel,
-    data: PreparedData,
     sources: list[str],
     hypotheses: list[list[int]],
-    device: torch.device,
-    layer: int,
     forced: str = "its translation",
 ) -> None:
     """Cross-attention of a few fixed valid sentences: per sentence, one image of the mean over
@@ -63,89 +60,61 @@ def log_attention_maps(
 
     The weights come from teacher-forcing each of `hypotheses` (the model's own translations,
     or what `forced` names) through `Seq2SeqModel.attention_maps`, so every target piece (and
-    the final </s>) has its row; a Transformer shows decoder layer `layer`.
+    the final </s>) has its row; a Transformer shows decoder layer model.attention_layer.
     """
+    src_tokenizer, tgt_tokenizer = run.data.src_tokenizer, run.data.tgt_tokenizer
     for n, (source, hyp) in enumerate(zip(sources, hypotheses, strict=True)):
-        src_ids = data.src_tokenizer.encode([source])[0]
-        maps = teacher_forced_maps(model, src_ids, hyp, device)
-        weights = shown_cross_attention(maps, layer)  # (H, T, S)
-        src_pieces = pieces(data.src_tokenizer, src_ids)
-        tgt_pieces = pieces(data.tgt_tokenizer, hyp)
+        src_ids = src_tokenizer.encode([source])[0]
+        maps = teacher_forced_maps(run.raw_model, src_ids, hyp, run.device)
+        weights = shown_cross_attention(maps, run.cfg.model.attention_layer)  # (H, T, S)
+        src_pieces, tgt_pieces = pieces(src_tokenizer, src_ids), pieces(tgt_tokenizer, hyp)
         title = f"valid sentence {n} on {forced}, step {step}"
         for tag_end, figure in head_figures(weights, src_pieces, tgt_pieces, title).items():
             log.figure(step, f"valid/attention_sentence{n}{tag_end}", figure)
 
 
 @torch.no_grad()
-def log_first_attention(
-    cfg: Config,
-    model: Seq2SeqModel,
-    data: PreparedData,
-    valid_lines: tuple[list[str], list[str]],
-    device: torch.device,
-    log: RunLog,
-    step: int,
-) -> None:
+def log_first_attention(run: Run, log: RunLog, step: int) -> None:
     """The attention images of a run's first step, under the tags a validation writes: the
     first `train.attention_samples` valid sentences teacher-forced on their references (one
     forward pass each, nothing decoded), and the first snapshot of the attention history.
     Flushed, so TensorBoard shows them and the first scalars at once."""
-    sources, references = valid_lines
-    shown = min(cfg.train.attention_samples, len(sources))
-    model.eval()
+    sources, references = run.valid_lines
+    shown = min(run.cfg.train.attention_samples, len(sources))
+    run.raw_model.eval()
     if shown:
-        targets = data.tgt_tokenizer.encode(references[:shown])
-        layer = cfg.model.attention_layer
-        log_attention_maps(
-            log, step, model, data, sources[:shown], targets, device, layer, "the reference"
-        )
-    record_attention_history(cfg, model, data, valid_lines, device, log, step)
-    model.train()
+        targets = run.data.tgt_tokenizer.encode(references[:shown])
+        log_attention_maps(run, log, step, sources[:shown], targets, "the reference")
+    record_attention_history(run, log, step)
+    run.raw_model.train()
     log.flush()
 
 
 @torch.no_grad()
-def record_attention_history(
-    cfg: Config,
-    model: Seq2SeqModel,
-    data: PreparedData,
-    valid_lines: tuple[list[str], list[str]],
-    device: torch.device,
-    log: RunLog,
-    step: int,
-) -> None:
+def record_attention_history(run: Run, log: RunLog, step: int) -> None:
     """Add step `step` to the run's attention history (`seq2seq.training.attention_history`):
     every map of the first `train.attention_history` short valid sentences, teacher-forced on
     their references."""
-    count = cfg.train.attention_history
+    count = run.cfg.train.attention_history
     if count:
-        tokenizers = data.src_tokenizer, data.tgt_tokenizer
-        sentences = choose_sentences(*tokenizers, valid_lines, count)
+        tokenizers = run.data.src_tokenizer, run.data.tgt_tokenizer
+        sentences = choose_sentences(*tokenizers, run.valid_lines, count)
         if sentences:
-            path = history_path(run_dir_of(cfg))
-            if note := add_snapshot(path, step, model, sentences, device):
+            path = history_path(run.run_dir)
+            if note := add_snapshot(path, step, run.raw_model, sentences, run.device):
                 log.line(note)
 
 
 @torch.no_grad()
-def validate(
-    cfg: Config,
-    model: Seq2SeqModel,
-    data: PreparedData,
-    valid_set: ParallelDataset,
-    valid_lines: tuple[list[str], list[str]],
-    device: torch.device,
-    dtype: torch.dtype | None,
-    log: RunLog,
-    step: int,
-) -> dict[str, float]:
+def validate(run: Run, log: RunLog, step: int) -> dict[str, float]:
     """Valid loss and perplexity, BLEU and chrF of decoded output, maps and samples, on the
-    valid pairs of `valid_lines` (the first train.valid_max_sentences)."""
+    valid pairs of `run.valid_lines` (the first train.valid_max_sentences)."""
+    cfg, model, device, dtype = run.cfg, run.raw_model, run.device, run.dtype
     model.eval()
-    sources, references = valid_lines
+    sources, references = run.valid_lines
     log.line(f"validating at step {step}: {len(sources)} sentences")
-    nll, ppl = valid_loss(model, valid_set, cfg.train.max_tokens, device, dtype, len(sources))
-    translator = validation_translator(cfg, model, data, device)
+    nll, ppl = valid_loss(model, run.valid_set, cfg.train.max_tokens, device, dtype, len(sources))
+    translator = validation_translator(cfg, model, run.data, device)
     beam_size = cfg.decode.valid_beam_size
     # in a terminal, a bar of its own under the training bar; nothing in a log file
     bar = tqdm(total=len(sources), desc="validating", unit="sentence", leave=False, disable=None)
@@ -162,10 +131,8 @@ def validate(
     )
     log.text(step, "samples", samples)
     if shown:
-        layer = cfg.model.attention_layer
-        hypothesis_ids = result.hypothesis_ids[:shown]
-        log_attention_maps(log, step, model, data, sources[:shown], hypothesis_ids, device, layer)
-    record_attention_history(cfg, model, data, valid_lines, device, log, step)
+        log_attention_maps(run, log, step, sources[:shown], result.hypothesis_ids[:shown])
+    record_attention_history(run, log, step)
     log.line(
         f"validation step {step}: nll {nll:.4f} ppl {ppl:.2f} BLEU {result.bleu:.2f} "
         f"chrF {result.chrf:.2f} ({result.sentences} sentences, {result.seconds:.1f}s)"
