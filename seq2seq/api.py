@@ -10,11 +10,8 @@
     model.align("A dog runs .", "Ein Hund rennt .")      # word links: .pharaoh() "0-0 1-1 ..."
     seq2seq.load("transformer-tiny.multi30k.en-de", engine="ctranslate2")  # faster, same output
 
-docs/api.md shows more. The same `Translator` as `seq2seq translate` does the work, and the
-same maps as the attention explorer come back (seq2seq.decoding.attention_maps), so the outputs
-are those of the command line and of the explorer with the same options. The arguments are
-checked as the command line checks its options (seq2seq.config_rules): a bad one is a one-line
-ValueError naming it, raised before anything is decoded.
+docs/api.md describes every argument. The same `Translator` as `seq2seq translate` does the
+work, and the arguments are checked as its options are (seq2seq.config_rules).
 """
 
 from __future__ import annotations
@@ -105,15 +102,9 @@ class Model:
         keep_numbers: bool | None = None,
         split_sentences: bool = True,
     ) -> list[str] | list[list[Translation]]:
-        """Translate `lines` with beam size `beam`, GNMT `length_penalty`, at most
-        `max_len_ratio` output pieces per source piece and, with `keep_numbers`, the number
-        guard (seq2seq.decoding.number_guard) (each by default the model's decode settings).
-        With `split_sentences` (the default), each line is cut into its sentences, translated
-        one by one and joined again with the line's own spacing (seq2seq.decoding.sentences).
-
-        Returns the best translation of each line as text; with `nbest` = N, the N best of each
-        line as `Translation`s (text, score, pieces), best first.
-        """
+        """The best translation of each line as text; with `nbest` = N, the N best of each line
+        as `Translation`s, best first. Each argument left out is the model's decode setting;
+        `split_sentences` translates each sentence of a line apart (seq2seq.decoding.sentences)."""
         if isinstance(lines, str):
             raise TypeError("translate takes a list of lines; for one line: translate([line])")
         lines = list(lines)
@@ -155,9 +146,7 @@ class Model:
         self, line: str, beam: int | None = None, nbest: int = 1, sentence: int = 0
     ) -> dict:
         """How the beam search reached the `nbest` best translations of `line` (of its sentence
-        number `sentence`, as in `attention`), as the explorer draws it (docs/explore.md):
-        every step's beams with their candidates (kept, pruned or finished), the attention row
-        behind each, and the finished hypotheses with their raw and length-penalised scores
+        number `sentence`, as in `attention`), as the explorer draws it
         (`seq2seq.decoding.explain.beam_tree`); PyTorch engine only."""
         line = self._sentence(line, sentence, "the beam tree")
         from seq2seq.decoding.explain import beam_tree  # torch: PyTorch only
@@ -245,17 +234,8 @@ def load(
 ) -> Model:
     """The model `name` names: a shipped model (e.g. "transformer-tiny.multi30k.en-de"), an
     exported model folder, a training checkpoint file, or (engine "ctranslate2" or "auto") a
-    folder from `seq2seq export --format ctranslate2`; on `device` ("auto": CUDA when
-    present, else the CPU), decoding in `precision` (one of DECODE_PRECISIONS; default: the
-    model's decode.precision). `plain`: run the textbook modules alone, not the fast twins of
-    seq2seq.fast (the same translations). `engine`: "pytorch" (the textbook search),
-    "ctranslate2" (CTranslate2 on the same weights, Transformers only) or "auto"
-    (seq2seq.decoding.ct2_engine.use_ctranslate2: ctranslate2 where it gives what pytorch
-    would). On CTranslate2, a CTranslate2 folder or a shipped or exported Transformer opens
-    without importing torch (seq2seq.decoding.open_ctranslate2), and `attention` and `beam_tree`,
-    which need the PyTorch model, refuse. `keep_numbers`: decode with the number guard or
-    without it (None: the model's decode.keep_numbers); CTranslate2 has no number guard, so a
-    model that keeps numbers by default (the Tatoeba models) opens on it with False."""
+    folder from `seq2seq export --format ctranslate2`. docs/api.md describes each argument; on
+    CTranslate2 a Transformer opens without importing torch (seq2seq.decoding.open_ctranslate2)."""
     if precision is not None and precision not in DECODE_PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(DECODE_PRECISIONS)}")
     if engine not in ENGINES:

@@ -71,9 +71,5 @@ def main(argv: list[str]) -> None:
     else:
         paths = [Path(p) for p in args.inputs]
     check_output("--out", args.out, paths, create_folder=True)
-    averaged = average_checkpoints(paths)
-    try:
-        save_checkpoint(averaged, args.out)
-    except OSError as err:
-        raise UserError(f"--out {args.out}: cannot write ({err.strerror or err})") from None
+    save_checkpoint(average_checkpoints(paths), args.out)  # a failed write: a UserError
     print(f"averaged {len(paths)} checkpoints into {args.out}: {', '.join(map(str, paths))}")

@@ -1,16 +1,9 @@
-"""What the subcommands share: the runner, the parsers, the model and decoding options, the
-terminal of the interactive prompt.
+"""What the subcommands share: the runner (`run_cli`), the parsers, which refuse a bad command
+line, option value or output file with one `error:` line before any work is done, the model and
+decoding options, and the terminal of the interactive prompt.
 
-`seq2seq.commands.main` runs a subcommand through `run_cli`, which tunes the process first for
-the subcommands that train or decode (their `TUNE`) and turns a `UserError` into one `error:`
-line and exit status 2. `command_parser` gives a subcommand its parser; `ArgumentParser`,
-`number` (with `ranged`, which writes an option's range into its help) and `check_output`
-refuse a bad command line, option value or output file with one `error:` line before any work
-is done. `add_model_options` (translate, evaluate, export) and `add_decode_options` (translate,
-evaluate, serve) add the options those subcommands share, `load_model` and
-`apply_decode_options` apply them, and `take_terminal` readies the terminal for the prompt of
-seq2seq translate. Building a parser imports no torch, so that `--help` answers at once: the
-modules that compute are imported by the functions that use them.
+Building a parser imports no torch, so that `--help` answers at once: the modules that compute
+are imported by the functions that use them.
 """
 
 from __future__ import annotations
@@ -300,29 +293,18 @@ def add_source_limit_options(parser: argparse.ArgumentParser) -> None:
 
 def apply_decode_options(args: argparse.Namespace, decode_cfg: DecodeConfig) -> None:
     """Set the options given in `args` in `decode_cfg` (in place), checking --precision."""
-    if args.beam is not None:
-        decode_cfg.beam_size = args.beam
-    if args.length_penalty is not None:
-        decode_cfg.length_penalty = args.length_penalty
-    if args.max_len_ratio is not None:
-        decode_cfg.max_len_ratio = args.max_len_ratio
-    if args.no_repeat_ngram is not None:
-        decode_cfg.no_repeat_ngram = args.no_repeat_ngram
-    if args.max_piece_repeat is not None:
-        decode_cfg.max_piece_repeat = args.max_piece_repeat
-    if args.keep_numbers is not None:
-        decode_cfg.keep_numbers = args.keep_numbers
-    if args.batch_size is not None:
-        decode_cfg.batch_size = args.batch_size
-    if args.precision is not None:
-        if args.precision not in DECODE_PRECISIONS:
-            raise UserError(
-                f"--precision {args.precision}: must be one of {', '.join(DECODE_PRECISIONS)}"
-            )
-        decode_cfg.precision = args.precision
+    if args.precision is not None and args.precision not in DECODE_PRECISIONS:
+        raise UserError(
+            f"--precision {args.precision}: must be one of {', '.join(DECODE_PRECISIONS)}"
+        )
+    # the options named as the keys they set
+    keys = ["length_penalty", "max_len_ratio", "no_repeat_ngram", "max_piece_repeat"]
+    keys += ["keep_numbers", "batch_size", "precision", "max_src_pieces"]
+    given = {key: getattr(args, key) for key in keys} | {"beam_size": args.beam}
+    for key, value in given.items():
+        if value is not None:
+            setattr(decode_cfg, key, value)
     decode_cfg.stop_early |= args.stop_early
-    if args.max_src_pieces is not None:
-        decode_cfg.max_src_pieces = args.max_src_pieces
     decode_cfg.truncate_src |= args.truncate
 
 

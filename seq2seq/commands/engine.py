@@ -1,13 +1,9 @@
 """The engine a command decodes with (--engine): our PyTorch search or CTranslate2
 (seq2seq.decoding.ct2_engine), for seq2seq translate, evaluate and serve.
 
-Two kinds of --model translate with CTranslate2 without torch: a CTranslate2 folder (seq2seq
-export --format ctranslate2), and a shipped or exported model (model.safetensors) when --engine
-picks CTranslate2 for it, converted from its weights read with numpy at each start
-(seq2seq.decoding.open_ctranslate2 opens both; docs/benchmarks.md measures it) unless the command
-needs the PyTorch model beside it (attention maps, the explorer, evaluate --record). Nothing
-here imports torch until a PyTorch model is loaded, and only then is the process tuned for
-torch (seq2seq.fast.process), so such a command starts in a fraction of the time."""
+A CTranslate2 folder, and a shipped or exported model that --engine puts on CTranslate2, open
+without torch (seq2seq.decoding.open_ctranslate2; docs/translate.md says when): nothing here
+imports torch, or tunes the process for it, until a PyTorch model is loaded."""
 
 from __future__ import annotations
 

@@ -17,14 +17,9 @@ same code path that training validation uses. `--split entities` is the project'
 of the model's direction (seq2seq.data.entity_copy): its sentences are full of names and
 numbers, and the copy accuracy of each is printed beside BLEU and chrF.
 
---record writes the model's entry for the README's results table (see
-seq2seq.decoding.model_result): the
-scores and signatures, and from the checkpoint the model, corpus, direction, parameter count,
-step and number of averaged checkpoints. What the checkpoint cannot know is given as options:
-the row's name, the training device and hours, and the commands that made the checkpoint; this
-evaluation's own command and the git revision are added. With --split entities, --record adds
-the entity test's scores to the existing record FILE (its field entity_test) and changes
-nothing else in it.
+--record writes the model's entry for the README's results table (seq2seq.decoding.model_result;
+docs/translate.md says what it holds); with --split entities it adds the entity test's scores
+to an existing record (its field entity_test) and changes nothing else in it.
 """
 
 from __future__ import annotations
@@ -120,17 +115,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def report(result: EvalResult) -> str:
-    signatures = result.signatures
-    copy = result.copy_accuracy
-    copied = (
-        [
+    signatures, copied = result.signatures, []
+    if copy := result.copy_accuracy:
+        copied.append(
             f"copied  numbers {copy['number_copy_accuracy']:6.2f}% "
             f"({copy['numbers_copied']}/{copy['numbers']}), "
             f"names {copy['name_copy_accuracy']:6.2f}% ({copy['names_copied']}/{copy['names']})"
-        ]
-        if copy
-        else []
-    )
+        )
     return "\n".join(
         [
             f"BLEU    {result.bleu:6.2f}  {result.bleu_details}",
@@ -231,14 +222,8 @@ def read_split(
         sources, references = [p.source for p in test], [p.reference for p in test]
         return sources, references, test, None, str(entity_test_file(direction))
     prepared = PreparedData.load(config.data.prepared, prepare_hint(config))
-    sources, references = prepared.lines(args.split)
-    return (
-        sources,
-        references,
-        None,
-        prepared,
-        str(prepared.folder / f"{args.split}.{prepared.src}"),
-    )
+    source_file = str(prepared.folder / f"{args.split}.{prepared.src}")
+    return *prepared.lines(args.split), None, prepared, source_file
 
 
 def main(argv: list[str]) -> None:

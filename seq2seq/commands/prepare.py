@@ -89,51 +89,26 @@ def add_cleaning_options(parser: argparse.ArgumentParser) -> None:
 
 def add_copy_teaching_options(parser: argparse.ArgumentParser) -> None:
     """Add the rates of copy-teaching's pairs (seq2seq.data.augment) and its seed to `parser`."""
-    parser.add_argument(
-        "--augment-entities",
-        metavar="RATE",
-        default=0.0,
-        **ranged(
-            float,
-            RULES["data.augment_entities"],
-            "copy-teaching pairs added on average per training pair sharing a name or number",
-            "0, off",
-        ),
-    )
-    parser.add_argument(
-        "--augment-numbers",
-        metavar="RATE",
-        default=0.0,
-        **ranged(
-            float,
-            RULES["data.augment_numbers"],
-            "copy-teaching pairs added on average per training pair sharing a number "
-            "(sharing a name too: the larger rate)",
-            "0, as many as --augment-entities",
-        ),
-    )
-    parser.add_argument(
-        "--augment-repeated-digits",
-        metavar="SHARE",
-        default=0.0,
-        **ranged(
-            float,
-            RULES["data.augment_repeated_digits"],
-            "the share of copy-teaching's numbers drawn with two equal digits side by side",
-            "0, as they come",
-        ),
-    )
-    shares = {
-        "--augment-world-names": "the share of copy-teaching's names drawn from many alphabets",
-        "--augment-codes": "the share of copy-teaching's numbers that are codes instead",
-        "--augment-contacts": "the share of copy-teaching's names that are e-mails or URLs",
-        "--concat-share": "the share of training pairs followed by an example joining them "
-        "to the 1 to 3 pairs before",
-    }
-    for option, help_text in shares.items():
+    for option, metavar, what, default in (
+        ("--augment-entities", "RATE", "copy-teaching pairs added on average per training pair "
+         "sharing a name or number", "0, off"),
+        ("--augment-numbers", "RATE", "copy-teaching pairs added on average per training pair "
+         "sharing a number (sharing a name too: the larger rate)",
+         "0, as many as --augment-entities"),
+        ("--augment-repeated-digits", "SHARE", "the share of copy-teaching's numbers drawn with "
+         "two equal digits side by side", "0, as they come"),
+        ("--augment-world-names", "SHARE", "the share of copy-teaching's names drawn from many "
+         "alphabets", "0, off"),
+        ("--augment-codes", "SHARE", "the share of copy-teaching's numbers that are codes "
+         "instead", "0, off"),
+        ("--augment-contacts", "SHARE", "the share of copy-teaching's names that are e-mails or "
+         "URLs", "0, off"),
+        ("--concat-share", "SHARE", "the share of training pairs followed by an example joining "
+         "them to the 1 to 3 pairs before", "0, off"),
+    ):  # fmt: skip
         rule = RULES["data." + option.removeprefix("--").replace("-", "_")]
         parser.add_argument(
-            option, metavar="SHARE", default=0.0, **ranged(float, rule, help_text, "0, off")
+            option, metavar=metavar, default=0.0, **ranged(float, rule, what, default)
         )
     parser.add_argument(
         "--seed", type=int, default=1, help="seed of copy-teaching's and concatenation's draws"

@@ -13,14 +13,8 @@ request can name a file. SIGTERM or Ctrl-C (SIGINT) stops the server gracefully:
 accepting connections, answers the requests in flight, lets the worker finish, and exits 0; a
 second Ctrl-C stops it at once.
 
-Access (docs/serve.md, "Reliability"): requests must name this server in their Host header
-(localhost, 127.0.0.1, [::1], the bound address, and each --allowed-host); browsers' cross-site
-POSTs are refused; --api-keys, --require-api-key and --req-limit set keys and rate limits as
-LibreTranslate does; X-Forwarded-For is read only from the proxies --forwarded-allow-ips names.
-A request head must arrive within --header-timeout seconds and its body within --body-timeout
-seconds of it, an idle connection is closed after --keep-alive seconds, and at most
---limit-concurrency connections are served at once (503 past it), half of them at most waiting
-for a body or from one client address.
+Who may connect, how often and for how long (the Host header, API keys, rate limits, trusted
+proxies, timeouts, concurrency) is in docs/serve.md, "Reliability".
 """
 
 from __future__ import annotations
@@ -167,10 +161,7 @@ def add_access_options(parser: argparse.ArgumentParser) -> None:
          "once; past it: 503"),
     ):  # fmt: skip
         parser.add_argument(
-            option,
-            type=number(kind, valid),
-            default=default,
-            help=f"{help_text} (default: %(default)s)",
+            option, default=default, **ranged(kind, valid, help_text, "%(default)s")
         )
 
 

@@ -6,13 +6,10 @@
     seq2seq translate --checkpoint best.pt < input.en > output.de       # batch mode
     seq2seq translate --model transformer-tiny.multi30k.en-de --engine ctranslate2  # faster
 
-At the prompt: arrow keys edit and recall earlier lines (history in ~/.seq2seq_history),
-Ctrl-C cancels the current line, Ctrl-D quits. Each line is cut into sentences, which are
-translated one by one and joined again with the line's own spacing (--no-split-sentences: the
-line whole). In batch mode (input piped in, or --input FILE) each input line gives one output
-line, in input order; with --nbest N > 1 each input line gives
-N lines `LINE_NUMBER ||| translation ||| score` (Moses n-best format, line numbers from 0);
---save-attention FILE.png numbers its files the same way: FILE-0.png for the first line.
+docs/translate.md describes the prompt (its keys and history), how a line is cut into sentences
+translated one by one (--no-split-sentences: the line whole), and batch mode (input piped in,
+or --input FILE: one output line per input line, N lines in Moses format with --nbest N, and
+--save-attention's FILE-0.png, FILE-1.png, ... numbered as those lines are).
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext, suppress
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from seq2seq.commands.cli import (
     add_decode_options,
@@ -162,12 +159,16 @@ def show(nbest: list[Translation], show_attention: bool) -> None:
     else:
         for rank, translation in enumerate(nbest, start=1):
             print(f"{rank:>2}. [{translation.score:8.3f}] {translation.text}")
-    best = nbest[0]
-    if show_attention and best.attention is not None:
-        from seq2seq.decoding.attention_maps import attention_text  # imports torch
+    if show_attention and nbest[0].attention is not None:
+        print_attention(nbest[0], sys.stdout)
 
-        width = terminal_width(sys.stdout)
-        print(attention_text(best.attention, best.src_pieces, best.tgt_pieces, width))
+
+def print_attention(best: Translation, stream: TextIO) -> None:
+    """The attention heatmap of `best` as text, as wide as the terminal `stream` writes to."""
+    from seq2seq.decoding.attention_maps import attention_text  # imports torch
+
+    width = terminal_width(stream)
+    print(attention_text(best.attention, best.src_pieces, best.tgt_pieces, width), file=stream)
 
 
 def start_history() -> None:
@@ -286,13 +287,7 @@ def batch_mode(
             best = nbest[0]
             if best.attention is not None:
                 if args.show_attention:
-                    from seq2seq.decoding.attention_maps import attention_text  # imports torch
-
-                    width = terminal_width(sys.stderr)
-                    heatmap = attention_text(
-                        best.attention, best.src_pieces, best.tgt_pieces, width
-                    )
-                    print(heatmap, file=sys.stderr)
+                    print_attention(best, sys.stderr)
                 if args.save_attention:
                     path = attention_path(args.save_attention, line_number if numbered else None)
                     save_attention_map(best, path)
