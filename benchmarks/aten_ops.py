@@ -8,7 +8,7 @@
 Under torch.profiler (CPU, record_shapes), with seeded random weights and inputs:
 
     train   3 updates of the gru and transformer-tiny presets (8000 pieces) on a fixed batch
-            of 32 random sentences, as seq2seq.training.loop makes them (`bench.make_training_step`)
+            of 32 random sentences, as seq2seq.training.step makes them (`bench.make_training_step`)
     decode  beam search (beam 5) of 4 sentences with the shipped transformer-tiny and gru-small
             models, through `Translator`, in fp32 and int8
 

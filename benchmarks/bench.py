@@ -15,7 +15,7 @@ Throughput (`run_throughput`), for each model on a prepared corpus:
 
     training   target tokens/s and source+target tokens/s over `steps` updates that follow
                `warmup_steps` untimed ones: token-budget batches of the training split and the
-               update of seq2seq.training.loop (label-smoothed cross-entropy from `token_losses`,
+               update of seq2seq.training.step (label-smoothed cross-entropy from `token_losses`,
                gradient clipping, AdamW), in the training precision (`autocast_dtype`)
     decoding   sentences/s and output tokens/s of greedy and beam search on the test split
                through `Translator`, the code of seq2seq evaluate, in decode.precision and
@@ -164,7 +164,7 @@ def model_to_measure(
 def make_training_step(
     model: Seq2SeqModel, device: torch.device, dtype: torch.dtype | None
 ) -> Callable[[Batch], None]:
-    """One update of `model` per call, as seq2seq.training.loop makes it (one batch, no
+    """One update of `model` per call, as seq2seq.training.step makes it (one batch, no
     accumulation): label-smoothed loss per target token, backward, gradient clipping, AdamW."""
     cfg = TrainConfig()
     optimizer = torch.optim.AdamW(
