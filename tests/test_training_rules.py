@@ -167,7 +167,12 @@ def test_an_empty_translation_of_an_untrained_checkpoint_is_noted_once(
     step: int, noted: bool, capsys
 ) -> None:
     args = argparse.Namespace(
-        model=None, checkpoint="run/last.pt", nbest=1, show_attention=False, save_attention=None
+        model=None,
+        checkpoint="run/last.pt",
+        nbest=1,
+        show_attention=False,
+        save_attention=None,
+        split_sentences=True,
     )
     inference = SimpleNamespace(step=step, config=load_config(None, ["train.valid_every=1000"]))
     note = translate_command.untrained_note(args, inference)
