@@ -138,7 +138,7 @@ hours=$($PY -c "import sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / 
 echo "== 2/4 averaging the last 5 checkpoints, 3/4 exporting, 4/4 evaluating (beam 5, fp32)"
 copy_teaching() { # CONFIG: its copy-teaching settings as seq2seq prepare's options
     $PY -c 'import sys
-from seq2seq.config import load_config
+from seq2seq.config_file import load_config
 settings = load_config(sys.argv[1]).data.augmentation
 options = ["--" + key.replace("_", "-") + f" {value:g}" for key, value in settings.items() if value]
 print(" ".join(options))' "$1"
