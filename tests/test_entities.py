@@ -551,10 +551,17 @@ def test_copy_accuracy_counts_each_entity() -> None:
     assert accuracy.to_dict() == {
         "number_copy_accuracy": pytest.approx(200 / 3),
         "name_copy_accuracy": 50.0,
+        "code_copy_accuracy": 0.0,
+        "entity_copy_accuracy": 60.0,
+        "all_copied_accuracy": 50.0,
         "numbers": 3,
         "numbers_copied": 2,
         "names": 2,
         "names_copied": 1,
+        "codes": 0,
+        "codes_copied": 0,
+        "sentences": 2,
+        "sentences_all_copied": 1,
     }
 
 

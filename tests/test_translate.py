@@ -395,6 +395,7 @@ def test_evaluate_script_matches_sacrebleu_on_its_output(run, tmp_path):
     assert scores["signatures"]["bleu"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert scores["device"] == "cpu" and scores["beam_size"] == 3
     assert scores["seconds"] > 0 and scores["sentences_per_second"] > 0
+    assert sum(bucket["sentences"] for bucket in scores["by_length"]) == 20
 
     src, ref = run.parent / "corpus" / "valid.en", run.parent / "corpus" / "valid.de"
     by_files = script(
@@ -408,8 +409,10 @@ def test_evaluate_script_matches_sacrebleu_on_its_output(run, tmp_path):
         "BLEU-lc",
         "chrF",
     ]
+    assert lines[4] == "by source length (words):"  # then one line per length, 12 sentences
+    assert sum(int(line.split()[1]) for line in lines[5:-1]) == 12
     ending = f"on cpu, {scores['precision']}, beam 3"
-    assert lines[4].startswith("12 sentences in ") and lines[4].endswith(ending)
+    assert lines[-1].startswith("12 sentences in ") and lines[-1].endswith(ending)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:

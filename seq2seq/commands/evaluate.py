@@ -4,6 +4,7 @@
     seq2seq evaluate --model transformer-tiny.multi30k.en-de              # a shipped model
     seq2seq evaluate --checkpoint best.pt --split valid --beam 1
     seq2seq evaluate --model transformer-small.tatoeba.en-fr --split entities
+    seq2seq evaluate --model transformer-small.tatoeba.fr-en --split realistic
     seq2seq evaluate --checkpoint best.pt --split valid --length-penalty 1.5
     seq2seq evaluate --model transformer-tiny.multi30k.en-de --engine ctranslate2
     seq2seq evaluate --checkpoint best.pt --src test.en --ref test.de --output hyp.de --json
@@ -15,11 +16,18 @@ The split is read from the prepared folder named in the checkpoint's configurati
 (data.prepared). The output is detokenized and scored against the plain reference text, the
 same code path that training validation uses. `--split entities` is the project's entity test
 of the model's direction (seq2seq.data.entity_copy): its sentences are full of names and
-numbers, and the copy accuracy of each is printed beside BLEU and chrF.
+numbers, and the copy accuracy of each is printed beside BLEU and chrF. `--split realistic` is
+its realistic entity test: longer sentences written by hand, with codes too. Every split's
+scores are also printed for each source length (1-10, 11-20, 21-30 and 31+ words).
 
---record writes the model's entry for the README's results table (seq2seq.decoding.model_result;
-docs/translate.md says what it holds); with --split entities it adds the entity test's scores
-to an existing record (its field entity_test) and changes nothing else in it.
+--record writes the model's entry for the README's results table (see
+seq2seq.decoding.model_result): the
+scores and signatures, and from the checkpoint the model, corpus, direction, parameter count,
+step and number of averaged checkpoints. What the checkpoint cannot know is given as options:
+the row's name, the training device and hours, and the commands that made the checkpoint; this
+evaluation's own command and the git revision are added. With --split entities, --record adds
+the entity test's scores to the existing record FILE (its field entity_test) and changes
+nothing else in it; with --split realistic, the realistic test's (realistic_entity_test).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from seq2seq.commands.cli import (
 )
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.data.corpora import domain_of
-from seq2seq.data.entity_copy import entity_test_file, load_entity_test
+from seq2seq.data.entity_copy import TESTS, entity_test_file, load_entity_test
 from seq2seq.decoding.model_result import ModelResult, git_state
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, write_atomically
@@ -54,7 +62,8 @@ if TYPE_CHECKING:  # main imports what decodes (torch), so that --help answers a
     from seq2seq.decoding.open_pytorch import Inference
 
 TUNE = False  # tuned for torch once a PyTorch model loads (seq2seq.commands.engine)
-ENTITIES = "entities"  # the --split of the entity test
+# The --split of each entity test, and the field of a record that --record fills with its scores
+RECORD_FIELDS = dict(zip(TESTS, ("entity_test", "realistic_entity_test"), strict=True))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -62,8 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_model_options(parser)
     parser.add_argument(
         "--split",
-        choices=["test", "valid", ENTITIES],
-        help="split of the prepared corpus, or the entity test of the model's direction "
+        choices=["test", "valid", *TESTS],
+        help="split of the prepared corpus, or an entity test of the model's direction "
         "(default: test)",
     )
     parser.add_argument("--src", metavar="FILE", help="source sentences, one a line")
@@ -88,7 +97,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="a command that made the checkpoint, in order (repeat the option)",
     )
     args = parser.parse_args(argv)
-    if args.record and args.split != ENTITIES:
+    if args.record and args.split not in TESTS:
         needed = {
             "--name": args.name,
             "--trained-on": args.trained_on,
@@ -107,28 +116,58 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     inputs = (args.checkpoint, args.src, args.ref)
     if args.output:
         check_output("--output", args.output, inputs)
-    if args.record and args.split == ENTITIES and not Path(args.record).is_file():
-        parser.error(f"--record {args.record}: --split entities adds to an existing record")
+    if args.record and args.split in TESTS and not Path(args.record).is_file():
+        parser.error(f"--record {args.record}: --split {args.split} adds to an existing record")
     if args.record:  # results/models/ is created when missing
         check_output("--record", args.record, inputs, create_folder=True)
     return args
 
 
-def report(result: EvalResult) -> str:
-    signatures, copied = result.signatures, []
-    if copy := result.copy_accuracy:
-        copied.append(
-            f"copied  numbers {copy['number_copy_accuracy']:6.2f}% "
-            f"({copy['numbers_copied']}/{copy['numbers']}), "
-            f"names {copy['name_copy_accuracy']:6.2f}% ({copy['names_copied']}/{copy['names']})"
+def copied_lines(copy: dict[str, float]) -> list[str]:
+    """The copy accuracy of an entity test, as `report` prints it."""
+    kinds = [("numbers", "number"), ("names", "name"), ("codes", "code")]
+    each = [
+        f"{kind} {copy[f'{one}_copy_accuracy']:6.2f}% ({copy[f'{kind}_copied']}/{copy[kind]})"
+        for kind, one in kinds
+        if copy[kind]
+    ]
+    copied = copy["numbers_copied"] + copy["names_copied"] + copy["codes_copied"]
+    entities = copy["numbers"] + copy["names"] + copy["codes"]
+    return [
+        f"copied  {', '.join(each)}",
+        f"        all entities {copy['entity_copy_accuracy']:6.2f}% ({copied}/{entities}), "
+        f"sentences with every entity {copy['all_copied_accuracy']:6.2f}% "
+        f"({copy['sentences_all_copied']}/{copy['sentences']})",
+    ]
+
+
+def length_lines(buckets: list[dict]) -> list[str]:
+    """The scores of each source length bucket, as `report` prints them."""
+    lines = ["by source length (words):"]
+    for bucket in buckets:
+        line = (
+            f"  {bucket['words']:>5}  {bucket['sentences']:5d} sentences  "
+            f"BLEU {bucket['bleu']:6.2f}  chrF {bucket['chrf']:6.2f}"
         )
+        if copy := bucket.get("copy_accuracy"):
+            line += (
+                f"  entities {copy['entity_copy_accuracy']:6.2f}%  every entity "
+                f"{copy['sentences_all_copied']}/{copy['sentences']}"
+            )
+        lines.append(line)
+    return lines
+
+
+def report(result: EvalResult) -> str:
+    signatures = result.signatures
     return "\n".join(
         [
             f"BLEU    {result.bleu:6.2f}  {result.bleu_details}",
             f"                {signatures['bleu']}",
             f"BLEU-lc {result.bleu_lc:6.2f}  {signatures['bleu_lc']}",
             f"chrF    {result.chrf:6.2f}  {signatures['chrf']}",
-            *copied,
+            *(copied_lines(result.copy_accuracy) if result.copy_accuracy else []),
+            *length_lines(result.by_length),
             f"{result.sentences} sentences in {result.seconds:.1f} s "
             f"({result.sentences_per_second:.1f} sentences/s) on {result.device}, "
             f"{result.precision}, beam {result.beam_size}",
@@ -184,17 +223,19 @@ def model_result(
 
 
 def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult) -> None:
-    """Add the entity test's scores to the record at `path`, leaving the rest as it was."""
+    """Add the scores of the entity test of --split to the record at `path`, leaving the rest as
+    it was."""
     ModelResult.load(path)  # a record: refused with a line naming what is wrong
     values = json.loads(path.read_text(encoding="utf-8"))
     revision, dirty = git_state()
-    values["entity_test"] = {
+    values[RECORD_FIELDS[args.split]] = {
         "sentences": result.sentences,
         "bleu": result.bleu,
         "bleu_lc": result.bleu_lc,
         "chrf": result.chrf,
         "signatures": result.signatures,
         **(result.copy_accuracy or {}),
+        "by_length": result.by_length,
         "beam_size": result.beam_size,
         "decode_precision": result.precision,
         "keep_numbers": result.keep_numbers,
@@ -211,16 +252,17 @@ def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult)
 def read_split(
     args: argparse.Namespace, config: Config
 ) -> tuple[list[str], list[str], list[EntityPair] | None, PreparedData | None, str]:
-    """The source and reference lines of --split, the entity test (with --split entities) or
-    the prepared folder (with a split of it), and the file of the source lines (for errors)."""
+    """The source and reference lines of --split, the entity test (with --split entities or
+    realistic) or the prepared folder (with a split of it), and the file of the source lines (for
+    errors)."""
     from seq2seq.data.prepared_corpus import PreparedData, prepare_hint
 
     args.split = args.split or "test"
-    if args.split == ENTITIES:
+    if args.split in TESTS:
         direction = f"{config.data.src}-{config.data.tgt}"
-        test = load_entity_test(direction)
+        test = load_entity_test(direction, args.split)
         sources, references = [p.source for p in test], [p.reference for p in test]
-        return sources, references, test, None, str(entity_test_file(direction))
+        return sources, references, test, None, str(entity_test_file(direction, args.split))
     prepared = PreparedData.load(config.data.prepared, prepare_hint(config))
     source_file = str(prepared.folder / f"{args.split}.{prepared.src}")
     return *prepared.lines(args.split), None, prepared, source_file
@@ -229,7 +271,12 @@ def read_split(
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     from seq2seq.commands.engine import load_translator  # not for --help
-    from seq2seq.decoding.evaluation import check_aligned, evaluate, evaluate_entities
+    from seq2seq.decoding.evaluation import (
+        check_aligned,
+        evaluate,
+        evaluate_entities,
+        scores_by_length,
+    )
     from seq2seq.decoding.line_translator import SourceTooLong
 
     if args.src:  # the files are checked before the model is loaded
@@ -237,7 +284,7 @@ def main(argv: list[str]) -> None:
         references = read_lines(Path(args.ref), f"--ref {args.ref}")
         check_aligned(sources, references, f"--src {args.src}", f"--ref {args.ref}")
         test, prepared, where = None, None, f"--src {args.src}"
-    record = args.record and args.split != ENTITIES
+    record = args.record and args.split not in TESTS
     translator, config, inference = load_translator(args, need_pytorch=record)
     if record and inference is None:
         raise UserError("--record: needs the PyTorch model; give the model it was exported from")
@@ -251,6 +298,7 @@ def main(argv: list[str]) -> None:
             result = evaluate(translator, sources, references, split_sentences=args.split_sentences)
     except SourceTooLong as err:
         raise UserError(f"{where}:{err.index + 1}: {err.problem}") from None
+    result.by_length = scores_by_length(sources, references, result.hypotheses, test)
     if args.output:
         text = "".join(f"{line}\n" for line in result.hypotheses).encode()
         try:
@@ -260,7 +308,7 @@ def main(argv: list[str]) -> None:
     print(json.dumps(result.summary()) if args.json else report(result))
     if args.record and test is not None:
         record_entity_test(Path(args.record), args, result)
-        print(f"recorded the entity test in {args.record}", file=sys.stderr)
+        print(f"recorded the {args.split} test in {args.record}", file=sys.stderr)
     elif args.record and prepared and inference:
         model_result(args, inference, prepared, result).save(Path(args.record))
         print(f"recorded {args.record}", file=sys.stderr)

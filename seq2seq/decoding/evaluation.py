@@ -2,17 +2,21 @@
 
 Training validation and `seq2seq evaluate` both call `evaluate`, so a BLEU printed during
 training is computed exactly like the one printed at test time. `evaluate_entities` adds the
-copy accuracy of the entity test (seq2seq.data.entity_copy).
+copy accuracy of an entity test (seq2seq.data.entity_copy), and `scores_by_length` the scores of
+the sentences of each source length (`seq2seq evaluate` prints them).
 """
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seq2seq.data.entity_copy import EntityPair, copy_accuracy
 from seq2seq.decoding.line_translator import LineTranslator
 from seq2seq.decoding.scores import corpus_scores
 from seq2seq.errors import UserError
+
+# The source lengths, in words, that `scores_by_length` scores apart: 1-10, 11-20, 21-30, 31+.
+LENGTH_BUCKETS = ((1, 10), (11, 20), (21, 30), (31, None))
 
 
 @dataclass
@@ -38,6 +42,8 @@ class EvalResult:
     hypothesis_ids: list[list[int]]
     # the entity test's (seq2seq.data.entity_copy): its CopyAccuracy as a dict; None elsewhere
     copy_accuracy: dict[str, float] | None = None
+    # the scores of each source length bucket that has sentences (`scores_by_length`)
+    by_length: list[dict[str, object]] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         """Everything but the output, as plain values (for JSON and logs)."""
@@ -111,3 +117,32 @@ def evaluate_entities(
     result = evaluate(translator, sources, references, beam_size, on_batch, split_sentences)
     result.copy_accuracy = copy_accuracy(test, result.hypotheses).to_dict()
     return result
+
+
+def scores_by_length(
+    sources: list[str],
+    references: list[str],
+    hypotheses: list[str],
+    test: list[EntityPair] | None = None,
+) -> list[dict[str, object]]:
+    """BLEU and chrF of the sentences of each bucket of LENGTH_BUCKETS (the source's words, as
+    whitespace separates them), and with an entity `test` the copy accuracy of its pairs there:
+    one dict per bucket that has sentences, its bucket under "words" ("11-20", "31+")."""
+    words = [len(line.split()) for line in sources]
+    buckets = []
+    for low, high in LENGTH_BUCKETS:
+        picked = [i for i, count in enumerate(words) if low <= count <= (high or count)]
+        if not picked:
+            continue
+        hyps = [hypotheses[i] for i in picked]
+        scores = corpus_scores(hyps, [references[i] for i in picked])
+        bucket: dict[str, object] = {
+            "words": f"{low}-{high}" if high else f"{low}+",
+            "sentences": len(picked),
+            "bleu": scores.bleu,
+            "chrf": scores.chrf,
+        }
+        if test is not None:
+            bucket["copy_accuracy"] = copy_accuracy([test[i] for i in picked], hyps).to_dict()
+        buckets.append(bucket)
+    return buckets

@@ -22,7 +22,8 @@ parameter count, step, number of averaged checkpoints and decoding precision com
 evaluation and the checkpoint, the domain from the corpus (`seq2seq.data.corpora.domain_of`); the
 name, training time, device and commands are given as options. `seq2seq evaluate --split entities
 --record FILE` adds the entity test's scores and copy accuracy to an existing record
-(`entity_test`, see seq2seq.data.entity_copy). The commands are ones that run
+(`entity_test`, see seq2seq.data.entity_copy), `--split realistic` the realistic test's
+(`realistic_entity_test`). The commands are ones that run
 today from the repository root: make targets, the scripts of scripts/ and `seq2seq` commands,
 with the configurations they name (tests/test_results_table.py checks every record and card).
 
@@ -85,6 +86,8 @@ class ModelResult:
     # the entity test's scores and copy accuracy (seq2seq evaluate --split entities --record);
     # {}: not run
     entity_test: dict[str, Any] = field(default_factory=dict)
+    # the realistic entity test's, likewise (seq2seq evaluate --split realistic --record)
+    realistic_entity_test: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "ModelResult":
