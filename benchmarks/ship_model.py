@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/ship_model.py exported/tatoeba-gpu/transformer-small.tatoeba.en-fr
 
 FOLDER is a folder written by `seq2seq export` and named after the shipped model it replaces;
-FOLDER.json is its record (`seq2seq evaluate --record`, then `--split entities --record`), as
-benchmarks/tatoeba_gpu.sh leaves them. They become:
+FOLDER.json is its record (`seq2seq evaluate --record`, then `--split entities --record`, and
+`--split realistic --record` where it was run), as benchmarks/tatoeba_gpu.sh leaves them. They
+become:
 
 - seq2seq/shipped_models/NAME/ (--models-dir): the folder's files and card.json, the record with
   the limits of the card it replaces, each output translated again by the new model at the
@@ -68,6 +69,17 @@ def known_revision(recorded: str, revision: str | None) -> str:
     return revision if revision and recorded == UNKNOWN else recorded
 
 
+def shipped_test(scores: dict, name: str, revision: str | None) -> dict:
+    """An entity test's scores in a record ({}: not run), as the card of `name` gives them."""
+    if not scores:
+        return {}
+    return {
+        **scores,
+        "command": shipped_command(scores["command"], name),
+        "git_revision": known_revision(scores.get("git_revision", UNKNOWN), revision),
+    }
+
+
 def new_card(folder: Path, old_card: Path, revision: str | None = None) -> ModelResult:
     """The card of the model exported to `folder`: its record (FOLDER.json), evaluated by the
     shipped model's name, with the limits of `old_card` (if any) translated again, and
@@ -81,17 +93,13 @@ def new_card(folder: Path, old_card: Path, revision: str | None = None) -> Model
             f"{folder}.json: no entity_test; add it with seq2seq evaluate --model {folder} "
             f"--split entities --record {folder}.json"
         )
-    entities = {
-        **record.entity_test,
-        "command": shipped_command(record.entity_test["command"], name),
-        "git_revision": known_revision(record.entity_test.get("git_revision", UNKNOWN), revision),
-    }
     limits = ModelResult.load(old_card).limits if old_card.is_file() else []
     return dataclasses.replace(
         record,
         commands=[shipped_command(command, name) for command in record.commands],
         limits=translated_limits(folder, record, limits),
-        entity_test=entities,
+        entity_test=shipped_test(record.entity_test, name, revision),
+        realistic_entity_test=shipped_test(record.realistic_entity_test, name, revision),
         git_revision=known_revision(record.git_revision, revision),
     )
 

@@ -555,7 +555,7 @@ def test_tatoeba_gpu_refuses_an_unknown_option() -> None:
 def exported_with_record(folder: Path, name: str, **changes: object) -> Path:
     """`folder`/NAME: the shipped model NAME's files as `seq2seq export` writes them, and beside
     them NAME.json: its card as a record of tatoeba_gpu.sh would be (evaluated from the folder,
-    with an entity test, no limits), changed by `changes`."""
+    with both entity tests, no limits), changed by `changes`."""
     exported = folder / name
     exported.mkdir(parents=True)
     for file in ("model.json", "model.safetensors", "sentencepiece.model"):
@@ -572,6 +572,11 @@ def exported_with_record(folder: Path, name: str, **changes: object) -> Path:
             "number_copy_accuracy": 99.3,
             "name_copy_accuracy": 96.0,
             "command": evaluation.replace("SPLIT", "entities"),
+        },
+        "realistic_entity_test": {
+            "git_revision": "unknown",
+            "entity_copy_accuracy": 30.6,
+            "command": evaluation.replace("SPLIT", "realistic"),
         },
         **changes,
     }
@@ -612,6 +617,9 @@ def test_ship_model_makes_the_exported_folder_the_shipped_model(
     assert new["entity_test"]["command"] == evaluation.replace("SPLIT", "entities")
     # evaluated without .git on the GPU machine: the revision given
     assert new["git_revision"] == new["entity_test"]["git_revision"] == revision
+    realistic = new["realistic_entity_test"]
+    assert realistic["command"] == evaluation.replace("SPLIT", "realistic")
+    assert (realistic["git_revision"], realistic["entity_copy_accuracy"]) == (revision, 30.6)
     assert json.loads((records / f"{name}.shipped.json").read_text(encoding="utf-8")) == new
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == (
