@@ -15,8 +15,15 @@ from seq2seq.data.entity_copy import (
     copy_accuracy,
     load_entity_test,
 )
-from seq2seq.decoding.evaluation import EvalResult, scores_by_length
+from seq2seq.decoding.evaluation import (
+    LENGTH_BUCKETS,
+    EvalResult,
+    evaluate_entities,
+    scores_by_length,
+)
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
+from seq2seq.decoding.open_pytorch import load_model
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,11 +193,39 @@ def test_the_cards_give_the_realistic_test_of_the_shipped_files(direction: str) 
     assert [recorded[kind] for kind in KINDS] == [
         sum(len(getattr(pair, kind)) for pair in test) for kind in KINDS
     ]
-    sources = [pair.source for pair in test]
-    buckets = scores_by_length(sources, sources, sources)  # the buckets' sizes
-    sizes = [(b["words"], b["sentences"]) for b in recorded["by_length"]]
-    assert sizes == [(b["words"], b["sentences"]) for b in buckets]
+    words = [len(pair.source.split()) for pair in test]
+    sizes = [
+        (f"{low}-{high}" if high else f"{low}+", sum(low <= n <= (high or n) for n in words))
+        for low, high in LENGTH_BUCKETS
+    ]
+    assert [(b["words"], b["sentences"]) for b in recorded["by_length"]] == [
+        size for size in sizes if size[1]
+    ]
     all_copied = [b["copy_accuracy"]["sentences_all_copied"] for b in recorded["by_length"]]
     assert sum(all_copied) == recorded["sentences_all_copied"]
     settings = (recorded["beam_size"], recorded["decode_precision"], recorded["keep_numbers"])
     assert settings == (card.beam_size, card.decode_precision, card.keep_numbers)
+
+
+def test_the_shipped_en_fr_model_on_two_rows_of_the_realistic_test() -> None:
+    """Two rows, translated as the card's command does (beam 5, fp32, the number guard): one
+    loses its confirmation number ("K7QX2M" -> "K."), the other keeps its three numbers (its full
+    run is in the card, too slow for the suite)."""
+    name = "transformer-small.tatoeba.en-fr"
+    card = ModelResult.load(SHIPPED_MODELS / name / "card.json")
+    inference = load_model(name)
+    inference.config.decode.precision = card.realistic_entity_test["decode_precision"]
+    inference.config.decode.beam_size = card.realistic_entity_test["beam_size"]
+    inference.config.decode.keep_numbers = card.realistic_entity_test["keep_numbers"]
+    test = load_entity_test("en-fr", "realistic")
+    rows = [test[1], test[115]]
+    result = evaluate_entities(Translator.from_inference(inference, "cpu"), rows)
+    copy = result.copy_accuracy or {}
+    expected = {"numbers": 4, "numbers_copied": 4, "names": 1, "names_copied": 1, "codes": 1}
+    expected |= {"codes_copied": 0, "sentences": 2, "sentences_all_copied": 1}
+    assert {key: copy[key] for key in expected} == expected
+    sources = [pair.source for pair in rows]
+    references = [pair.reference for pair in rows]
+    buckets = scores_by_length(sources, references, result.hypotheses, rows)
+    assert [(b["words"], b["sentences"]) for b in buckets] == [("21-30", 2)]
+    assert buckets[0]["bleu"] == pytest.approx(result.bleu)
