@@ -163,6 +163,7 @@ def test_recording_the_realistic_test_fills_its_own_field(tmp_path: Path) -> Non
         precision="fp32",
         beam_size=5,
         keep_numbers=True,
+        split_sentences=True,
         hypotheses=[],
         hypothesis_ids=[],
         copy_accuracy={"codes": 4, "codes_copied": 3},
