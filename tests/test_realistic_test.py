@@ -210,7 +210,7 @@ def test_the_cards_give_the_realistic_test_of_the_shipped_files(direction: str) 
 
 def test_the_shipped_en_fr_model_on_two_rows_of_the_realistic_test() -> None:
     """Two rows, translated as the card's command does (beam 5, fp32, the number guard): one
-    loses its confirmation number ("K7QX2M" -> "K."), the other keeps its three numbers (its full
+    loses its confirmation number (K7QX2M), the other keeps its three numbers (its full
     run is in the card, too slow for the suite)."""
     name = "transformer-small.tatoeba.en-fr"
     card = ModelResult.load(SHIPPED_MODELS / name / "card.json")
