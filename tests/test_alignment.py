@@ -126,6 +126,12 @@ def test_grow_diag_final_adds_the_links_of_unaligned_words_alone() -> None:
     assert grow_diag_final(FORWARD_B, REVERSE_B) == {(0, 0), (1, 1), (2, 2), (2, 3)}
 
 
+def test_grow_diag_final_and_adds_links_whose_two_words_are_unaligned() -> None:
+    final_and = COMBINATIONS["grow-diag-final-and"]
+    assert final_and(FORWARD_A, REVERSE_A) == {(0, 0), (1, 1), (2, 2), (3, 3)}  # one side aligned
+    assert final_and({(0, 0), (2, 3)}, {(0, 0)}) == {(0, 0), (2, 3)}  # (2, 3): both unaligned
+
+
 # --- AER --------------------------------------------------------------------------------------
 
 

@@ -38,7 +38,13 @@ if TYPE_CHECKING:  # torch is imported when the work starts, so that --help answ
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 SEPARATOR = " ||| "
-COMBINE_CHOICES = ("intersection", "union", "grow-diag", "grow-diag-final")
+COMBINE_CHOICES = (
+    "intersection",
+    "union",
+    "grow-diag",
+    "grow-diag-final",
+    "grow-diag-final-and",
+)
 
 
 @dataclass

@@ -31,6 +31,7 @@ the opposite model, turned round into (source, target) pairs (one per source wor
                      alignment point) of alignment points while they link a word not yet aligned
     grow-diag-final  grow-diag, then every link of either direction whose source or target
                      word is still unaligned
+    grow-diag-final-and  the same, for links whose source and target word are both unaligned
 
 Scored against human gold of sure links S and possible links P (S ⊆ P) (Och and Ney 2003):
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -329,14 +331,16 @@ def grow_diag(forward: set[Link], reverse: set[Link]) -> set[Link]:
     return alignment
 
 
-def grow_diag_final(forward: set[Link], reverse: set[Link]) -> set[Link]:
+def grow_diag_final(forward: set[Link], reverse: set[Link], final_and: bool = False) -> set[Link]:
     """GROW-DIAG, then FINAL for each direction in turn: add, in order, each of its links whose
-    source word or target word is still unaligned."""
+    source word or target word is still unaligned (FINAL-AND, with `final_and`: whose source
+    word and target word both are)."""
     alignment = grow_diag(forward, reverse)
     for direction in (forward, reverse):
-        for link in sorted(direction):
-            if link not in alignment and unaligned(alignment, link):
-                alignment.add(link)
+        for source, target in sorted(direction):
+            free = [all(i != source for i, _ in alignment), all(j != target for _, j in alignment)]
+            if (source, target) not in alignment and (all(free) if final_and else any(free)):
+                alignment.add((source, target))
     return alignment
 
 
@@ -345,6 +349,7 @@ COMBINATIONS: dict[str, Callable[[set[Link], set[Link]], set[Link]]] = {
     "union": union,
     "grow-diag": grow_diag,
     "grow-diag-final": grow_diag_final,
+    "grow-diag-final-and": partial(grow_diag_final, final_and=True),
 }
 
 

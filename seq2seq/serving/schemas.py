@@ -113,9 +113,9 @@ class AlignRequest(BaseModel):
         None, description="the opposite model (target to source): both directions combined"
     )
     reverse_rule: str | None = Field(None, description="the reverse model's rule; default: rule")
-    combine: Literal["intersection", "union", "grow-diag", "grow-diag-final"] = Field(
-        "grow-diag-final", description="how reverse_model's links join the model's"
-    )
+    combine: Literal[
+        "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"
+    ] = Field("grow-diag-final", description="how reverse_model's links join the model's")
     beam: int | None = Field(
         None, **ARGUMENTS["beam"].bounds(), description="beam size of the translations"
     )
