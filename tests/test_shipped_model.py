@@ -135,7 +135,6 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
         *("--model", model.name, "--src", sides[0], "--ref", sides[1], "--json"),
         *("--beam", str(card.beam_size), "--precision", card.decode_precision, "--device", "cpu"),
         "--keep-numbers" if card.keep_numbers else "--no-keep-numbers",
-        "--no-split-sentences",  # the cards score each test line whole
     )
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
