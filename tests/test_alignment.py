@@ -234,3 +234,9 @@ def test_post_align_gives_links_and_one_line_errors(server: str) -> None:
         answer = httpx2.post(f"{server}/v1/align", json=body, timeout=60)
         assert answer.status_code == status, answer.text
         assert answer.json()["error"].startswith(error), answer.text
+
+
+@pytest.mark.parametrize("text", ["²-3", "0-2", "3-2", "1-9", "a-b", "1"])
+def test_a_bad_line_range_is_one_user_error(text: str) -> None:
+    with pytest.raises(UserError, match=r"^--lines .*: A-B with 1 <= A <= B <= 5"):
+        align.line_range(text, 5)

@@ -38,13 +38,7 @@ if TYPE_CHECKING:  # torch is imported when the work starts, so that --help answ
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 SEPARATOR = " ||| "
-COMBINE_CHOICES = (
-    "intersection",
-    "union",
-    "grow-diag",
-    "grow-diag-final",
-    "grow-diag-final-and",
-)
+COMBINE_CHOICES = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
 
 
 @dataclass
@@ -100,7 +94,7 @@ def line_range(text: str | None, count: int) -> range:
     if text is None:
         return range(count)
     first, _, last = text.partition("-")
-    if not (first.isdigit() and last.isdigit() and 1 <= int(first) <= int(last) <= count):
+    if not (first.isdecimal() and last.isdecimal() and 1 <= int(first) <= int(last) <= count):
         raise UserError(f"--lines {text}: A-B with 1 <= A <= B <= {count} (the input's lines)")
     return range(int(first) - 1, int(last))
 
