@@ -170,8 +170,8 @@ class Model:
         (source word, target word) from 0, `pharaoh()` them as text. `rule`: the attention that
         aligns, "mean", "layer:L", "head:L.H", each optionally after "shifted:"
         (seq2seq.decoding.alignment); with `reverse`, the opposite model (e.g. fr-en for
-        en-fr), both directions combined by `combine` ("intersection", "union", "grow-diag",
-        "grow-diag-final"). PyTorch engine only; a ValueError names a bad argument."""
+        en-fr), both directions combined by `combine` (one of the alignment module's
+        COMBINATIONS). PyTorch engine only; a ValueError names a bad argument."""
         from seq2seq.decoding.alignment import COMBINATIONS, Aligner, AlignmentRule, align_ids
 
         for model in (self, reverse) if reverse is not None else (self,):

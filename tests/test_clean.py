@@ -1,6 +1,6 @@
 """Normalisation of every line and filtering of the training pairs."""
 
-from seq2seq.data.clean import clean_pairs, normalize
+from seq2seq.data.clean import CleanReport, normalize
 
 
 def test_normalize() -> None:
@@ -23,10 +23,9 @@ def test_clean_pairs_counts_each_reason() -> None:
         ("w " * 11, "w"),  # over max_words: too long (checked before the ratio)
         ("w " * 11, ""),  # empty (checked first)
     ]
-    src, tgt = [p[0] for p in pairs], [p[1] for p in pairs]
-    kept_src, kept_tgt, report = clean_pairs(src, tgt, max_words=10, max_ratio=9)
-    assert kept_src == [src[0], src[3], src[4], src[6]]
-    assert kept_tgt == [tgt[0], tgt[3], tgt[4], tgt[6]]
+    report = CleanReport(max_words=10, max_ratio=9)
+    kept = [pair for pair in pairs if report.keep(*pair)]
+    assert kept == [pairs[0], pairs[3], pairs[4], pairs[6]]
     assert report.to_dict() == {
         "pairs": 9,
         "kept": 4,

@@ -73,15 +73,3 @@ class CleanReport:
             f"empty side, {self.too_long} over {self.max_words} words, {self.length_ratio} "
             f"with a length ratio over {self.max_ratio:g}"
         )
-
-
-def clean_pairs(
-    src_lines: list[str],
-    tgt_lines: list[str],
-    max_words: int = MAX_WORDS,
-    max_ratio: float = MAX_RATIO,
-) -> tuple[list[str], list[str], CleanReport]:
-    """Filter normalised training pairs. Returns the kept source and target lines and a report."""
-    report = CleanReport(max_words, max_ratio)
-    kept = [pair for pair in zip(src_lines, tgt_lines, strict=True) if report.keep(*pair)]
-    return [src for src, _ in kept], [tgt for _, tgt in kept], report

@@ -11,7 +11,6 @@ import fcntl
 import os
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
 from seq2seq.errors import UserError
 
@@ -55,12 +54,7 @@ class RunFolderLock:
         self.fd = fd
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
         if self.fd is None:
             return
         if kind is not None and self.created and os.listdir(self.run_dir) == [LOCK_FILE]:

@@ -8,7 +8,7 @@ temporary file and renamed (seq2seq.files), so the previous last.pt stays as it 
 
 import signal
 import sys
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import NoReturn
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
@@ -30,12 +30,7 @@ class StopSignals:
             self.previous[signum] = signal.signal(signum, self._handle)
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
 
