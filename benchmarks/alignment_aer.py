@@ -46,8 +46,8 @@ from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.files import read_lines
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, for bench.py
-from bench import device_name
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, for measure.py
+from measure import device_name
 
 ROOT = Path(__file__).resolve().parents[1]
 FORWARD, REVERSE = "transformer-small.tatoeba.en-fr", "transformer-small.tatoeba.fr-en"

@@ -31,15 +31,15 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.decoding.alignment import COMBINATIONS, AlignmentScore, Link, read_gold
+from seq2seq.decoding.alignment import COMBINATIONS, Link, read_gold
 from seq2seq.decoding.model_result import git_state
 from seq2seq.files import read_lines
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, for bench.py
-from bench import device_name
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/, for its neighbours
+from alignment_aer import scores
+from measure import device_name
 
 ROOT = Path(__file__).resolve().parents[1]
-SPLITS = {"lines 1-100": range(0, 100), "lines 101-447": range(100, 447), "all 447": range(447)}
 CHOOSE = "lines 1-100"
 WORDS = re.compile(r"\w+'|\w+(?:-\w+)*|[^\w\s]")  # "l'homme" -> "l'" "homme"; "!" alone
 
@@ -78,16 +78,6 @@ def read_links(path: Path) -> list[set[Link]]:
         {tuple(int(k) for k in link.split("-")) for link in line.split()}
         for line in path.read_text(encoding="utf-8").splitlines()
     ]
-
-
-def scores(links: list[set[Link]], gold: list) -> dict[str, dict]:
-    summaries = {}
-    for split, lines in SPLITS.items():
-        total = AlignmentScore()
-        for line in lines:
-            total.add(links[line], gold[line])
-        summaries[split] = total.summary()
-    return summaries
 
 
 def corpus_record(pairs: list[tuple[str, str]], gold: list) -> dict:
