@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from commands import SEQ2SEQ
+from eval_results import SCORES, eval_result
 
 from seq2seq.commands import main
 from seq2seq.commands.evaluate import evaluation_command, parse_args, record_entity_test
@@ -41,7 +42,6 @@ from seq2seq.data.entity_copy import (
 )
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
-from seq2seq.decoding.evaluation import EvalResult
 from seq2seq.decoding.model_result import ModelResult
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines
@@ -601,22 +601,9 @@ def test_recording_the_entity_test_changes_nothing_else(tmp_path: Path) -> None:
     del before["entity_test"]
     path.write_text(json.dumps(before, indent=1))
     args = parse_args(["--model", SHIPPED[0], "--split", "entities", "--record", str(path)])
-    scores = {"bleu": 1.0, "bleu_lc": 2.0, "chrf": 3.0, "signatures": {"bleu": "b"}}
-    result = EvalResult(
-        **scores,
-        bleu_details="",
-        sentences=300,
-        seconds=1.0,
-        sentences_per_second=300.0,
-        device="cpu",
-        precision="fp32",
-        beam_size=5,
-        keep_numbers=True,
-        split_sentences=True,
-        hypotheses=[],
-        hypothesis_ids=[],
-        copy_accuracy={"number_copy_accuracy": 50.0, "numbers": 2, "numbers_copied": 1},
-    )
+    scores = SCORES
+    copied = {"number_copy_accuracy": 50.0, "numbers": 2, "numbers_copied": 1}
+    result = eval_result(300, copy_accuracy=copied)
     record_entity_test(path, args, result)
     after = json.loads(path.read_text())
     recorded = after.pop("entity_test")

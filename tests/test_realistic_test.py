@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from eval_results import eval_result
 
 from seq2seq.commands.evaluate import length_lines, parse_args, record_entity_test
 from seq2seq.data.entity_copy import (
@@ -17,7 +18,6 @@ from seq2seq.data.entity_copy import (
 )
 from seq2seq.decoding.evaluation import (
     LENGTH_BUCKETS,
-    EvalResult,
     evaluate_entities,
     scores_by_length,
 )
@@ -153,19 +153,8 @@ def test_recording_the_realistic_test_fills_its_own_field(tmp_path: Path) -> Non
     card = json.loads((SHIPPED_MODELS / name / "card.json").read_text(encoding="utf-8"))
     path.write_text(json.dumps({**card, "realistic_entity_test": {}}))
     args = parse_args(["--model", name, "--split", "realistic", "--record", str(path)])
-    result = EvalResult(
-        **{"bleu": 1.0, "bleu_lc": 2.0, "chrf": 3.0, "signatures": {"bleu": "b"}},
-        bleu_details="",
-        sentences=2,
-        seconds=1.0,
-        sentences_per_second=2.0,
-        device="cpu",
-        precision="fp32",
-        beam_size=5,
-        keep_numbers=True,
-        split_sentences=True,
-        hypotheses=[],
-        hypothesis_ids=[],
+    result = eval_result(
+        2,
         copy_accuracy={"codes": 4, "codes_copied": 3},
         by_length=[{"words": "11-20", "sentences": 2}],
     )
