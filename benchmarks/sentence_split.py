@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which sentence segmenter should `seq2seq translate` use? Accuracy and speed of four.
+"""Which sentence segmenter should `seq2seq translate` use? Accuracy and speed of four, and of ours.
 
     benchmarks/sentence_split.py --out results/bench/sentence_split.json
 
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 from measure import device_name
+
+from seq2seq.decoding.sentences import split_line
 
 # Each case: its sentences, in order; the text is them joined by a space.
 CASES = {
@@ -132,6 +134,8 @@ def splitters(language: str) -> dict[str, Splitter]:
         "pysbd": lambda text: [s.strip() for s in sbd.segment(text)],
         "blingfire": lambda text: blingfire.text_to_sentences(text).split("\n"),
         "syntok": syntok_split,
+        # what seq2seq translate uses: sentencex, a sentence ending in a title joined to the next
+        "seq2seq (sentencex + titles)": lambda text: split_line(text, language)[0],
     }
 
 

@@ -22,6 +22,8 @@ def model() -> seq2seq.Model:
 def test_a_line_is_cut_into_its_sentences_with_the_whitespace_between() -> None:
     assert split_line(PARAGRAPH, "en") == (SENTENCES, ["  ", "\n"])
     assert join_line(["a", "b", "c"], ["  ", "\n"]) == "a  b\nc"
+    titles = ["Bonjour M.  Dupont.", "Mlle. Roux et Pr. Noir arrivent."]
+    assert split_line("\t".join(titles), "fr") == (titles, ["\t"])
 
 
 @pytest.mark.parametrize(
@@ -31,6 +33,7 @@ def test_a_line_is_cut_into_its_sentences_with_the_whitespace_between() -> None:
         ("Mr. Brown lives in St. Louis, e.g. near the river.", "en"),
         ("The price rose by 3.5 percent.", "en"),
         ("  Mme Martin habite à Saint-Louis, p. ex. près du parc.  ", "fr"),
+        ("M. Dupont et Me. Blanc voient Dr. Wu.", "fr"),  # sentencex ends a sentence after each
         ("", "en"),
         ("   ", "fr"),
     ],

@@ -13,6 +13,7 @@ the four compared in docs/benchmarks.md ("Sentence segmentation").
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TypeVar
 
 import sentencex
@@ -20,19 +21,31 @@ import sentencex
 T = TypeVar("T")
 
 
+# Titles before a name after which sentencex (1.0) wrongly ends a sentence: "M. Dupont" is cut
+# after "M." in French. A sentence ending in one of them is joined to the next.
+TITLES = {"fr": frozenset({"M.", "Mme.", "Mmes.", "Mlle.", "Mlles.", "Me.", "Pr.", "Dr.", "Mgr."})}
+
+
 def split_line(line: str, language: str) -> tuple[list[str], list[str]]:
     """The sentences of `line` (in `language`, e.g. "en") and the whitespace between each two
     of them, as the line has it. A line of fewer than two sentences is one sentence, itself."""
-    sentences = [s.strip() for s in sentencex.segment(language, line) if s.strip()]
-    if len(sentences) < 2:
+    titles = TITLES.get(language, frozenset())
+    spans: list[tuple[int, int]] = []  # each sentence's (start, end) in `line`
+    after_title = False  # whether the last piece ends in a title
+    for piece in sentencex.segment(language, line):
+        piece = piece.strip()
+        if not piece:
+            continue
+        start = line.index(piece, spans[-1][1] if spans else 0)
+        if after_title:
+            spans[-1] = (spans[-1][0], start + len(piece))
+        else:
+            spans.append((start, start + len(piece)))
+        after_title = piece.rsplit(maxsplit=1)[-1] in titles
+    if len(spans) < 2:
         return [line], []
-    gaps, end = [], None
-    for sentence in sentences:
-        start = line.index(sentence, end or 0)
-        if end is not None:
-            gaps.append(line[end:start])
-        end = start + len(sentence)
-    return sentences, gaps
+    gaps = [line[end:start] for (_, end), (start, _) in pairwise(spans)]
+    return [line[start:end] for start, end in spans], gaps
 
 
 def join_line(texts: Sequence[str], gaps: Sequence[str]) -> str:
