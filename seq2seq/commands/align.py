@@ -34,7 +34,13 @@ from seq2seq.errors import UserError
 from seq2seq.files import iter_lines, text_lines
 
 if TYPE_CHECKING:  # torch is imported when the work starts, so that --help answers at once
-    from seq2seq.decoding.alignment import Aligner, AlignmentScore, GoldLinks, WordAlignment
+    from seq2seq.decoding.alignment import (
+        Aligner,
+        AlignmentScore,
+        GoldFile,
+        GoldLinks,
+        WordAlignment,
+    )
 
 TUNE = True  # tune the process first (seq2seq.fast.process.tune_process)
 SEPARATOR = " ||| "
@@ -161,15 +167,35 @@ def align_all(
     return alignments
 
 
-def read_gold_for(args: argparse.Namespace, count: int) -> list[GoldLinks]:
-    """The gold of --gold, one line per input line (turned round with --swap)."""
+def read_gold_lines(name: str, count: int, swap: bool = False) -> list[GoldLinks]:
+    """The gold of the file `name` (--gold), one line per input line (turned round with
+    `swap`)."""
     from seq2seq.decoding.alignment import read_gold
 
-    path = Path(args.gold)
-    gold = read_gold(path, iter_lines(path, f"--gold {args.gold}"))
+    path = Path(name)
+    gold = read_gold(path, iter_lines(path, f"--gold {name}"))
     if len(gold) != count:
-        raise UserError(f"--gold {args.gold}: {len(gold)} lines, the input has {count}")
-    return [links.reversed() for links in gold] if args.swap else gold
+        raise UserError(f"--gold {name}: {len(gold)} lines, the input has {count}")
+    return [links.reversed() for links in gold] if swap else gold
+
+
+def check_targets(pairs: list[Pair], name: str) -> None:
+    """A UserError naming the first pair with no target: gold needs both sides."""
+    first = next((pair for pair in pairs if pair.tgt is None), None)
+    if first is not None:
+        raise UserError(f"{name}:{first.number}: --gold needs `SOURCE ||| TARGET` lines")
+
+
+def read_gold_file(pairs_name: str, gold_name: str) -> GoldFile:
+    """The pairs of the file `pairs_name` and their gold, the file `gold_name`, checked as
+    `--input PAIRS --gold GOLD` are (`seq2seq explore --gold PAIRS GOLD`)."""
+    from seq2seq.decoding.alignment import GoldFile
+
+    name = f"--gold {pairs_name}"
+    pairs = read_pairs(list(iter_lines(Path(pairs_name), name)), name, swap=False)
+    check_targets(pairs, name)
+    sides = [(pair.src, pair.tgt or "") for pair in pairs]
+    return GoldFile(gold_name, sides, read_gold_lines(gold_name, len(pairs)))
 
 
 def score(
@@ -180,15 +206,14 @@ def score(
 ) -> AlignmentScore:
     """The AER counts of `alignments` against `gold`; a gold link past its pair's words is a
     UserError naming the gold file and line."""
-    from seq2seq.decoding.alignment import AlignmentScore, check_gold
+    from seq2seq.decoding.alignment import AlignmentScore
 
     total = AlignmentScore()
     for alignment, links, pair in zip(alignments, gold, pairs, strict=True):
         try:
-            check_gold(links, len(alignment.src_words), len(alignment.tgt_words))
+            total.add_pair(alignment, links)
         except ValueError as err:
             raise UserError(f"--gold {args.gold}:{pair.number}: {err}") from None
-        total.add(alignment.links, links)
     return total
 
 
@@ -196,7 +221,7 @@ def grid(
     pairs: list[Pair], gold: list[GoldLinks], forward: Aligner, args: argparse.Namespace
 ) -> dict[str, AlignmentScore]:
     """The AER counts of every rule of the grid (`alignment.rules_of`), by the rule's name."""
-    from seq2seq.decoding.alignment import AlignmentScore, check_gold, rules_of
+    from seq2seq.decoding.alignment import add_to_grid
 
     scores: dict[str, AlignmentScore] = {}
     for pair, links in zip(pairs, gold, strict=True):
@@ -204,11 +229,9 @@ def grid(
             raise UserError(f"--gold {args.gold}:{pair.number}: the input line has no target")
         maps = forward.maps(*forward.ids(pair.src, pair.tgt))
         try:
-            check_gold(links, len(maps.src_words), len(maps.tgt_words))
+            add_to_grid(scores, maps, links, forward.rule.shifted)
         except ValueError as err:
             raise UserError(f"--gold {args.gold}:{pair.number}: {err}") from None
-        for rule in rules_of(maps.maps, forward.rule.shifted):
-            scores.setdefault(str(rule), AlignmentScore()).add(maps.align(rule).links, links)
     return scores
 
 
@@ -230,10 +253,10 @@ def main(argv: list[str]) -> None:
     lines = read_input(args)
     chosen = line_range(args.lines, len(lines))
     pairs = read_pairs(lines, name, args.swap)[chosen.start : chosen.stop]
-    gold = read_gold_for(args, len(lines))[chosen.start : chosen.stop] if args.gold else None
-    if gold is not None and any(pair.tgt is None for pair in pairs):
-        first = next(pair for pair in pairs if pair.tgt is None)
-        raise UserError(f"{name}:{first.number}: --gold needs `SOURCE ||| TARGET` lines")
+    gold = None
+    if args.gold:
+        gold = read_gold_lines(args.gold, len(lines), args.swap)[chosen.start : chosen.stop]
+        check_targets(pairs, name)
     forward = load_aligner(args.checkpoint or args.model, args, args.rule, "--rule")
     if args.grid:
         print_scores(grid(pairs, gold, forward, args), args.json)

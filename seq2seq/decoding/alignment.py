@@ -197,6 +197,11 @@ def turned(links: set[Link]) -> set[Link]:
     return {(j, i) for i, j in links}
 
 
+def pharaoh(links: set[Link]) -> str:
+    """`links` in Pharaoh form, `i-j` sorted by source then target word."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
 # --- One sentence pair -----------------------------------------------------------------------
 
 
@@ -209,8 +214,7 @@ class WordAlignment:
     links: set[Link]
 
     def pharaoh(self) -> str:
-        """The links in Pharaoh form, `i-j` sorted by source then target word."""
-        return " ".join(f"{i}-{j}" for i, j in sorted(self.links))
+        return pharaoh(self.links)
 
     def reversed(self) -> WordAlignment:
         """The same links with source and target swapped."""
@@ -271,6 +275,13 @@ class Aligner:
         return pair_maps(translator.model, tokenizers, (src_ids, tgt_ids), translator.device)
 
 
+def check_sides(ids: tuple[list[int], list[int]]) -> None:
+    """A ValueError for a side of the pair `ids` with no words."""
+    for side, side_ids in zip(("source", "target"), ids, strict=True):
+        if not side_ids:
+            raise ValueError(f"the {side} has no words")
+
+
 def align_ids(
     forward: Aligner,
     ids: tuple[list[int], list[int]],
@@ -281,9 +292,7 @@ def align_ids(
     `forward`; with the opposite model `reverse`, both directions combined by `combine` (one of
     COMBINATIONS), the reverse one teacher-forced on the same words. A ValueError for a side
     with no words."""
-    for side, side_ids in zip(("source", "target"), ids, strict=True):
-        if not side_ids:
-            raise ValueError(f"the {side} has no words")
+    check_sides(ids)
     aligned = forward.maps(*ids).align(forward.rule)
     if reverse is None:
         return aligned
@@ -370,6 +379,15 @@ class GoldLinks:
         return GoldLinks(turned(self.sure), turned(self.possible))
 
 
+@dataclass
+class GoldFile:
+    """Sentence pairs (source, target) and the gold of each, from the gold file `name`."""
+
+    name: str
+    pairs: list[tuple[str, str]]
+    gold: list[GoldLinks]
+
+
 def parse_gold(line: str) -> GoldLinks:
     """The links of one gold line (`i-j` sure, `ipj` possible, from 1) as links from 0; a
     ValueError naming the first item that is neither."""
@@ -416,6 +434,11 @@ class AlignmentScore:
     sure_found: int = 0
     possible_found: int = 0
 
+    def add_pair(self, found: WordAlignment, gold: GoldLinks) -> None:
+        """Add the links `found` of one pair; a ValueError for a gold link past its words."""
+        check_gold(gold, len(found.src_words), len(found.tgt_words))
+        self.add(found.links, gold)
+
     def add(self, links: set[Link], gold: GoldLinks) -> None:
         self.predicted += len(links)
         self.sure += len(gold.sure)
@@ -444,3 +467,13 @@ class AlignmentScore:
             "links": self.predicted,
             "sure": self.sure,
         }
+
+
+def add_to_grid(
+    scores: dict[str, AlignmentScore], maps: PairMaps, gold: GoldLinks, shifted: bool = False
+) -> None:
+    """Add the links of one pair's `maps` under every rule of the grid (`rules_of`) against its
+    `gold` to `scores`, by the rule's name; a ValueError for a gold link past the pair's words."""
+    check_gold(gold, len(maps.src_words), len(maps.tgt_words))
+    for rule in rules_of(maps.maps, shifted):
+        scores.setdefault(str(rule), AlignmentScore()).add(maps.align(rule).links, gold)
