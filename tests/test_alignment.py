@@ -2,6 +2,7 @@
 AER where its value is known exactly, the shipped Tatoeba models on lines of the Hansards gold,
 POST /v1/align on loopback, and a bad gold file as one `error:` line."""
 
+import json
 import socket
 import threading
 import time
@@ -17,7 +18,7 @@ import uvicorn
 
 import seq2seq
 from seq2seq.api import Model
-from seq2seq.commands import align
+from seq2seq.commands import align, serve
 from seq2seq.commands.cli import run_cli
 from seq2seq.decoding.alignment import (
     COMBINATIONS,
@@ -195,11 +196,28 @@ def test_a_bad_gold_file_is_one_error_line(tmp_path: Path, hansards: tuple[Path,
 # --- POST /v1/align on loopback ---------------------------------------------------------------
 
 
+# A hand example: the model links the first pair word for word, and in the second bravo to a
+# hear (possible) and ! to the first comma (wrong), as on Hansards lines 7-8: |A| 5 + 2, |S| 5
+# + 1, |A∩S| 5 + 0, |A∩P| 5 + 1, AER 1 - 11/13.
+GOLD_PAIRS = "the house is small . ||| la maison est petite .\nhear , hear ! ||| bravo !\n"
+GOLD_LINES = "1-1 2-2 3-3 4-4 5-5\n4-2 1p1 3p1\n"
+
+
 @pytest.fixture(scope="module")
-def server(en_fr: Model) -> Iterator[str]:
-    """A server of the en-fr model on a free port of 127.0.0.1, in a thread of this process."""
+def gold_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("gold")
+    (folder / "pairs.txt").write_text(GOLD_PAIRS, encoding="utf-8")
+    (folder / "gold.txt").write_text(GOLD_LINES, encoding="utf-8")
+    return folder / "pairs.txt", folder / "gold.txt"
+
+
+@pytest.fixture(scope="module")
+def server(en_fr: Model, gold_files: tuple[Path, Path]) -> Iterator[str]:
+    """A server of the en-fr model and the gold files on a free port of 127.0.0.1, in a thread
+    of this process."""
     served = {EN_FR: served_model(EN_FR, en_fr.inference, torch.device("cpu"))}
-    config = uvicorn.Config(create_app(served), log_level="warning")
+    gold = align.read_gold_file(*map(str, gold_files))
+    config = uvicorn.Config(create_app(served, gold=gold), log_level="warning")
     running = uvicorn.Server(config)
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
@@ -234,6 +252,79 @@ def test_post_align_gives_links_and_one_line_errors(server: str) -> None:
         answer = httpx2.post(f"{server}/v1/align", json=body, timeout=60)
         assert answer.status_code == status, answer.text
         assert answer.json()["error"].startswith(error), answer.text
+
+
+def test_post_align_scores_gold_as_seq2seq_align_does(
+    server: str, gold_files: tuple[Path, Path], capsys
+) -> None:
+    pairs_file, gold_file = map(str, gold_files)
+    align.main(["--model", EN_FR, "--input", pairs_file, "--gold", gold_file, "--grid", "--json"])
+    expected = json.loads(capsys.readouterr().out)
+    assert len(expected) == 2 * (4 + 1) + 1  # 2 layers of 4 heads, their means, the mean
+    assert expected["mean"] == {
+        "aer": 15.4,
+        "precision": 85.7,
+        "recall": 83.3,
+        "links": 7,
+        "sure": 6,
+    }
+    pairs = [
+        {"source": source, "target": target, "gold": gold}
+        for (source, target), gold in zip(
+            (line.split(" ||| ") for line in GOLD_PAIRS.splitlines()),
+            GOLD_LINES.splitlines(),
+            strict=True,
+        )
+    ]
+    answer = httpx2.post(f"{server}/v1/align", json={"pairs": pairs, "grid": True}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["scores"] == expected
+    shown = [pair["gold"] for pair in answer.json()["alignments"]]
+    assert shown == [
+        {"sure": "0-0 1-1 2-2 3-3 4-4", "possible": ""},
+        {"sure": "3-1", "possible": "0-0 2-0"},
+    ]
+    answer = httpx2.post(f"{server}/v1/align", json={"pairs": pairs}, timeout=60)
+    assert answer.json()["scores"] == {"mean": expected["mean"]}
+    answer = httpx2.post(f"{server}/v1/align/gold", json={}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"model": EN_FR, "file": gold_file, "pairs": 2, "scores": expected}
+
+
+def test_bad_gold_gets_one_line_and_a_status(server: str) -> None:
+    pair = {"source": "2 .", "target": "2 ."}
+    for body, status, error in [
+        ({"pairs": [{**pair, "gold": "1-1 2x2"}]}, 422, "pairs[0].gold: '2x2' is not a link i-j"),
+        ({"pairs": [{**pair, "gold": "1-1 3p2"}]}, 422, "pairs[0].gold: link 3-2 is past the "
+         "pair's 2 source and 2 target words"),
+        ({"pairs": [pair], "grid": True}, 422, "pairs[0]: no gold; to score, give every pair"),
+        ({"pairs": [{**pair, "gold": "1-1"}, pair]}, 422, "pairs[1]: no gold"),
+        ({"pairs": [{"source": "2 .", "gold": "1-1"}]}, 422, "pairs[0]: no target"),
+        ({"pairs": [{**pair, "gold": "1-1"}], "grid": True, "reverse_model": EN_FR}, 422,
+         "grid: scores one model; leave reverse_model out"),
+        ({"pairs": [{**pair, "gold": "1-1 " * 70_000}]}, 413, "the request body is over"),
+        ({"pairs": [{**pair, "gold": 11}]}, 422, "pairs[0].gold: Input should be a valid string"),
+    ]:  # fmt: skip
+        answer = httpx2.post(f"{server}/v1/align", json=body, timeout=60)
+        assert answer.status_code == status, answer.text
+        assert answer.json()["error"].startswith(error), answer.text
+    answer = httpx2.post(f"{server}/v1/align/gold", json={"model": "x"}, timeout=60)
+    assert (answer.status_code, answer.json()["error"]) == (
+        404,
+        f"model: no model named 'x'; this server has {EN_FR}",
+    )
+
+
+def test_a_bad_gold_file_stops_the_server_with_one_line(
+    tmp_path: Path, gold_files: tuple[Path, Path], capsys
+) -> None:
+    gold = tmp_path / "gold.txt"
+    gold.write_text("1-1\n", encoding="utf-8")
+    argv = ["--model", EN_FR, "--port", "0", "--gold", str(gold_files[0]), str(gold)]
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(partial(serve.main, argv))
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == f"error: --gold {gold}: 1 lines, the input has 2\n"
 
 
 @pytest.mark.parametrize("text", ["²-3", "0-2", "3-2", "1-9", "a-b", "1"])

@@ -78,6 +78,13 @@ def parse_args(
         help="a run folder (or its attention_history.safetensors): the explorer's training "
         "page shows its attention step by step",
     )
+    parser.add_argument(
+        "--gold",
+        nargs=2,
+        metavar=("PAIRS", "GOLD"),
+        help="sentence pairs (SOURCE ||| TARGET a line) and their gold links, as seq2seq align "
+        "--input PAIRS --gold GOLD reads them: the explorer scores every head on them",
+    )
     add_plain_option(parser)
     add_decode_options(
         parser,
@@ -303,6 +310,11 @@ def serve(args: argparse.Namespace) -> None:
         from seq2seq.training.attention_history import run_history_file  # imports torch
 
         history = run_history_file("--run", args.run)
+    gold = None
+    if args.gold:
+        from seq2seq.commands.align import read_gold_file
+
+        gold = read_gold_file(*args.gold)
     access = access_of(args, args.host)
     sock = bind(args.host, args.port)
     if not is_loopback(args.host) and not access.require_key:
@@ -311,7 +323,7 @@ def serve(args: argparse.Namespace) -> None:
             "(--require-api-key asks for a key)",
             file=sys.stderr,
         )
-    app = create_app(load_models(args), limits_of(args), access, history)
+    app = create_app(load_models(args), limits_of(args), access, history, gold)
     host, port = sock.getsockname()[:2]
     print(f"serving {', '.join(app.state.server.models)} on http://{host}:{port}", flush=True)
     logging.getLogger("seq2seq").setLevel(args.log_level.upper())

@@ -8,7 +8,8 @@
                          from the swagger-ui-bundle package: nothing is fetched from elsewhere)
     POST /translate, GET /languages   LibreTranslate's API (seq2seq.serving.libretranslate)
     GET  /, POST /v1/explain          the attention explorer (seq2seq.serving.explorer)
-    POST /v1/align                    word alignments (seq2seq.serving.alignment)
+    POST /v1/align, /v1/align/gold    word alignments, scored against gold
+                                      (seq2seq.serving.alignment)
     GET  /v1/run/attention            a run's attention by step (seq2seq.serving.run_history)
     POST /v1/chapters/...             the explorer's chapter widgets (seq2seq.serving.chapters)
 
@@ -28,7 +29,7 @@ a parameter `state: seq2seq.serving.state.StateDep`.
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -51,6 +52,9 @@ from seq2seq.serving.schemas import (
 )
 from seq2seq.serving.state import NO_EXPLORER, ServerState, StateDep
 from seq2seq.serving.worker import DecodingWorker
+
+if TYPE_CHECKING:  # imports torch, which a server of CTranslate2 folders never loads
+    from seq2seq.decoding.alignment import GoldFile
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": why}
@@ -146,6 +150,7 @@ translate_only = APIRouter(tags=["explorer"])
 @translate_only.get("/", include_in_schema=False)
 @translate_only.post("/v1/explain", include_in_schema=False)
 @translate_only.post("/v1/align", include_in_schema=False)
+@translate_only.post("/v1/align/gold", include_in_schema=False)
 async def no_explorer(state: StateDep) -> None:
     """The explorer's routes on a server whose models are all CTranslate2 folders."""
     raise ApiError(409, NO_EXPLORER.format(name=next(iter(state.models))))
@@ -168,11 +173,13 @@ def create_app(
     limits: Limits | None = None,
     access: Access | None = None,
     attention_history: Path | None = None,
+    gold: "GoldFile | None" = None,
 ) -> FastAPI:
     """The app serving `models` (by name; the first is the default) within `limits`, to the
     clients that `access` lets in (None: no Host, Origin, key or rate checks, e.g. behind a
-    proxy that makes them; `seq2seq serve` always passes one), and the run's attention history
-    file `attention_history`, if any."""
+    proxy that makes them; `seq2seq serve` always passes one), the run's attention history
+    file `attention_history`, if any, and the sentence pairs and gold links `gold` that
+    `POST /v1/align/gold` scores, if any."""
     if not models:
         raise ValueError("create_app needs at least one model")
     limits = limits or Limits()
@@ -200,6 +207,7 @@ def create_app(
 
         app.include_router(explorer.router)
         app.state.attention_history = run_history.RunHistory(attention_history)
+        app.state.gold = alignment.GoldScores(gold)
         app.include_router(alignment.router)
         app.include_router(run_history.router)
         app.include_router(chapters.router)

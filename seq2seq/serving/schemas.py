@@ -95,6 +95,11 @@ class AlignPair(BaseModel):
     target: str | None = Field(
         None, description="its translation; left out: the model's own translation is aligned"
     )
+    gold: str | None = Field(
+        None,
+        description="human links of the pair, as a line of a gold file: `i-j` a sure link and "
+        "`ipj` a possible one, source word i and target word j counted from 1 (needs target)",
+    )
 
 
 class AlignRequest(BaseModel):
@@ -119,15 +124,53 @@ class AlignRequest(BaseModel):
     beam: int | None = Field(
         None, **ARGUMENTS["beam"].bounds(), description="beam size of the translations"
     )
+    grid: bool = Field(
+        False, description="with gold: score every layer and head too, not only `rule`"
+    )
+
+
+class GoldPair(BaseModel):
+    sure: str = Field(description="the sure links, in Pharaoh form from 0")
+    possible: str = Field(description="the links marked possible alone, in Pharaoh form from 0")
 
 
 class AlignedPair(BaseModel):
     source_words: list[str]
     target_words: list[str] = Field(description="the target's words (the translation's)")
     links: str = Field(description="Pharaoh form: `i-j` source word i, target word j, from 0")
+    gold: GoldPair | None = Field(None, description="the pair's gold, if given")
+
+
+class Score(BaseModel):
+    aer: float = Field(description="alignment error rate, percent")
+    precision: float = Field(description="percent")
+    recall: float = Field(description="percent")
+    links: int = Field(description="the links found, |A|")
+    sure: int = Field(description="the gold's sure links, |S|")
 
 
 class AlignResponse(BaseModel):
     model: str
     reverse_model: str | None
     alignments: list[AlignedPair] = Field(description="one per pair, in request order")
+    scores: dict[str, Score] | None = Field(
+        None,
+        description="with gold: against it, over all pairs, by rule (with grid: every head "
+        "`head:L.H`, layer `layer:L` and `mean`; with reverse_model: `RULE COMBINE`)",
+    )
+
+
+class GoldFileRequest(BaseModel):
+    """POST /v1/align/gold: the grid over the gold file the server was started with."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first")
+    swap: bool = Field(False, description="the file's lines are TARGET ||| SOURCE of the model")
+
+
+class GoldFileResponse(BaseModel):
+    model: str
+    file: str = Field(description="the gold file, as given to --gold")
+    pairs: int = Field(description="the sentence pairs scored")
+    scores: dict[str, Score] = Field(description="by rule: every head, layer, and `mean`")
