@@ -32,9 +32,9 @@ def server(random_gru: Path) -> Iterator[str]:
 
 
 def console_error(message: ConsoleMessage) -> bool:
-    """An error in the console, but for the browser's note of an answer of /v1/explain with an
-    error status (the page shows it: the bad-input tests ask for those)."""
-    answered = message.location.get("url", "").endswith("/v1/explain")
+    """An error in the console, but for the browser's note of an answer of /v1/explain or
+    /v1/align with an error status (the page shows it: the bad-input tests ask for those)."""
+    answered = message.location.get("url", "").endswith(("/v1/explain", "/v1/align", "/gold"))
     return message.type == "error" and not answered
 
 
@@ -359,6 +359,60 @@ def test_a_late_answer_never_replaces_a_newer_one(page: Page) -> None:
     page.wait_for_timeout(1000)
     assert page.locator("#nbest").inner_text() == newer
     assert page.input_value("#text") == SENTENCE
+
+
+def cells_of_words(answer: dict, words: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The (row, column) cells of the best hypothesis's map whose target and source words are
+    one of `words` ((target word, source word) pairs)."""
+    target, source = answer["hypotheses"][0]["word_of_piece"], answer["source"]["word_of_piece"]
+    return {(t, s) for t, u in enumerate(target) for s, v in enumerate(source) if (u, v) in words}
+
+
+def marked_cells(page: Page, kind: str) -> set[tuple[int, int]]:
+    found = page.eval_on_selector_all(
+        f"#heatmap td.cell.{kind}", "cells => cells.map(c => [+c.dataset.row, +c.dataset.col])"
+    )
+    return {tuple(cell) for cell in found}
+
+
+@pytest.mark.slow  # serves in another process to a browser
+def test_a_gold_line_is_drawn_and_scored_for_every_head(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    answer = api(server, shown_request(page))
+    line = "1-1 2p2"  # source word 1 - target word 1 sure, 2 - 2 possible
+    pair = {"source": SENTENCE, "target": answer["hypotheses"][0]["text"], "gold": line}
+    body = {"model": answer["model"], "pairs": [pair], "grid": True}
+    scores = json.loads(post(server + "/v1/align", body))["scores"]
+    page.fill("#gold", line)
+    page.wait_for_selector("#gold-grid td.aer")
+    page.wait_for_function("document.getElementById('gold-status').textContent === ''")
+    # on the map: a filled dot on the cells of the sure link, a hollow one on the possible's
+    assert marked_cells(page, "gold-sure") == cells_of_words(answer, {(0, 0)})
+    assert marked_cells(page, "gold-possible") == cells_of_words(answer, {(1, 1)})
+    after = "cell => getComputedStyle(cell, '::after').content"
+    assert page.eval_on_selector("#heatmap td.cell.gold-sure", after) == '"●"'
+    assert page.eval_on_selector("#heatmap td.cell.gold-possible", after) == '"○"'
+    assert page.locator("p.hint .key-cell.gold-sure").count() == 1  # the legend
+    assert page.locator("#align-links line.gold-sure").count() == 1
+    assert page.locator("#align-links line.gold-possible").count() == 1
+    # the grid: 4 layers x (4 heads + their mean) + the mean of all, the API's numbers
+    cells = page.eval_on_selector_all(
+        "#gold-grid td.aer", "cells => cells.map(c => [c.dataset.rule, +c.dataset.aer])"
+    )
+    assert len(cells) == 4 * 5 + 1 == len(scores)
+    assert dict(cells) == {rule: score["aer"] for rule, score in scores.items()}
+    heads = [rule for rule in scores if rule.startswith("head:")]
+    best = min(heads, key=lambda rule: scores[rule]["aer"])
+    assert page.eval_on_selector_all("#gold-grid td.best", "c => c.map(x => x.dataset.rule)") == [
+        best
+    ]
+    page.fill("#gold", "1-1 2x2")
+    page.wait_for_selector("#gold-error:not([hidden])")
+    assert "pairs[0].gold: '2x2' is not a link i-j (sure)" in page.inner_text("#gold-error")
+    assert page.locator("#gold-grid td").count() == 0 and not marked_cells(page, "gold-sure")
+    page.click("#gold-file")  # this server has no gold file
+    page.wait_for_selector("#file-error:not([hidden])")
+    assert page.inner_text("#file-error") == "no gold file: start the server with --gold PAIRS GOLD"
 
 
 @pytest.mark.slow  # serves in another process to a browser

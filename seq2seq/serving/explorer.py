@@ -40,6 +40,7 @@ STATIC_TYPES = {
     "explorer.css": "text/css",
     "common.js": "text/javascript",
     "beam_tree.js": "text/javascript",
+    "gold.js": "text/javascript",
     "chapters.html": "text/html",
     "nadaraya_watson.html": "text/html",
     "nadaraya_watson.js": "text/javascript",

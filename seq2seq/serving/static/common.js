@@ -60,10 +60,11 @@ function legend(colourOf, low, high) {
   return box;
 }
 
-// Show `message` in the page's error box, or hide the box when there is none.
-function showError(message) {
-  $("error").textContent = message || "";
-  $("error").hidden = !message;
+// Show `message` in the page's error box (or the box of id `box`), or hide the box when there
+// is none.
+function showError(message, box = "error") {
+  $(box).textContent = message || "";
+  $(box).hidden = !message;
 }
 
 // Fill `select` with an option per value, labelled by labelOf(value); `chosen` is selected, or
@@ -235,12 +236,13 @@ async function ask(path, body) {
 
 // Run `work` (an async function that returns a function drawing its answer, or nothing) for the
 // newest of a page's requests only: an answer that comes back after a newer request was sent is
-// dropped. Shows `status` in #status meanwhile and the server's line in #error.
-function newestOnly(work, status = "computing…") {
+// dropped. Shows `status` in #status meanwhile and the server's line in #error (or in the boxes
+// of ids `boxes.status` and `boxes.error`).
+function newestOnly(work, status = "computing…", boxes = { status: "status", error: "error" }) {
   let latest = 0;
   return async (...args) => {
     const number = ++latest;
-    $("status").textContent = status;
+    $(boxes.status).textContent = status;
     let error = null;
     let draw = null;
     try {
@@ -249,8 +251,8 @@ function newestOnly(work, status = "computing…") {
       error = err.message;
     }
     if (number !== latest) return;
-    $("status").textContent = "";
-    showError(error);
+    $(boxes.status).textContent = "";
+    showError(error, boxes.error);
     if (draw) draw();
   };
 }

@@ -123,7 +123,7 @@ function drawHeatmap() {
 }
 
 // The word alignment on a map of target pieces over source pieces: every cell whose target
-// word is linked to its source word is outlined.
+// word is linked to its source word is outlined, and a gold link (gold.js) marked in it.
 function markLinks(table) {
   if (state.view !== "cross" && state.view !== "bahdanau") return;
   const linked = new Set((hypothesis().alignment || []).map(([u, v]) => `${u}-${v}`));
@@ -132,6 +132,8 @@ function markLinks(table) {
   for (const cell of table.querySelectorAll("td.cell")) {
     const { row, col } = cell.dataset;
     if (linked.has(`${tgtWord[row]}-${srcWord[col]}`)) cell.classList.add("linked");
+    const mark = goldMark(tgtWord[row], srcWord[col]); // gold.js
+    if (mark) cell.classList.add(mark);
   }
 }
 
@@ -269,15 +271,13 @@ function drawLinks() {
   };
   const src = $("align-src").querySelectorAll(".word");
   const tgt = $("align-tgt").querySelectorAll(".word");
+  const link = (u, v, attributes) => svgElement("line", { x1: centre(src[v]), y1: 0,
+    x2: centre(tgt[u]), y2: box.height, "data-link": `${u}-${v}`, ...attributes });
+  for (const [u, v, kind] of goldLinks()) { // gold.js: under the model's links
+    if (src[v] && tgt[u]) svg.append(link(u, v, { class: kind, "stroke-width": 10 }));
+  }
   for (const [u, v, weight] of hypothesis().alignment || []) {
-    const line = document.createElementNS(SVG, "line");
-    line.setAttribute("x1", centre(src[v]));
-    line.setAttribute("y1", 0);
-    line.setAttribute("x2", centre(tgt[u]));
-    line.setAttribute("y2", box.height);
-    line.setAttribute("stroke-width", 1 + 4 * weight);
-    line.setAttribute("data-link", `${u}-${v}`);
-    svg.append(line);
+    svg.append(link(u, v, { class: "model", "stroke-width": 1 + 4 * weight }));
   }
 }
 
@@ -368,6 +368,7 @@ function render() {
   drawAlignment();
   drawPositional();
   drawBeamTree(state.payload); // beam_tree.js
+  goldChanged(); // gold.js
 }
 
 function start() {
@@ -384,6 +385,7 @@ function start() {
   });
   $("heatmap").addEventListener("mouseover", highlightCell);
   window.addEventListener("resize", drawLinks);
+  startGold(); // gold.js
   loadModels();
 }
 
