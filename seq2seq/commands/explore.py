@@ -3,11 +3,13 @@
     seq2seq explore                  # http://127.0.0.1:8000/
     seq2seq explore --port 8080 --model exported/my-run
     seq2seq explore --run checkpoints/my-run   # and its attention step by step
+    seq2seq explore --gold pairs.txt gold.txt  # and which head aligns as the gold does
 
 The same server as `seq2seq serve` (its options all apply) with every shipped model,
 transformer-tiny.multi30k.en-de first (the page's default), and the models given with --model
 or --checkpoint after them; with --run, the attention history of that run folder
-(seq2seq.training.attention_history) for the training page. docs/explore.md shows each view.
+(seq2seq.training.attention_history) for the training page; with --gold, sentence pairs and
+their gold links, scored per head on the main page. docs/explore.md shows each view.
 """
 
 from seq2seq.commands import serve
