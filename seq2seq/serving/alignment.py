@@ -46,7 +46,7 @@ router = APIRouter(prefix="/v1", tags=["alignment"])
 ERRORS: dict[int | str, dict] = {
     status: {"model": ErrorBody, "description": why}
     for status, why in {
-        404: "no model of that name",
+        404: "no model of that name (/v1/align/gold: or no gold file)",
         409: "a model served from a CTranslate2 folder, which has no attention maps",
         413: "more pairs, or a longer source or target, than the server's limits",
         422: "a bad rule, an empty source or target, a bad gold line or one past its pair's "
