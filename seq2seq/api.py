@@ -25,7 +25,7 @@ from seq2seq.config import Config, DecodeConfig
 from seq2seq.config_rules import DECODE_PRECISIONS, checked, checked_flag, line_problem
 from seq2seq.decoding.ct2_engine import use_ctranslate2
 from seq2seq.decoding.ct2_translator import CTranslate2Translator
-from seq2seq.decoding.line_translator import Translation
+from seq2seq.decoding.line_translator import LineTranslator, Translation
 from seq2seq.decoding.open_ctranslate2 import open_torch_free
 from seq2seq.errors import UserError
 
@@ -101,10 +101,13 @@ class Model:
         max_len_ratio: float | None = None,
         keep_numbers: bool | None = None,
         split_sentences: bool = True,
+        format: str = "text",
     ) -> list[str] | list[list[Translation]]:
         """The best translation of each line as text; with `nbest` = N, the N best of each line
         as `Translation`s, best first. Each argument left out is the model's decode setting;
-        `split_sentences` translates each sentence of a line apart (seq2seq.decoding.sentences)."""
+        `split_sentences` translates each sentence of a line apart (seq2seq.decoding.sentences);
+        `format` "html": each line is HTML, its tags kept around the words they enclose
+        (seq2seq.decoding.markup; the best translation alone, PyTorch engine only)."""
         if isinstance(lines, str):
             raise TypeError("translate takes a list of lines; for one line: translate([line])")
         lines = list(lines)
@@ -122,10 +125,32 @@ class Model:
             changes["keep_numbers"] = checked_flag("keep_numbers", keep_numbers)
         split = checked_flag("split_sentences", split_sentences)
         translator = self.translator.with_decode(**changes) if changes else self.translator
+        if format != "text":
+            return self._translate_html(translator, lines, beam, nbest, split, format)
         results = translator.translate(
             lines, beam_size=beam, nbest=nbest or 1, split_sentences=split
         )
         return results if nbest else [nbest_list[0].text for nbest_list in results]
+
+    def _translate_html(
+        self,
+        translator: LineTranslator,
+        lines: list[str],
+        beam: int,
+        nbest: int | None,
+        split: bool,
+        format: str,
+    ) -> list[str]:
+        """`translate` of HTML lines (seq2seq.decoding.markup); a ValueError naming a bad
+        `format`, or an `nbest`."""
+        if format != "html":
+            raise ValueError(f"format {format!r}: one of text, html")
+        if nbest is not None:
+            raise ValueError("nbest: format html gives the best translation alone; leave it out")
+        from seq2seq.decoding.markup import translate_html  # torch: PyTorch only
+
+        results = translate_html(translator, lines, beam, split, option="format")
+        return [best.text for best in results]
 
     def attention(self, line: str, beam: int | None = None, sentence: int = 0) -> Attention:
         """The best translation of `line` and every attention map the model computes when it

@@ -75,7 +75,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "(counted from 0, as the n-best lines are)",
     )
     parser.add_argument("--input", metavar="FILE", help="translate FILE instead of standard input")
+    parser.add_argument(
+        "--format",
+        choices=("text", "html"),
+        default="text",
+        help="html: each line is HTML, its tags kept around the words they enclose (the best "
+        "translation alone, PyTorch engine only; docs/translate.md)",
+    )
     args = parser.parse_args(argv)
+    if args.format == "html" and (args.nbest != 1 or args.show_attention or args.save_attention):
+        raise UserError(
+            "--format html: the best translation alone, without attention maps; leave out "
+            "--nbest, --show-attention and --save-attention"
+        )
     if args.save_attention:
         check_output("--save-attention", args.save_attention, [args.input])
     return args
@@ -89,7 +101,8 @@ def load_translator(args: argparse.Namespace) -> tuple[LineTranslator, list[str]
     from seq2seq.commands.engine import model_folder
     from seq2seq.decoding.model_folder import CARD
 
-    need_attention = args.show_attention or bool(args.save_attention)
+    # --format html aligns with PyTorch's attention: "auto" picks PyTorch for it
+    need_attention = args.show_attention or bool(args.save_attention) or args.format == "html"
     translator, config, inference = load_engine_translator(args, need_attention)
     beam = config.decode.beam_size
     if not 1 <= args.nbest <= beam:
@@ -171,6 +184,26 @@ def print_attention(best: Translation, stream: TextIO) -> None:
     print(attention_text(best.attention, best.src_pieces, best.tgt_pieces, width), file=stream)
 
 
+def translate_lines(
+    translator: LineTranslator, lines: list[str], args: argparse.Namespace
+) -> list[list[Translation]]:
+    """The n-best list of each line, as the options ask: --nbest, attention maps, and with
+    --format html each line's best translation with its tags (seq2seq.decoding.markup)."""
+    if args.format == "html":
+        from seq2seq.decoding.markup import translate_html
+
+        found = translate_html(
+            translator, lines, split_sentences=args.split_sentences, option="--format"
+        )
+        return [[best] for best in found]
+    return translator.translate(
+        lines,
+        nbest=args.nbest,
+        need_attention=args.show_attention or bool(args.save_attention),
+        split_sentences=args.split_sentences,
+    )
+
+
 def start_history() -> None:
     """Line editing and a persistent history, where the platform has GNU readline."""
     try:
@@ -197,7 +230,6 @@ def interactive(
     start_history()
     print("\n".join(scope))
     print("Type a sentence and press Enter. Ctrl-C cancels the line, Ctrl-D quits.")
-    need_attention = args.show_attention or bool(args.save_attention)
     limit = translator.source_limit(translator.decode_cfg.beam_size)
     saved = 0
     while True:
@@ -209,12 +241,7 @@ def interactive(
             if problem:
                 print(f"error: this line: {problem}", file=sys.stderr)
                 continue
-            nbest = translator.translate(
-                [line],
-                nbest=args.nbest,
-                need_attention=need_attention,
-                split_sentences=args.split_sentences,
-            )[0]
+            nbest = translate_lines(translator, [line], args)[0]
         except SourceTooLong as err:
             print(f"error: {err.problem}", file=sys.stderr)
             continue
@@ -259,19 +286,13 @@ def batch_mode(
     """
     from seq2seq.decoding.line_translator import SourceTooLong
 
-    need_attention = args.show_attention or bool(args.save_attention)
     limit = translator.source_limit(translator.decode_cfg.beam_size)
     line_number = 0
     for chunk in read_chunks(lines):
         # Every chunk but the last is full, so a first chunk of one line is the whole input.
         numbered = line_number > 0 or len(chunk) > 1
         try:
-            translated = translator.translate(
-                chunk,
-                nbest=args.nbest,
-                need_attention=need_attention,
-                split_sentences=args.split_sentences,
-            )
+            translated = translate_lines(translator, chunk, args)
         except SourceTooLong as err:
             raise UserError(f"{name}:{line_number + err.index + 1}: {err.problem}") from None
         for line, nbest in zip(chunk, translated, strict=True):

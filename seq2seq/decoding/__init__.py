@@ -23,6 +23,8 @@ What a model attended to:
     attention_maps.py  which source pieces each output piece looked at, as text or a figure
     explain.py         everything the attention explorer shows about one sentence
     alignment.py       word alignment from cross-attention, two directions combined, AER
+    markup.py          HTML through translation: tags taken out, put back around the output
+                       words aligned to the source words they enclosed
     beam_trace.py      what the beam search did at each step, for the explorer's beam tree
 
 Exporting, and translating with CTranslate2:
