@@ -62,6 +62,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         400: "malformed JSON, or a body that is not UTF-8",
         403: "a cross-site request, or a missing or unknown API key",
         404: "no model of that name",
+        409: "format html asked of a model served from a CTranslate2 folder",
         413: "a body, a line or a number of lines over the server's limits",
         415: "a body that is not JSON, or no Content-Type",
         421: "a Host header naming a host this server does not answer to",
@@ -88,9 +89,16 @@ async def translate(request: TranslateRequest, state: StateDep, http: Request) -
         request.max_len_ratio,
         request.keep_numbers,
     )
-    results = await state.translate(
-        served, request.lines, options, http=http, split_sentences=request.split_sentences
-    )
+    split = request.split_sentences
+    if request.format == "html":
+        if request.nbest != 1:
+            raise ApiError(422, "nbest: format html gives the best translation alone")
+        found = await state.translate_html(served, request.lines, options, "lines", http, split)
+        results = [[best] for best in found]
+    else:
+        results = await state.translate(
+            served, request.lines, options, http=http, split_sentences=split
+        )
     return TranslateResponse(
         model=served.name,
         translations=[[Hypothesis(text=t.text, score=t.score) for t in nbest] for nbest in results],

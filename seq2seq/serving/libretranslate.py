@@ -8,9 +8,9 @@
 The model is the first one served that translates `source` into `target` ("auto": the only
 source language served for `target`). Each line of a text is cut into sentences, each
 translated on its own, and the sentences and lines are joined again with the text's own
-spacing (`split_sentences` false, a field of ours: each line whole). Only plain text is
-translated (format "text"). An API key (`api_key`) is checked, with the rate limits, by
-`seq2seq.serving.access`."""
+spacing (`split_sentences` false, a field of ours: each line whole). Format "html" keeps the
+tags (seq2seq.decoding.markup; 409 for a CTranslate2 folder, 400 with alternatives). An API
+key (`api_key`) is checked, with the rate limits, by `seq2seq.serving.access`."""
 
 import json
 from typing import Any, Literal
@@ -72,10 +72,31 @@ async def languages(state: StateDep) -> list[dict[str, Any]]:
 async def translate(request: Request, state: StateDep) -> dict[str, Any]:
     """Translate a text or a list of texts, as LibreTranslate does."""
     body = await read_request(request)
-    if body.format != "text":
-        raise ApiError(400, f"format: {body.format!r} is not supported; send plain text")
     served = pick_model(state, body.source, body.target)
     texts = [body.q] if isinstance(body.q, str) else body.q
+    if body.format == "html":
+        translated = await translate_html(request, state, body, served, texts)
+    else:
+        translated = await translate_text(request, state, body, served, texts)
+    answer: dict[str, Any] = {"translatedText": [ranked[0] for ranked in translated]}
+    if body.alternatives:
+        answer["alternatives"] = [ranked[1:] for ranked in translated]
+    if isinstance(body.q, str):
+        answer = {key: value[0] for key, value in answer.items()}
+    if body.source == "auto":
+        answer["detectedLanguage"] = {"confidence": 100.0, "language": served.source}
+    return answer
+
+
+async def translate_text(
+    request: Request,
+    state: ServerState,
+    body: LibreTranslateRequest,
+    served: ServedModel,
+    texts: list[str],
+) -> list[list[str]]:
+    """The translations of plain `texts`, for each its best and its alternatives: line by
+    line, joined again with the text's line breaks."""
     lines = [line for text in texts for line in text.split("\n")]
     state.check_lines(lines, field="q")
     nbest = body.alternatives + 1
@@ -91,14 +112,26 @@ async def translate(request: Request, state: StateDep) -> dict[str, Any]:
         translated.append(
             ["\n".join(nbest[rank].text for nbest in nbest_lists) for rank in range(options.nbest)]
         )
-    answer: dict[str, Any] = {"translatedText": [ranked[0] for ranked in translated]}
+    return translated
+
+
+async def translate_html(
+    request: Request,
+    state: ServerState,
+    body: LibreTranslateRequest,
+    served: ServedModel,
+    texts: list[str],
+) -> list[list[str]]:
+    """The translations of HTML `texts`, each whole (its line breaks are HTML's whitespace),
+    its tags kept (`ServerState.translate_html`); 400 for alternatives."""
     if body.alternatives:
-        answer["alternatives"] = [ranked[1:] for ranked in translated]
-    if isinstance(body.q, str):
-        answer = {key: value[0] for key, value in answer.items()}
-    if body.source == "auto":
-        answer["detectedLanguage"] = {"confidence": 100.0, "language": served.source}
-    return answer
+        raise ApiError(400, "alternatives: format html gives the best translation alone")
+    state.check_lines(texts, field="q")
+    options = state.options(served)
+    found = await state.translate_html(
+        served, texts, options, "q", request, split_sentences=body.split_sentences
+    )
+    return [[best.text] for best in found]
 
 
 async def read_request(request: Request) -> LibreTranslateRequest:

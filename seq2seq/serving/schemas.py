@@ -46,6 +46,11 @@ class TranslateRequest(BaseModel):
         description="cut each line into sentences, translate each, and join them again with "
         "the line's own spacing; false: translate each line whole",
     )
+    format: Literal["text", "html"] = Field(
+        "text",
+        description="html: each line is HTML, its tags put back around the output words aligned "
+        "to those they enclosed (docs/serve.md); the best translation alone (nbest 1)",
+    )
 
 
 class Hypothesis(BaseModel):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from seq2seq.decoding.line_translator import Translation, join_translations
 from seq2seq.decoding.sentences import Sentences
@@ -176,6 +177,33 @@ class ServerState:
         self.check_pieces(served, sources, options.beam, field, sentences)
         results = await self.translate_ids(served, sources, options, field, http)
         return join_translations(sentences, results)
+
+    async def translate_html(
+        self,
+        served: ServedModel,
+        texts: list[str],
+        options: DecodeOptions,
+        field: str,
+        http: Request | None = None,
+        split_sentences: bool = True,
+    ) -> list[Translation]:
+        """Each HTML text of `texts` translated, its tags put back around the output words
+        aligned to those they enclosed (seq2seq.decoding.markup): the sentences queued for the
+        worker like `translate`'s, then aligned in a thread of the pool; 409 for a model
+        without PyTorch, which aligns."""
+        if served.pytorch is None:
+            message = "format html: word alignments come from the PyTorch model, and "
+            raise ApiError(409, message + f"{served.name} is a CTranslate2 folder")
+        from seq2seq.decoding.alignment import Aligner  # imports torch
+        from seq2seq.decoding.markup import cut, parse_html, restore
+
+        markups = [parse_html(text) for text in texts]
+        sentences = cut(markups, served.translator.split, split_sentences)
+        sources = self.tokenize(served, sentences.sentences)
+        self.check_pieces(served, sources, options.beam, field, sentences)
+        results = await self.translate_ids(served, sources, options, field, http)
+        aligner = Aligner(served.pytorch)
+        return await run_in_threadpool(restore, aligner, markups, sentences, results)
 
     async def translate_ids(
         self,
