@@ -689,6 +689,15 @@ def test_a_folder_is_served_without_an_explorer(exported: Path, en_de: Inference
         page = client.get("/")
         explain = client.post("/v1/explain", json={"text": LINES[0]})
         align = client.post("/v1/align", json={"pairs": [{"source": LINES[0]}]})
+        html = client.post("/v1/translate", json={"lines": ["<b>A</b> dog."], "format": "html"})
+        libre = {"q": "<b>A</b> dog.", "source": "en", "target": "de", "format": "html"}
+        libre_html = client.post("/translate", json=libre)
+    for answer in (html, libre_html):
+        assert answer.status_code == 409
+        assert answer.json() == {
+            "error": "format html: word alignments come from the PyTorch model, and en-de is a "
+            "CTranslate2 folder"
+        }
     with TestClient(create_app(both)) as client:
         explain_folder = client.post("/v1/explain", json={"model": "en-de", "text": LINES[0]})
         chapter = client.post("/v1/chapters/self_attention", json={"text": LINES[3]})

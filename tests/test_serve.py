@@ -18,6 +18,7 @@ import torch
 from commands import SEQ2SEQ, start_server, stop_server
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from html_check import well_formed
 from libretranslatepy import LibreTranslateAPI
 
 from seq2seq.commands.serve import is_loopback
@@ -256,9 +257,39 @@ def test_libretranslate_api(client: TestClient) -> None:
     assert answer.json() == {
         "error": "source en, target fr: no model for this pair; see /languages"
     }
-    html = {"q": "a", "source": "en", "target": "de", "format": "html"}
-    answer = client.post("/translate", json=html)
-    assert answer.json() == {"error": "format: 'html' is not supported; send plain text"}
+
+
+def test_libretranslate_and_v1_translate_keep_html_tags(client: TestClient) -> None:
+    html = (
+        '<p>A <b>dog</b> runs in the <a href="/snow?x=1&amp;y=2">white <i>snow</i></a>. '
+        "Two <em>men</em> sit.</p>"
+    )
+    plain = client.post(
+        "/v1/translate", json={"lines": ["A dog runs in the white snow. Two men sit."]}
+    )
+    words = plain.json()["translations"][0][0]["text"].split()
+    libre = client.post(
+        "/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
+    )
+    ours = client.post("/v1/translate", json={"lines": [html], "format": "html"})
+    (best,) = ours.json()["translations"][0]
+    assert libre.json() == {"translatedText": best["text"]}
+    tags, text = well_formed(best["text"])
+    assert tags == well_formed(html)[0] and text.split() == words
+    assert best["score"] == pytest.approx(plain.json()["translations"][0][0]["score"])
+    bad = [
+        client.post("/translate", json={"q": "a", "source": "en", "target": "de", "format": "xml"}),
+        client.post(
+            "/translate",
+            json={"q": "a", "source": "en", "target": "de", "format": "html", "alternatives": 1},
+        ),
+        client.post("/v1/translate", json={"lines": ["a"], "format": "xml"}),
+        client.post("/v1/translate", json={"lines": ["a"], "format": "html", "nbest": 2}),
+    ]
+    assert [answer.status_code for answer in bad] == [422, 400, 422, 422]
+    assert bad[1].json() == {"error": "alternatives: format html gives the best translation alone"}
+    assert bad[3].json() == {"error": "nbest: format html gives the best translation alone"}
+    assert all(list(answer.json()) == ["error"] for answer in bad)
 
 
 def test_only_loopback_addresses_count_as_local() -> None:
