@@ -262,18 +262,16 @@ def test_libretranslate_api(client: TestClient) -> None:
 def test_libretranslate_and_v1_translate_keep_html_tags(client: TestClient) -> None:
     html = (
         '<p>A <b>dog</b> runs in the <a href="/snow?x=1&amp;y=2">white <i>snow</i></a>. '
-        "Two <em>men</em> sit.</p>"
+        "Two <em>men</em> sit. <u>The <b>sun</b></u> shines.</p>"
     )
-    plain = client.post(
-        "/v1/translate", json={"lines": ["A dog runs in the white snow. Two men sit."]}
-    )
+    text = "A dog runs in the white snow. Two men sit. The sun shines."
+    plain = client.post("/v1/translate", json={"lines": [text]})
     words = plain.json()["translations"][0][0]["text"].split()
-    libre = client.post(
-        "/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
-    )
+    libre = {"q": html, "source": "en", "target": "de", "format": "html"}
+    libre_answer = client.post("/translate", json=libre)
     ours = client.post("/v1/translate", json={"lines": [html], "format": "html"})
     (best,) = ours.json()["translations"][0]
-    assert libre.json() == {"translatedText": best["text"]}
+    assert libre_answer.json() == {"translatedText": best["text"]}
     tags, text = well_formed(best["text"])
     assert tags == well_formed(html)[0] and text.split() == words
     assert best["score"] == pytest.approx(plain.json()["translations"][0][0]["score"])

@@ -48,10 +48,10 @@ from seq2seq.errors import UserError
 if TYPE_CHECKING:
     from seq2seq.decoding.torch_translator import Translator
 
-FORMATS = ("text", "html")
-# HTML's elements that have no content and no end tag
-VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta"})
-VOID |= {"param", "source", "track", "wbr"}
+VOID = frozenset(  # HTML's elements that have no content and no end tag
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param"}
+    | {"source", "track", "wbr"}
+)
 RAW = frozenset({"script", "style"})  # elements whose content is kept verbatim
 WORD = re.compile(r"[^ \t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")  # as clean.normalize splits
 
@@ -148,13 +148,11 @@ def cut(
 ) -> Sentences:
     """The sentences of every text of `markups` (`split`: `LineTranslator.split`), one line a
     text; sets each markup's `spans`."""
-    cores = [markup.text.strip() for markup in markups]
-    sentences = split(cores, split_sentences)
-    cursors = [len(m.text) - len(m.text.lstrip()) for m in markups]
+    sentences = split([markup.text.strip() for markup in markups], split_sentences)
+    cursors = [0] * len(markups)
     for sentence, line in zip(sentences.sentences, sentences.line_of, strict=True):
-        markup, offset = markups[line], len(markups[line].text) - len(markups[line].text.lstrip())
-        start = offset + cores[line].index(sentence, cursors[line] - offset)
-        markup.spans.append((start, start + len(sentence)))
+        start = markups[line].text.index(sentence, cursors[line])
+        markups[line].spans.append((start, start + len(sentence)))
         cursors[line] = start + len(sentence)
     return sentences
 
