@@ -13,6 +13,7 @@ from seq2seq.commands import main
 from seq2seq.decoding.alignment import Link, WordAlignment
 from seq2seq.decoding.markup import WORD, cut, parse_html, render
 from seq2seq.decoding.sentences import split_lines
+from seq2seq.errors import UserError
 
 EN_FR = "transformer-small.tatoeba.en-fr"
 PARAGRAPH = (
@@ -153,3 +154,19 @@ def test_translate_command_format_html(
         main(["translate", "--model", EN_FR, "--format", "html", "--nbest", "2"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err.startswith("error: --format html: the best translation alone")
+
+
+def test_ctranslate2_alone_cannot_align_so_html_is_one_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fast = seq2seq.load(EN_FR, engine="ctranslate2", keep_numbers=False)
+    with pytest.raises(UserError, match="format html: word alignments come from the PyTorch"):
+        fast.translate(["<b>Hello</b>"], format="html")
+    with pytest.raises(SystemExit) as stopped:
+        main(["translate", "--model", EN_FR, "--engine", "ctranslate2", "--no-keep-numbers",
+              "--format", "html", "--input", "/dev/null"])  # fmt: skip
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: --format html: word alignments come from the PyTorch engine, and this model is "
+        "translated by CTranslate2 alone; translate it on the PyTorch engine\n"
+    )

@@ -104,6 +104,10 @@ def load_translator(args: argparse.Namespace) -> tuple[LineTranslator, list[str]
     # --format html aligns with PyTorch's attention: "auto" picks PyTorch for it
     need_attention = args.show_attention or bool(args.save_attention) or args.format == "html"
     translator, config, inference = load_engine_translator(args, need_attention)
+    if args.format == "html":
+        from seq2seq.decoding.markup import pytorch_translator
+
+        pytorch_translator(translator, "--format")  # refused before any line is read
     beam = config.decode.beam_size
     if not 1 <= args.nbest <= beam:
         raise UserError(f"--nbest {args.nbest}: must be between 1 and the beam size ({beam})")
