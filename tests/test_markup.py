@@ -73,6 +73,8 @@ def test_an_element_linked_to_nothing_keeps_its_place_before_its_next_word() -> 
     html = "<b>the</b> <i>cat</i> sleeps"
     out = translated(html, ["le chat dort"], [{(1, 0), (1, 1), (2, 2)}])
     assert out == "<b></b><i>le chat</i> dort"
+    # an empty element inside a word wraps nothing
+    assert translated("x<b></b>y z", ["X Y"], [{(0, 0), (1, 1)}]) == "X <b></b>Y"
 
 
 def test_crossing_sister_spans_are_made_well_formed() -> None:

@@ -183,9 +183,9 @@ class Layout:
 
     def span(self, element: Element) -> tuple[int, int]:
         """The output words [a, b) that `element` wraps, or a == b, where it sits when none of
-        its words is linked (and for a void element): before the first output word linked to
-        a source word after it, else at the end."""
-        if element.end_tag:
+        its words is linked (and for a void or empty element): before the first output word
+        linked to a source word after it, else at the end."""
+        if element.end_tag and element.start < element.end:
             words = range(
                 bisect_right(self.ends, element.start), bisect_left(self.starts, element.end)
             )
