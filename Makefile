@@ -7,7 +7,8 @@ PY := $(VENV)/bin/python
 SEQ2SEQ := $(VENV)/bin/seq2seq
 STAMP := $(VENV)/.installed
 
-.PHONY: install chromium test test-fast lint data train translate serve explore bench tensorboard
+.PHONY: install chromium test test-fast lint data train translate serve explore bench speedrun \
+	speedrun-wheels tensorboard
 
 install: $(STAMP) chromium
 
@@ -93,6 +94,20 @@ explore: $(STAMP)
 BENCH_DATA := data/multi30k.en-de
 bench: $(STAMP) $(BENCH_DATA)/manifest.json
 	$(PY) benchmarks/bench.py $(ARGS)
+
+# make speedrun [ARGS="--seeds 3" | ARGS="--dry-run" | ARGS="--set train.max_steps=1200"]
+# The speed record (docs/benchmarks.md, "The speed record"): Multi30k en-de from process start to
+# the test score, 3 seeds; writes results/bench/speedrun-<device>-<time>.json. On a GPU machine
+# without this .venv, run benchmarks/speedrun.py as its first lines say.
+speedrun: $(STAMP) $(BENCH_DATA)/manifest.json
+	$(PY) benchmarks/speedrun.py $(ARGS)
+
+# make speedrun-wheels: the packages the GPU machine lacks (the number guard's and the sentence
+# splitter's), as wheels for its Python 3.12 in .whl/, which the speedrun carries there.
+SPEEDRUN_WHEELS := num2words==0.5.14 text2num==3.1.0 sentencex==1.0.32
+speedrun-wheels: $(STAMP)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp --platform manylinux_2_17_x86_64 -d .whl $(SPEEDRUN_WHEELS)
 
 $(BENCH_DATA)/manifest.json: | $(STAMP)
 	SEQ2SEQ_MAKE_TARGET=bench $(PY) scripts/prepare_data.py --corpus multi30k --src en --tgt de --out $(BENCH_DATA) $(if $(MIRROR),--mirror $(MIRROR))
