@@ -17,6 +17,9 @@ Sections, each written between its markers `<!-- NAME:start -->` and `<!-- NAME:
               records ("serve_load") are left out: docs/serve.md shows them
     profile   the latest "profile-decode" record (benchmarks/profile_decode.py): where beam
               search spends its time per step and its memory, per precision and batch size
+    speedrun  the speed record table: of the "speedrun" records (benchmarks/speedrun.py), on
+              each hardware, every run that reached the target and beat the last row
+              (`speedrun_section` states the rules)
 
 so that the numbers in the docs always come from these files.
 """
@@ -42,11 +45,15 @@ UNTABULATED_KINDS = [
     *("serve_load", "ctranslate2", "gpu-probes", "gpu-longer-runs", "gpu-tatoeba"),
     "sentence-split",  # benchmarks/sentence_split.py: its table is in docs/benchmarks.md
     "starvation",  # benchmarks/serve_starvation.py: its figures are in docs/serve.md
+    "speedrun",  # benchmarks/speedrun.py: the record table, a section of its own
 ]
 PROFILE_KIND = "profile-decode"  # shown in a section of its own, "profile"
 NO_MODELS = "_No trained model results committed yet._"
 NO_BENCHMARKS = "_No benchmark results committed yet._"
 NO_PROFILE = "_No decoding profile committed yet._"
+SPEEDRUN_KIND = "speedrun"
+SPEEDRUN_SEEDS = 3  # the fewest seeds of a record
+NO_SPEEDRUN = "_No speed record yet: no committed run reaches the target._"
 # Tools that moved after older records were written: the tables name them where they are now.
 MOVED = {
     "scripts/benchmark.py": "benchmarks/bench.py",
@@ -519,6 +526,74 @@ def latest_profile_section(paths: list[Path]) -> str:
     return profile_section(*latest[PROFILE_KIND])
 
 
+def _read_record(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record["kind"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UserError(f"{path}: not a benchmark record ({err!r})") from None
+    return record
+
+
+def _mean_and_spread(figures: dict[str, float | None], spec: str) -> str:
+    """ "mean ± stdev (min–max)" of a speedrun summary's figures."""
+    stdev = "" if figures["stdev"] is None else f" ± {figures['stdev']:{spec}}"
+    return f"{figures['mean']:{spec}}{stdev} ({figures['min']:{spec}}–{figures['max']:{spec}})"
+
+
+def _speedrun_row(record: dict[str, Any], source: Path) -> list[str]:
+    env, summary = record["environment"], record["summary"]
+    revision = (env["git_revision"] or "unknown")[:10] + (" (modified)" if env["git_dirty"] else "")
+    speed = summary["tgt_tokens_per_second"]
+    return [
+        f"{env['device_name']}, torch {env['torch']}",
+        _mean_and_spread(summary["seconds_to_test_score"], ",.1f"),
+        _mean_and_spread(summary["test_bleu"], ".2f"),
+        "–" if speed is None else f"{speed['mean']:,.0f}",
+        str(summary["seeds"]),
+        env["created"][:10],
+        f"`{env['command']}`",
+        f"`{revision}`",
+        f"`{source}`",
+    ]
+
+
+def speedrun_section(paths: list[Path]) -> str:
+    """The speed record table, from the "speedrun" records among `paths` in the order of the
+    times in their names. A run is a record when it ran on a GPU (not a dry run) with at least
+    SPEEDRUN_SEEDS seeds, their mean test BLEU reached its target, and their mean seconds to
+    the test score are fewer than those of the last record on the same hardware (the device's
+    name). The other runs are counted below the table, the latest of each hardware named."""
+    rows, best = [], {}
+    others: dict[str, tuple[int, dict[str, Any], Path]] = {}
+    for path in sorted(paths, key=lambda path: (_recorded_at(path), path.name)):
+        record = _read_record(path)
+        if record["kind"] != SPEEDRUN_KIND or record["dry_run"]:
+            continue
+        summary, hardware = record["summary"], record["environment"]["device_name"]
+        seconds = summary["seconds_to_test_score"]["mean"]
+        enough = summary["seeds"] >= SPEEDRUN_SEEDS and summary["reached"]
+        if enough and seconds < best.get(hardware, float("inf")):
+            best[hardware] = seconds
+            rows.append(_speedrun_row(record, path))
+        else:
+            others[hardware] = (others.get(hardware, (0,))[0] + 1, record, path)
+    header = ["Hardware", "Seconds to test score", "Test BLEU", "Target tok/s", "Seeds"]
+    header += ["Date", "Command", "Commit", "Record"]
+    lines = [_markdown_table(header, rows) if rows else NO_SPEEDRUN]
+    for hardware, (count, record, path) in others.items():
+        summary = record["summary"]
+        lines.append(
+            f"\n{hardware}: {count} run{'s' * (count > 1)} not a record (fewer than "
+            f"{SPEEDRUN_SEEDS} seeds, short of the target or slower); the latest, `{path}`: test "
+            f"BLEU {_mean_and_spread(summary['test_bleu'], '.2f')} in "
+            f"{_mean_and_spread(summary['seconds_to_test_score'], ',.1f')} s, "
+            f"{summary['seeds']} seed{'s' * (summary['seeds'] > 1)}, target "
+            f"{summary['target_bleu']:g}."
+        )
+    return "\n".join(lines)
+
+
 def _recorded_at(path: Path) -> str:
     """The time in a record's file name (<...>-YYYYMMDD-HHMMSS.json), or "" if it has none."""
     found = re.search(r"\d{8}-\d{6}", path.stem)
@@ -529,11 +604,8 @@ def latest_records(paths: list[Path]) -> dict[str, tuple[dict[str, Any], Path]]:
     """{kind: (record, path)} of the newest record of each kind, by the time in its file name."""
     latest: dict[str, tuple[dict[str, Any], Path]] = {}
     for path in sorted(paths, key=lambda path: (_recorded_at(path), path.name)):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            kind = record["kind"]
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise UserError(f"{path}: not a benchmark record ({err!r})") from None
+        record = _read_record(path)
+        kind = record["kind"]
         if kind in UNTABULATED_KINDS:
             continue
         if kind not in [*BENCH_KINDS, PROFILE_KIND]:
@@ -568,8 +640,8 @@ def sections(
     results_dir: Path, links_from: Path = Path(), models_dir: Path | None = None
 ) -> dict[str, str]:
     """{"results": the models table, "bench": the benchmark tables, "profile": the decoding
-    profile} from `results_dir`, with the cards of the models shipped in `models_dir` (none when
-    None)."""
+    profile, "speedrun": the speed record table} from `results_dir`, with the cards of the
+    models shipped in `models_dir` (none when None)."""
     models = [ModelResult.load(path) for path in sorted(results_dir.glob("models/*.json"))]
     cards = sorted(models_dir.glob("*/card.json")) if models_dir else []
     shipped = {path.parent.name: ModelResult.load(path) for path in cards}
@@ -578,6 +650,7 @@ def sections(
         "results": models_section(models, shipped),
         "bench": bench_section(records, links_from),
         "profile": latest_profile_section(records),
+        "speedrun": speedrun_section(records),
     }
 
 

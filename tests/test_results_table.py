@@ -15,6 +15,7 @@ from results_table import (
     NO_BENCHMARKS,
     NO_MODELS,
     NO_PROFILE,
+    NO_SPEEDRUN,
     bench_section,
     gpu_section,
     latest_profile_section,
@@ -76,6 +77,7 @@ def test_models_table(tmp_path: Path) -> None:
         "results": NO_MODELS,
         "bench": NO_BENCHMARKS,
         "profile": NO_PROFILE,
+        "speedrun": NO_SPEEDRUN,
     }
     write_json(
         tmp_path / "models" / "a.json",
