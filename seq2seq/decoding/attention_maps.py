@@ -25,17 +25,22 @@ own size too: every target piece has a row of at least `ROW_PIXELS` and a label 
 `CARD_LABEL_POINTS` points, and the source columns share the width that is left.
 """
 
+from __future__ import annotations
+
 import math
 import textwrap
+from typing import TYPE_CHECKING
 
 import torch
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.image import AxesImage
 from torch import Tensor
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.models.base import Seq2SeqModel
+
+if TYPE_CHECKING:  # matplotlib is imported by the figures, not by a run that draws none
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
 
 SHADES = " ░▒▓█"  # weight 0 .. 1, in five steps
 MAX_HEADER_CHARS = 8  # the vertical source labels of the terminal view are cut to this height
@@ -105,6 +110,8 @@ def attention_figure(
 ) -> Figure:
     """A heatmap of weights (T, S): source pieces across the top, target pieces down the side.
     A title longer than the figure is wide is wrapped onto several lines."""
+    from matplotlib.figure import Figure
+
     num_tgt, num_src = weights.shape
     size = (2.5 + CELL_INCHES * num_src, 2 + CELL_INCHES * num_tgt)
     figure = Figure(figsize=size, dpi=DPI, layout="constrained")
@@ -124,6 +131,8 @@ def card_figure(
     to a cell of `attention_figure`) and its label; the source columns share the width left
     by the labels, and where a column is narrower than a label is high, every k-th source piece
     is labelled, k as small as fits."""
+    from matplotlib.figure import Figure
+
     num_tgt, num_src = weights.shape
     size = (CARD_PIXELS / DPI, 2.5 + num_tgt * ROW_PIXELS / DPI)  # its height corrected below
     figure = Figure(figsize=size, dpi=DPI, layout="constrained")

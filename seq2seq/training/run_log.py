@@ -3,14 +3,19 @@
 Only the main rank of a distributed run logs; the others get a logger that writes nothing.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
+
+if TYPE_CHECKING:  # matplotlib is imported where figures are drawn (attention_maps.py)
+    from matplotlib.figure import Figure
 
 FLUSH_SECONDS = 30  # TensorBoard events reach the file at least this often (its default: 120)
 
