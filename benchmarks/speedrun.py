@@ -302,12 +302,12 @@ def record(args: argparse.Namespace, runs: list[dict[str, Any]], warm: dict | No
 def benchmark(args: argparse.Namespace) -> Path:
     """The warm-up (when the configuration compiles), each seed, and the record; returns the
     record's path."""
-    from measure import bench_path, write_record
+    if not (args.data / "manifest.json").is_file():
+        raise UserError(f"--data {args.data}: not a prepared corpus; prepare it (make data)")
+    from measure import bench_path, write_record  # imports torch
 
     from seq2seq.config_file import load_config
 
-    if not (args.data / "manifest.json").is_file():
-        raise UserError(f"--data {args.data}: not a prepared corpus; prepare it (make data)")
     compiles = load_config(args.config, run_overrides(args, args.work / "check")).train.compile
     # the inductor cache of the warm-up, read by every timed run
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(args.work / "inductor-cache")}

@@ -487,6 +487,8 @@ CASES: dict[str, Case | object] = {
         "--steps must be >= 1",
     ),
     "results_table option": Case("results_table", ["--nope"], "unrecognized arguments: --nope"),
+    "speedrun seeds 0": Case("speedrun", ["--seeds", "0"], "--seeds 0: must be at least 1"),
+    "speedrun no data": Case("speedrun", ["--data", "{none}"], "not a prepared corpus"),
     "vocab size text": Case("prepare", ["--vocab-size", "many"], "--vocab-size"),
     "no data dir": Case(
         "prepare", ["--corpus", "files", "--data-dir", "{none}", "--out", "{p}"], "none"
