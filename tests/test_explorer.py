@@ -141,6 +141,19 @@ def test_gru_answers_one_bahdanau_map_per_step(client, models) -> None:
     torch.testing.assert_close(weights.sum(1), torch.ones(len(weights)), rtol=0, atol=0.01)
 
 
+def test_a_target_is_teacher_forced_in_place_of_the_search(client, models) -> None:
+    target = "Ein Mann steht auf der Leiter ."
+    body = {"model": EN_DE.name, "text": SENTENCE, "beam": 2, "nbest": 2, "beam_tree": True}
+    payload = client.post("/v1/explain", json={**body, "target": target}).json()
+    (forced,) = payload["hypotheses"]
+    assert forced["text"] == target and forced["score"] is None and "beam_tree" not in payload
+    tokens = models[EN_DE.name].translator.tgt_tokenizer.encode([target])[0]
+    assert len(forced["pieces"]) == len(tokens) + 1 and forced["words"][:-1] == target.split()
+    cross = torch.tensor(forced["maps"]["cross"])
+    expected = expected_maps(models[EN_DE.name], SENTENCE, tokens)["cross"].float()
+    torch.testing.assert_close(cross, expected, rtol=0, atol=ROUNDING)
+
+
 def test_all_maps_gives_every_hypothesis_its_maps(client) -> None:
     body = {"model": DE_EN.name, "text": "Ein Hund rennt .", "beam": 2, "nbest": 2}
     payload = client.post("/v1/explain", json={**body, "all_maps": True}).json()
@@ -162,6 +175,9 @@ def test_all_maps_gives_every_hypothesis_its_maps(client) -> None:
         ({"text": "hi", "model": "nope"}, 404, "model: no model named 'nope'"),
         ({"text": "hi", "beam": 2, "nbest": 2, "hypothesis": 2}, 422, "hypothesis: 2 is not below"),
         ({"text": "hi", "beam": 0}, 422, "beam:"),
+        ({"text": "hi", "target": " "}, 422, "target: empty"),
+        ({"text": "hi", "target": "x" * 401}, 413, "target: 401 characters, over the explorer's"),
+        ({"text": "hi", "target": "a \ud800"}, 422, "target: not valid UTF-8 at character 3"),
     ],
 )
 def test_bad_requests_get_one_line(client, body, status, message) -> None:

@@ -3,7 +3,8 @@
 `explain` takes a sentence's n-best translations by a `Translator` and teacher-forces the
 chosen hypotheses (`seq2seq.decoding.attention_maps.teacher_forced_maps`, which lists the maps
 and their shapes), so the maps are the weights the model computes when it produces exactly
-those tokens.
+those tokens. A target of one's own (`given_target`) takes the place of the n-best list: it
+is teacher-forced the same way, and has no score (it was not searched).
 
 Pieces are grouped into words (`seq2seq.decoding.alignment.word_of_piece`: sentencepiece marks
 the first piece of a word with "▁", and the EOS piece is a word of its own). The word alignment
@@ -29,6 +30,8 @@ small.
 decodes a sentence with a trace and gives its tree.
 """
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -36,7 +39,7 @@ from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.alignment import word_of_piece, word_weights
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.decoding.beam_trace import BeamTrace, TraceStep
-from seq2seq.decoding.line_translator import Translation
+from seq2seq.decoding.line_translator import Translation, pieces
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.models import TransformerSeq2Seq
@@ -53,14 +56,26 @@ ALIGNMENT_RULE = (
 )
 
 
-def check_text(text: str) -> None:
-    """Raise a one-line UserError for a text the explorer cannot explain."""
+def check_text(text: str, field: str = "text") -> None:
+    """Raise a one-line UserError, naming `field`, for a text the explorer cannot explain."""
     if not text.strip():
-        raise UserError("text: empty; type a sentence to translate")
+        raise UserError(f"{field}: empty; type a sentence")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
-        raise UserError(f"text: not valid UTF-8 at character {err.start + 1}") from None
+        raise UserError(f"{field}: not valid UTF-8 at character {err.start + 1}") from None
+
+
+def given_target(translator: Translator, src_ids: list[int], target: str) -> Translation:
+    """`target` as the one hypothesis of the source `src_ids` (no EOS) that `explain`
+    teacher-forces, tokenized as `seq2seq align` tokenizes a pair's target; its score is NaN
+    (not searched)."""
+    (tokens,) = translator.tgt_tokenizer.encode([target])
+    if not tokens:
+        raise UserError("target: nothing in it is left to align once normalised")
+    src_pieces = pieces(translator.src_tokenizer, src_ids)
+    tgt_pieces = pieces(translator.tgt_tokenizer, tokens)
+    return Translation(target, math.nan, tokens, src_pieces, tgt_pieces, src_tokens=src_ids)
 
 
 def word_alignment(attention: Tensor, src_words: list[int], tgt_words: list[int]) -> list[list]:
@@ -83,11 +98,12 @@ def describe_hypothesis(
     translation: Translation, maps: dict[str, Tensor] | None, src_words: list[int]
 ) -> dict:
     """One hypothesis as the explorer's answer gives it (with its maps and alignment when
-    `maps` is given); src_words: the word index of every source piece."""
+    `maps` is given; a score of NaN, a target given, as null); src_words: the word index of
+    every source piece."""
     words, index = word_of_piece(translation.tgt_pieces)
     described = {
         "text": translation.text,
-        "score": round(translation.score, 4),
+        "score": None if math.isnan(translation.score) else round(translation.score, 4),
         "pieces": translation.tgt_pieces,
         "words": words,
         "word_of_piece": index,

@@ -9,6 +9,8 @@ The sentence is decoded by the server's decoding worker, like a /v1/translate re
 are computed in a thread of the pool, never in the event loop. With `beam_tree`, the worker
 decodes the sentence alone with PyTorch's beam search, which records its steps in a `BeamTrace`
 (`seq2seq.decoding.explain.traced_tree`): one search gives both the tree and the n-best list.
+With `target`, a translation of one's own, nothing is decoded: the sentence and that target are
+teacher-forced (`seq2seq.decoding.explain.given_target`), as POST /v1/align forces a pair.
 """
 
 from pathlib import Path
@@ -20,13 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from seq2seq.decoding.beam_trace import BeamTrace
-from seq2seq.decoding.explain import check_text, explain, traced_tree
+from seq2seq.decoding.explain import check_text, explain, given_target, traced_tree
 from seq2seq.errors import UserError
 from seq2seq.models import Seq2SeqModel, TransformerSeq2Seq
 from seq2seq.serving.http_errors import ApiError
 from seq2seq.serving.registry import ServedModel
 from seq2seq.serving.schemas import ErrorBody
-from seq2seq.serving.state import StateDep
+from seq2seq.serving.state import ServerState, StateDep
+from seq2seq.serving.worker import DecodeOptions
 
 MAX_TEXT_CHARS = 400  # the maps grow with its square: 400 characters give a few MB of JSON
 # The most attention weights one answer may hold, counted before decoding for the longest output
@@ -91,6 +94,13 @@ class ExplainRequest(BaseModel):
     beam_tree: bool = Field(
         False, description=f"also return the beam search step by step (beam <= {MAX_TREE_BEAM})"
     )
+    target: str | None = Field(
+        None,
+        description=f"a translation of the chosen sentence, at most {MAX_TEXT_CHARS} characters, "
+        "to explain instead of the model's own: `hypotheses` holds it alone, teacher-forced as "
+        "POST /v1/align forces a pair's target, with score null; nothing is searched, so beam, "
+        "nbest, hypothesis, all_maps and beam_tree do not apply",
+    )
 
 
 def map_weights(model: Seq2SeqModel, src_pieces: int, tgt_pieces: int) -> int:
@@ -113,20 +123,27 @@ def tree_numbers(beam: int, src_pieces: int, tgt_pieces: int) -> int:
 
 
 def check_answer_size(
-    served: ServedModel, request: ExplainRequest, beam: int, src_ids: list[int]
+    served: ServedModel,
+    request: ExplainRequest,
+    beam: int,
+    src_ids: list[int],
+    tgt_ids: list[int] | None = None,
 ) -> None:
     """413 when the maps the request asks for (and its beam tree) could hold more than
     MAX_MAP_WEIGHTS numbers, counted for the longest output the model may write
-    (decode.max_len_ratio and max_len_const), before anything is decoded; `src_ids`: the
-    text's ids."""
+    (decode.max_len_ratio and max_len_const), or for the target's ids `tgt_ids`, before
+    anything is decoded; `src_ids`: the text's ids."""
     translator = served.pytorch  # the maps are PyTorch's, whatever the engine
     cfg = translator.decode_cfg
     src_pieces = len(src_ids) + 1
     src_pieces = min(src_pieces, translator.source_limit(beam) + 1)
     tgt_pieces = int(src_pieces * cfg.max_len_ratio) + cfg.max_len_const + 1
-    shown = request.nbest if request.all_maps else 1
+    if tgt_ids is not None:
+        tgt_pieces = len(tgt_ids) + 1
+    decoded = tgt_ids is None  # else a target, teacher-forced: one hypothesis, no beam tree
+    shown = request.nbest if request.all_maps and decoded else 1
     weights = shown * map_weights(translator.model, src_pieces, tgt_pieces)
-    if request.beam_tree:
+    if request.beam_tree and decoded:
         weights += tree_numbers(beam, src_pieces, tgt_pieces)
     if weights > MAX_MAP_WEIGHTS:
         maps = f"the maps of {shown} hypotheses" if shown > 1 else "its maps"
@@ -170,40 +187,83 @@ async def explain_sentence(request: ExplainRequest, state: StateDep, http: Reque
     (Transformer). With `beam_tree`, also the beam search step by step
     (`beam_tree`): every live beam's 2K best candidates, kept, pruned or finished, the
     cross-attention row each beam read, and the finished hypotheses with their raw and
-    length-penalised scores."""
+    length-penalised scores. With `target`, the maps and alignment are those of that target,
+    teacher-forced, the one hypothesis, and nothing is searched."""
     served = state.explorable_model(request.model)
-    if len(request.text) > MAX_TEXT_CHARS:
-        message = f"text: {len(request.text)} characters, over the explorer's limit of "
-        raise ApiError(413, message + f"{MAX_TEXT_CHARS}")
-    try:
-        check_text(request.text)
-    except UserError as err:
-        raise ApiError(422, str(err)) from None
+    check_box(request.text, "text")
     if request.hypothesis >= request.nbest:
         message = f"hypothesis: {request.hypothesis} is not below nbest ({request.nbest})"
         raise ApiError(422, message)
     options = state.options(served, request.beam, request.nbest)
-    if request.beam_tree and options.beam > MAX_TREE_BEAM:
+    if request.beam_tree and request.target is None and options.beam > MAX_TREE_BEAM:
         raise ApiError(422, f"beam: {options.beam}, over the beam tree's limit of {MAX_TREE_BEAM}")
     sentences = served.pytorch.split([request.text]).sentences
     if request.sentence >= len(sentences):
         message = f"sentence: {request.sentence}, but the text has {len(sentences)} sentences"
         raise ApiError(422, message + " (counted from 0)")
     sources = state.tokenize(served, [sentences[request.sentence]])
+    try:
+        if request.target is None:
+            payload = await explain_search(request, state, served, options, sources, http)
+        else:
+            forced = (sources[0], request.target)
+            payload = await explain_target(request, forced, state, served, options.beam)
+    except UserError as err:
+        raise ApiError(422, str(err)) from None
+    shown = {"sentences": sentences, "sentence": request.sentence}
+    return json_response({"model": served.name, **shown, **payload})
+
+
+def check_box(text: str, field: str) -> None:
+    """413 for a `text` over MAX_TEXT_CHARS, 422 for an empty one or one that is not text;
+    `field` names it."""
+    if len(text) > MAX_TEXT_CHARS:
+        message = f"{field}: {len(text)} characters, over the explorer's limit of "
+        raise ApiError(413, message + f"{MAX_TEXT_CHARS}")
+    try:
+        check_text(text, field)
+    except UserError as err:
+        raise ApiError(422, str(err)) from None
+
+
+async def explain_search(
+    request: ExplainRequest,
+    state: ServerState,
+    served: ServedModel,
+    options: DecodeOptions,
+    sources: list[list[int]],
+    http: Request,
+) -> dict:
+    """What /v1/explain shows of the n-best translations of the one sentence `sources`, decoded
+    by the worker (with its beam tree when asked)."""
     check_answer_size(served, request, options.beam, sources[0])
     trace = BeamTrace() if request.beam_tree else None
     (nbest,) = await state.translate_ids(
         served, sources, options, field="text", http=http, trace=trace
     )
-    try:
-        payload = await run_in_threadpool(
-            explain, served.pytorch, nbest, request.hypothesis, request.all_maps
+    payload = await run_in_threadpool(
+        explain, served.pytorch, nbest, request.hypothesis, request.all_maps
+    )
+    if trace is not None:
+        payload["beam_tree"] = await run_in_threadpool(
+            traced_tree, served.pytorch, trace, options.beam, request.nbest
         )
-        if trace is not None:
-            payload["beam_tree"] = await run_in_threadpool(
-                traced_tree, served.pytorch, trace, options.beam, request.nbest
-            )
-    except UserError as err:
-        raise ApiError(422, str(err)) from None
-    shown = {"sentences": sentences, "sentence": request.sentence}
-    return json_response({"model": served.name, **shown, **payload})
+    return payload
+
+
+async def explain_target(
+    request: ExplainRequest,
+    pair: tuple[list[int], str],
+    state: ServerState,
+    served: ServedModel,
+    beam: int,
+) -> dict:
+    """What /v1/explain shows of `pair`, the source's ids and the request's target,
+    teacher-forced (nothing is searched); the limits of POST /v1/align's pairs apply."""
+    src_ids, target = pair
+    check_box(target, "target")
+    given = given_target(served.pytorch, src_ids, target)
+    state.check_pieces(served, [src_ids], beam, field="text")
+    state.check_pieces(served, [given.tokens], beam, field="target")
+    check_answer_size(served, request, beam, src_ids, given.tokens)
+    return await run_in_threadpool(explain, served.pytorch, [given])
