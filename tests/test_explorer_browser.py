@@ -416,6 +416,51 @@ def test_a_gold_line_is_drawn_and_scored_for_every_head(page: Page, server) -> N
 
 
 @pytest.mark.slow  # serves in another process to a browser
+def test_a_typed_target_is_teacher_forced_and_its_gold_scored_on_it(page: Page, server) -> None:
+    type_sentence(page, SENTENCE)
+    target, line = "Ein Mann steht auf der Leiter .", "1-1 2p2"
+    assert api(server, shown_request(page))["hypotheses"][0]["text"] != target
+    answer = api(server, {**shown_request(page), "target": target})
+    align = {"model": answer["model"], "pairs": [{"source": SENTENCE, "target": target}]}
+    (aligned,) = json.loads(post(server + "/v1/align", align))["alignments"]
+    align["pairs"][0]["gold"], align["grid"] = line, True
+    scores = json.loads(post(server + "/v1/align", align))["scores"]
+    page.fill("#gold", line)
+    page.fill("#target", target)
+    page.wait_for_function(
+        "target => document.getElementById('result').dataset.target === target", arg=target
+    )
+    page.wait_for_selector("#gold-grid td.aer")
+    page.wait_for_function("document.getElementById('gold-status').textContent === ''")
+    labels = page.locator(".pair-shown").all_inner_texts()
+    assert labels == ["your target, teacher-forced"] * 2
+    assert page.locator("#nbest li").all_inner_texts() == [target + "not searched"]
+    # the map: a row per piece of the target, its weights, the model's links and the gold's
+    pieces = answer["hypotheses"][0]["pieces"]
+    assert "".join(pieces[:-1]).replace("▁", " ").strip() == target
+    assert page.locator("#heatmap tbody th").all_inner_texts() == pieces
+    layer, head = int(page.input_value("#layer")), page.input_value("#head")
+    heads = answer["hypotheses"][0]["maps"]["cross"][layer]
+    assert_same_map(heatmap(page), mean_of_heads(heads) if head == "mean" else heads[int(head)])
+    drawn = page.eval_on_selector_all("#align-links line.model", "l => l.map(x => x.dataset.link)")
+    assert {"-".join(link.split("-")[::-1]) for link in drawn} == set(aligned["links"].split())
+    assert marked_cells(page, "gold-sure") == cells_of_words(answer, {(0, 0)})
+    assert marked_cells(page, "gold-possible") == cells_of_words(answer, {(1, 1)})
+    # the grid: the API's scores of (source, target, gold), its legend in one decimal as they
+    cells = page.eval_on_selector_all(
+        "#gold-grid td.aer", "cells => cells.map(c => [c.dataset.rule, +c.dataset.aer])"
+    )
+    assert dict(cells) == {rule: score["aer"] for rule, score in scores.items()}
+    aers = [score["aer"] for score in scores.values()]
+    legend = page.locator("#gold-grid .legend-min, #gold-grid .legend-max").all_inner_texts()
+    assert legend == [f"{min(aers):.1f}", f"{max(aers):.1f}"]
+    assert "the source and your target, teacher-forced" in page.inner_text("#gold-grid caption")
+    page.fill("#target", "")  # back to the model's translation
+    page.wait_for_function("() => document.getElementById('result').dataset.target === ''")
+    assert page.locator(".pair-shown").all_inner_texts() == ["the model's translation"] * 2
+
+
+@pytest.mark.slow  # serves in another process to a browser
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -44,8 +44,9 @@ function largest(weights) {
   return Math.max(...weights.map((row) => Math.max(...row)));
 }
 
-// The colour scale of a map: a bar from colourOf(low) to colourOf(high) between the two numbers.
-function legend(colourOf, low, high) {
+// The colour scale of a map: a bar from colourOf(low) to colourOf(high) between the two numbers,
+// written by `format`.
+function legend(colourOf, low, high, format = formatWeight) {
   const bar = element("canvas", { class: "legend-bar", "aria-hidden": "true" });
   bar.width = 64;
   bar.height = 1;
@@ -55,8 +56,8 @@ function legend(colourOf, low, high) {
     context.fillRect(x, 0, 1, 1);
   }
   const box = element("span", { class: "legend", "data-min": low, "data-max": high });
-  box.append(element("span", { class: "legend-min" }, formatWeight(low)), bar,
-    element("span", { class: "legend-max" }, formatWeight(high)));
+  box.append(element("span", { class: "legend-min" }, format(low)), bar,
+    element("span", { class: "legend-max" }, format(high)));
   return box;
 }
 

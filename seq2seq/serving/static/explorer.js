@@ -27,6 +27,7 @@ const state = {
   payload: null, // the answer of /v1/explain shown
   shown: "", // the text it answers
   text: "", // the text in the box
+  target: "", // the target the answer shown was asked for ("": the model's own translations)
   chosen: 0, // the hypothesis whose maps are shown
   sentence: 0, // the sentence of the text shown (the server cuts the text into sentences)
   view: null,
@@ -53,9 +54,11 @@ async function loadModels() {
   }
 }
 
-// The newest request's answer only (common.js)
+// The newest request's answer only (common.js). With a target in its box, the answer is that
+// target alone, teacher-forced (the search's fields do not apply).
 const explain = newestOnly(async (text, hypothesis, sentence = 0) => {
   const beam = Number($("beam").value);
+  const target = $("target").value.trim();
   const body = {
     model: $("model").value,
     text: text,
@@ -65,11 +68,12 @@ const explain = newestOnly(async (text, hypothesis, sentence = 0) => {
     hypothesis: hypothesis,
     beam_tree: treeWanted(), // beam_tree.js
   };
+  if (target) body.target = target;
   const payload = await ask("/v1/explain", body); // common.js
-  return () => show(payload, text, hypothesis);
+  return () => show(payload, text, hypothesis, target);
 }, "translating…");
 
-function show(payload, text, hypothesis) {
+function show(payload, text, hypothesis, target) {
   // A new model opens on its first view (the last layer's sharpest head); after that the
   // page keeps the view, layer and head the reader picked.
   const firstView = payload.first_view;
@@ -80,6 +84,7 @@ function show(payload, text, hypothesis) {
   }
   state.payload = payload;
   state.shown = text;
+  state.target = target;
   state.chosen = hypothesis;
   state.sentence = payload.sentence;
   render();
@@ -89,6 +94,20 @@ function scheduleExplain() {
   clearTimeout(state.timer);
   state.text = $("text").value;
   state.timer = setTimeout(() => explain(state.text, 0), DEBOUNCE_MS);
+}
+
+// A new target: the text in the box explained on it (the same sentence, if the text is the one
+// shown).
+function scheduleTarget() {
+  clearTimeout(state.timer);
+  if (!state.text) return;
+  const sentence = state.text === state.shown ? state.sentence : 0;
+  state.timer = setTimeout(() => explain(state.text, 0, sentence), DEBOUNCE_MS);
+}
+
+// What the page shows the maps of.
+function pairShown() {
+  return state.target ? "your target, teacher-forced" : "the model's translation";
 }
 
 // ---- the maps ----------------------------------------------------------------------------
@@ -336,7 +355,8 @@ function drawNbest() {
   list.replaceChildren();
   state.payload.hypotheses.forEach((h, i) => {
     const item = element("li", { "data-index": i }, h.text);
-    item.append(element("span", { class: "score" }, h.score.toFixed(3)));
+    const score = h.score === null ? "not searched" : h.score.toFixed(3); // null: a target
+    item.append(element("span", { class: "score" }, score));
     if (i === state.chosen) item.classList.add("chosen");
     item.tabIndex = 0; // reachable by keyboard: Enter picks it
     item.addEventListener("click", () => explain(state.shown, i, state.sentence));
@@ -360,6 +380,8 @@ function render() {
   result.hidden = false;
   result.dataset.text = state.shown; // what is shown, for whoever reads the page
   result.dataset.model = state.payload.model;
+  result.dataset.target = state.target;
+  for (const label of document.querySelectorAll(".pair-shown")) label.textContent = pairShown();
   drawSentences();
   drawNbest();
   drawPieces($("src-pieces"), state.payload.source.pieces, "src");
@@ -373,6 +395,7 @@ function render() {
 
 function start() {
   $("text").addEventListener("input", scheduleExplain);
+  $("target").addEventListener("input", scheduleTarget);
   $("model").addEventListener("change", scheduleExplain);
   $("beam").addEventListener("change", scheduleExplain);
   $("sentence").addEventListener("change",

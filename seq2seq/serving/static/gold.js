@@ -1,9 +1,9 @@
 // Attention against human gold: a pasted gold line for the pair shown (the source sentence and
-// the chosen translation) is scored by POST /v1/align with grid, which answers the gold's links
-// and the AER of every head, every layer's mean and the mean of all; a gold file the server was
-// started with (seq2seq explore --gold PAIRS GOLD) is scored by POST /v1/align/gold. Plain
-// JavaScript, loaded after common.js; explorer.js calls goldChanged() once per answer and
-// markGold() for each cell of a map.
+// the chosen translation, or the target typed) is scored by POST /v1/align with grid, which
+// answers the gold's links and the AER of every head, every layer's mean and the mean of all; a
+// gold file the server was started with (seq2seq explore --gold PAIRS GOLD) is scored by POST
+// /v1/align/gold. Plain JavaScript, loaded after common.js; explorer.js calls goldChanged() once
+// per answer and markGold() for each cell of a map.
 "use strict";
 
 const GOLD_BOXES = { status: "gold-status", error: "gold-error" };
@@ -21,7 +21,7 @@ function linkKeys(pharaoh) {
 const scoreGold = newestOnly(async () => {
   const line = $("gold").value.trim();
   if (!line || !state.payload) return () => setGold(null, null);
-  const shown = hypothesis(); // explorer.js
+  const shown = hypothesis(); // explorer.js: the model's translation, or the target typed
   const body = {
     model: state.payload.model,
     pairs: [{ source: state.payload.sentences[state.sentence], target: shown.text, gold: line }],
@@ -39,7 +39,7 @@ const scoreGold = newestOnly(async () => {
 
 function setGold(gold, scores) {
   goldShown = gold && { sure: linkKeys(gold.sure), possible: linkKeys(gold.possible) };
-  drawAerGrid($("gold-grid"), scores, "Gold line, the pair shown");
+  drawAerGrid($("gold-grid"), scores, `Gold line, the source and ${pairShown()}`); // explorer.js
   if (!state.payload) return;
   drawHeatmap(); // explorer.js: the map, with the gold's links marked
   drawLinks(); // and the word alignment
@@ -93,7 +93,7 @@ function drawAerGrid(container, scores, caption) {
   const colourOf = (aer) => colour(high - aer, high - low || 1);
   const table = element("table", { class: "aer-grid" });
   const title = element("caption", {}, `${caption}: AER in percent, lower is closer to the gold `);
-  title.append(legend(colourOf, low, high)); // common.js
+  title.append(legend(colourOf, low, high, (aer) => aer.toFixed(1))); // common.js: as the cells
   table.append(title);
   if (layers) { // the GRU has one map: the mean alone
     const header = element("tr");
