@@ -60,6 +60,36 @@ def test_links_keep_their_attributes_verbatim_and_entities_are_escaped_again() -
     assert parse_html(html).text == "Tom & Mary <3"
 
 
+def test_punctuation_goes_inside_an_element_only_where_its_text_has_some() -> None:
+    three = [{(0, 0), (1, 1), (2, 2)}]
+    # trailing: after the end tag, or inside when the element's text ends with punctuation
+    out = translated('I am <a href="x">here</a>.', ["Je suis ici."], three)
+    assert out == 'Je suis <a href="x">ici</a>.'
+    assert translated("my <u><b>friends</b></u>.", ["mes amis."], [{(0, 0), (1, 1)}]) == (
+        "mes <u><b>amis</b></u>."
+    )
+    assert translated("He is <b>here!</b>", ["Il est ici!"], three) == "Il est <b>ici!</b>"
+    assert translated("<b>A</b>&amp;", ["B&"], [{(0, 0)}]) == "<b>B</b>&amp;"
+    # leading: before the start tag, or inside; all the punctuation at that edge
+    assert translated('I said "<i>no</i>".', ["J'ai dit «non»."], three) == (
+        "J'ai dit «<i>non</i>»."
+    )
+    assert translated('I said <i>"no"</i>.', ["J'ai dit «non»."], three) == (
+        "J'ai dit <i>«non».</i>"
+    )
+    # words of punctuation alone (French spacing) at an edge: left out, or kept in
+    out = translated("Where is <b>Tom</b>?", ["Où est Tom ?"], [three[0] | {(2, 3)}])
+    assert out == "Où est <b>Tom</b> ?"
+    assert translated('"<i>no</i>"', ["« non »"], [{(0, 0), (0, 1), (0, 2)}]) == ("« <i>non</i> »")
+    assert translated("<b>Come here!</b>", ["Venez ici !"], [{(0, 0), (1, 1), (1, 2)}]) == (
+        "<b>Venez ici !</b>"
+    )
+    # a word of punctuation alone, the element's only word, is kept
+    assert translated("<b>Ha</b>", ["!"], [{(0, 0)}]) == "!<b></b>"
+    # a nested element goes no further than its parent
+    assert translated("<b><i>here,</i> now</b>", ["ici,"], [{(0, 0)}]) == "<b><i>ici</i></b>,"
+
+
 def test_void_tags_sit_before_the_output_word_of_the_next_source_word() -> None:
     html = 'a <br>b <img src="x.png" alt="X">c'
     out = translated(html, ["C A B"], [{(0, 1), (1, 2), (2, 0)}])
@@ -131,9 +161,11 @@ def test_a_paragraph_of_three_sentences_keeps_every_tag(en_fr: Model) -> None:
     plain = en_fr.translate([parse_html(PARAGRAPH).text])[0]
     assert text.split() == plain.replace("\n", " ").split()
     # the words the model aligns are wrapped by their tags
-    assert '<a href="https://example.com/?a=1&amp;b=2" title="A &amp; B">' in out
+    assert '<a href="https://example.com/?a=1&amp;b=2" title="A &amp; B">ici</a>. ' in out
     assert "<i>voiture</i>" in out
-    assert "<strong>chiens" in out
+    # the full stops after the tags stay after them
+    assert "<strong>chiens</strong></em>.<br>" in out
+    assert "<u>amis</u>.</p>" in out
 
 
 def test_the_api_checks_the_format(en_fr: Model) -> None:

@@ -13,6 +13,9 @@ them. Then, from the outermost element in:
     the output words linked to them, clipped inside its parent's span (nested tags stay
     nested); of two sister elements whose spans cross, the later one starts where the earlier
     one ends, so the output is well-formed
+    punctuation: unless the element's own source text ends with punctuation, its end tag goes
+    before the punctuation that ends its last output word, and before its last output words
+    that are punctuation alone (French `ici !`); likewise its start tag at its start
     a void element (<br>, <img>), a comment, and an element none of whose words is linked
     sit just before the first output word linked to the source words after them (at the end
     of the parent if none is): no tag is dropped
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -168,10 +172,12 @@ def align_translation(aligner: Aligner, best: Translation) -> WordAlignment:
 
 @dataclass
 class Layout:
-    """A text's words and links for `render`: where every source word starts and ends in the
-    text, the output as pieces (separator, word, separator, word, ..., what follows the last
-    word: 2N + 1 pieces for N output words, escaped), and each source word's output words."""
+    """A text's words and links for `render`: the source text, where every source word starts
+    and ends in it, the output as pieces (for each of N output words the separator before it,
+    its leading punctuation, the rest of it and its trailing punctuation, then what follows
+    the last word: 4N + 1 pieces, escaped; `edges`), and each source word's output words."""
 
+    text: str = ""
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
     items: list[str] = field(default_factory=list)
@@ -179,28 +185,57 @@ class Layout:
 
     @property
     def num_words(self) -> int:
-        return len(self.items) // 2
+        return len(self.items) // 4
+
+    def bare(self, word: int) -> bool:
+        """Whether output word `word` is punctuation alone (`edges`)."""
+        return not self.items[4 * word + 2]
+
+    def punctuated(self, element: Element) -> tuple[bool, bool]:
+        """Whether the source text of `element` starts, ends with punctuation."""
+        text = self.text[element.start : element.end].strip() or " "
+        return is_punctuation(text[0]), is_punctuation(text[-1])
 
     def span(self, element: Element) -> tuple[int, int]:
         """The output words [a, b) that `element` wraps, or a == b, where it sits when none of
         its words is linked (and for a void or empty element): before the first output word
-        linked to a source word after it, else at the end."""
+        linked to a source word after it, else at the end. Output words of punctuation alone
+        at an edge where the element's source text has none are left out of a longer span."""
         if element.end_tag and element.start < element.end:
             words = range(
                 bisect_right(self.ends, element.start), bisect_left(self.starts, element.end)
             )
             linked = [j for i in words for j in self.links.get(i, [])]
             if linked:
-                return min(linked), max(linked) + 1
+                a, b = min(linked), max(linked) + 1
+                starts, ends = self.punctuated(element)
+                while b - a > 1 and not ends and self.bare(b - 1):
+                    b -= 1
+                while b - a > 1 and not starts and self.bare(a):
+                    a += 1
+                return a, b
         after = range(bisect_left(self.starts, element.end), len(self.starts))
         word = next((i for i in after if i in self.links), None)
         where = self.num_words if word is None else min(self.links[word])
         return where, where
 
 
+def is_punctuation(char: str) -> bool:
+    return unicodedata.category(char).startswith("P")
+
+
+def edges(word: str) -> tuple[str, str, str]:
+    """`word` as its leading punctuation, the rest and its trailing punctuation; a word of
+    punctuation alone is all leading punctuation."""
+    kept = [i for i, char in enumerate(word) if not is_punctuation(char)]
+    if not kept:
+        return word, "", ""
+    return word[: kept[0]], word[kept[0] : kept[-1] + 1], word[kept[-1] + 1 :]
+
+
 def layout(markup: Markup, alignments: Sequence[WordAlignment]) -> Layout:
     """The `Layout` of `markup` translated sentence by sentence (`alignments`, one a span)."""
-    text, laid = markup.text, Layout()
+    text, laid = markup.text, Layout(markup.text)
     pending, cursor = "", 0
     for (start, end), found in zip(markup.spans, alignments, strict=True):
         words = [match.span() for match in WORD.finditer(text, start, end)]
@@ -211,7 +246,7 @@ def layout(markup: Markup, alignments: Sequence[WordAlignment]) -> Layout:
         laid.ends += [word_end for _, word_end in words]
         pending += text[cursor:start]
         for word in found.tgt_words:
-            laid.items += [html.escape(pending, quote=False), html.escape(word, quote=False)]
+            laid.items += [html.escape(piece, quote=False) for piece in (pending, *edges(word))]
             pending = " "
         pending = "" if found.tgt_words else pending
         cursor = end
@@ -224,7 +259,8 @@ def place(
 ) -> None:
     """Write the output pieces `items` [first, last) of `parent`, which wraps output `words`
     [lo, hi), with its children's tags among them: each child's span clipped inside [lo, hi),
-    and moved past its earlier sisters' where they cross. A child that wraps no words sits
+    and moved past its earlier sisters' where they cross; its punctuation at an edge inside
+    it only where its source text has punctuation there. A child that wraps no words sits
     after the separator before the word it precedes (at the parent's end: before its end)."""
     lo, hi = words
     spans = []
@@ -235,12 +271,14 @@ def place(
     for a, b, order in sorted(spans):
         a = max(a, end)
         b = end = max(b, a)
-        if a < b:
-            first, last = 2 * a + 1, 2 * b
-        else:
-            first = last = items[0] if lo == hi else (2 * a + 1 if a < hi else 2 * a)
-        out += laid.items[cursor:first]
         child = parent.children[order]
+        if a < b:
+            starts, ends = laid.punctuated(child)
+            first, last = 4 * a + (1 if starts else 2), 4 * b - (0 if ends else 1)
+        else:
+            first = last = 4 * a + 1 if a < hi else 4 * a
+        first, last = (min(max(piece, items[0]), items[1]) for piece in (first, last))
+        out += laid.items[cursor:first]
         out.append(child.start_tag)
         place(laid, child, (a, b), (first, last), out)
         out.append(child.end_tag)
