@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seq2seq.data.augment import AUGMENT_SETTINGS
+from seq2seq.data.corpora import BOTH_SIDES
 from seq2seq.errors import UserError
 
 
@@ -45,6 +46,9 @@ class DataConfig:
     # the share of training pairs followed by an example joining them to the 1 to 3 before
     # (seq2seq.data.concatenate); 0: off
     concat_share: float = 0.0
+    # how a corpus with no split of its own (Tatoeba) is split when the folder is prepared
+    # (seq2seq.data.corpora.SPLIT_RULES); a saved configuration without it used "english-side"
+    split_rule: str = BOTH_SIDES
 
     @property
     def augmentation(self) -> dict[str, float]:

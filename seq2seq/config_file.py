@@ -14,6 +14,7 @@ from typing import Any
 
 from seq2seq.config import Config, ModelConfig, model_preset
 from seq2seq.config_rules import RULES, check_rule
+from seq2seq.data.corpora import OLDER_SPLIT_RULE
 from seq2seq.errors import UserError
 
 # Dynamo's default recompile_limit: past it, a compiled model silently runs uncompiled.
@@ -174,8 +175,10 @@ def dump_toml(values: dict[str, dict[str, Any]]) -> str:
 
 def config_from_dict(values: dict[str, Any], source: str = "saved configuration") -> Config:
     """Rebuild a `Config` saved with `Config.to_dict()` (in a checkpoint, or a model folder's
-    model.json), its values checked as `load_config` checks them; errors name `source`."""
+    model.json), its values checked as `load_config` checks them; errors name `source`. One
+    saved before data.split_rule existed was prepared by the older rule."""
     cfg, set_by = Config(), {}
+    cfg.data.split_rule = OLDER_SPLIT_RULE
     for section, body in values.items():
         _apply(getattr(cfg, section), section, body, source, set_by)
     _validate(cfg, set_by)

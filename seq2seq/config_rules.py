@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from seq2seq.data.corpora import SPLIT_RULES
+
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # train.precision
 DECODE_PRECISIONS = (*PRECISIONS, "int8")  # decode.precision
 
@@ -88,6 +90,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "data.augment_codes": Range(0, 1),
     "data.augment_contacts": Range(0, 1),
     "data.concat_share": Range(0, 1),
+    "data.split_rule": SPLIT_RULES,
     "model.arch": ("transformer", "gru"),
     "model.embed_dim": AT_LEAST_1,
     "model.hidden_size": AT_LEAST_1,

@@ -264,18 +264,22 @@ def test_load_errors_name_the_folder(small_corpus: Path, tmp_path: Path) -> None
 
 @pytest.mark.slow  # prepares a whole corpus
 def test_tatoeba_split_is_deterministic(shared_data: Path, tmp_path: Path) -> None:
+    """A new folder is split by both sides (tests/test_tatoeba_split.py checks the rule) and
+    says so; no sentence of either side is in two splits."""
     out = prepare(
         "tatoeba", "en", "fr", tmp_path / "tatoeba.en-fr", mirror=str(shared_data), model_type="bpe"
     )
     data = PreparedData.load(out)
-    assert data.manifest["lines"] == {"train": 160302, "valid": 3482, "test": 3346}
-    english = {split: set(data.lines(split)[0]) for split in ("train", "valid", "test")}
-    assert not english["train"] & english["valid"]
-    assert not english["train"] & english["test"]
-    assert not english["valid"] & english["test"]
-    # Both French translations of "Hang on." are in the valid split, in file order.
-    assert data.lines("valid")[0][:3] == ["Hang on.", "Hang on.", "It's me!"]
-    assert data.lines("valid")[1][:3] == ["Tiens bon !", "Tenez bon !", "C'est bibi\u202f!"]
+    assert data.manifest["settings"]["split_rule"] == "both-sides"
+    assert data.manifest["lines"] == {"train": 160645, "valid": 3257, "test": 3228}
+    for side in (0, 1):
+        sentences = {split: set(data.lines(split)[side]) for split in ("train", "valid", "test")}
+        assert not sentences["train"] & sentences["valid"]
+        assert not sentences["train"] & sentences["test"]
+        assert not sentences["valid"] & sentences["test"]
+    # The three French translations of "Go on." are in the valid split, in file order.
+    assert data.lines("valid")[0][:3] == ["Go on.", "Go on.", "Go on."]
+    assert data.lines("valid")[1][:3] == ["Poursuis.", "Continuez.", "Poursuivez."]
 
 
 def test_new_folders_split_digits_and_fall_back_to_bytes(
@@ -350,6 +354,6 @@ def test_evaluating_without_the_tatoeba_folder_names_its_command(
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == (
         "error: data/tatoeba-copy.en-fr: not a prepared corpus (no manifest.json); prepare it "
-        "with `seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 "
-        "--augment-numbers 20 --seed 1 --out data/tatoeba-copy.en-fr`\n"
+        "with `seq2seq prepare --corpus tatoeba --src en --tgt fr --split-rule english-side "
+        "--augment-entities 2 --augment-numbers 20 --seed 1 --out data/tatoeba-copy.en-fr`\n"
     )

@@ -106,11 +106,14 @@ def test_the_card_names_its_corpus_and_direction(model: Shipped) -> None:
 
 def write_test_split(model: Shipped, shared_data: Path, folder: Path) -> list[str]:
     """The two sides of the test split of `model`'s corpus, read from `shared_data` as `prepare`
-    reads it, written as text files into `folder`: their paths."""
+    reads it by the split rule the model was trained on (Tatoeba's: the English side), written
+    as text files into `folder`: their paths."""
     corpus = get_corpus(model.corpus)
     files = corpus.remote_files(model.src, model.tgt)
     paths = {file.name: shared_data / corpus.mirror_folder / file.name for file in files}
-    pairs = [pair for pair in corpus.pairs(model.src, model.tgt, paths) if pair[0] == "test"]
+    rule = read_description(SHIPPED_MODELS / model.name).config.data.split_rule
+    pairs = corpus.pairs(model.src, model.tgt, paths, rule)
+    pairs = [pair for pair in pairs if pair[0] == "test"]
     sides = []
     for lang, column in ((model.src, 1), (model.tgt, 2)):
         path = folder / f"test.{lang}"

@@ -264,6 +264,7 @@ def read_split(
         sources, references = [p.source for p in test], [p.reference for p in test]
         return sources, references, test, None, str(entity_test_file(direction, args.split))
     prepared = PreparedData.load(config.data.prepared, prepare_hint(config))
+    prepared.check_split_rule(config)
     source_file = str(prepared.folder / f"{args.split}.{prepared.src}")
     return *prepared.lines(args.split), None, prepared, source_file
 

@@ -12,7 +12,7 @@ from seq2seq.commands.cli import command_parser, ranged
 from seq2seq.config_rules import RULES
 from seq2seq.data.augment import AUGMENT_SETTINGS
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS
-from seq2seq.data.corpora import CORPORA, SPLITS, USER_CORPUS, UserFiles
+from seq2seq.data.corpora import BOTH_SIDES, CORPORA, SPLIT_RULES, SPLITS, USER_CORPUS, UserFiles
 from seq2seq.data.download import MIRROR_ENV
 from seq2seq.data.tokenizer import MODEL_TYPES, SAMPLE
 from seq2seq.errors import UserError
@@ -42,6 +42,13 @@ def add_corpus_options(parser: argparse.ArgumentParser) -> None:
         "--mirror",
         help=f"folder or http(s) URL laid out as <mirror>/<corpus>/<file>, used instead of "
         f"upstream (default: ${MIRROR_ENV})",
+    )
+    parser.add_argument(
+        "--split-rule",
+        choices=SPLIT_RULES,
+        default=BOTH_SIDES,
+        help="tatoeba: pairs sharing a side in one split (both-sides, the default), or split "
+        "by the English side alone (english-side: the shipped Tatoeba models' split)",
     )
 
 
@@ -161,4 +168,5 @@ def main(argv: list[str]) -> None:
         byte_fallback=args.byte_fallback,
         **{key: getattr(args, key) for key in AUGMENT_SETTINGS},
         augment_seed=args.seed,
+        split_rule=args.split_rule,
     )

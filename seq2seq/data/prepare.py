@@ -36,9 +36,12 @@ from seq2seq.data.augment import (
 from seq2seq.data.clean import MAX_RATIO, MAX_WORDS, CleanReport, normalize
 from seq2seq.data.concatenate import Concatenator
 from seq2seq.data.corpora import (
+    BOTH_SIDES,
+    OLDER_SPLIT_RULE,
     SPLITS,
     USER_CORPUS,
     Pair,
+    Tatoeba,
     UserFiles,
     get_corpus,
 )
@@ -106,6 +109,7 @@ def prepare(
     augment_contacts: float = 0.0,
     concat_share: float = 0.0,
     augment_seed: int = 1,
+    split_rule: str = BOTH_SIDES,
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
 
@@ -123,6 +127,8 @@ def prepare(
         augment_entities), and the seed of their draws (see `seq2seq.data.augment`).
     augment_repeated_digits ... concat_share: copy-teaching's other shares and concatenation's
         (`seq2seq.data.concatenate`), seeded by augment_seed, each recorded only when not 0.
+    split_rule: how a corpus with no split of its own (Tatoeba) is split
+        (`seq2seq.data.corpora.SPLIT_RULES`), recorded for it alone.
     """
     augmentation = {
         "augment_entities": augment_entities,
@@ -151,6 +157,8 @@ def prepare(
         "byte_fallback": byte_fallback,
     }
     settings |= _optional_settings(augmentation, augment_seed, files)
+    if corpus == Tatoeba.name:
+        settings["split_rule"] = split_rule
     if _up_to_date(out, settings):
         print(f"{out}: already prepared with these settings (files verified); reusing it")
         return out
@@ -260,7 +268,11 @@ def _up_to_date(out: Path, settings: dict[str, Any]) -> bool:
         print(f"{out}: prepared by an older version; rebuilding it")
         return False
     recorded = manifest.get("settings")
-    if not isinstance(recorded, dict) or {**OLDER_TOKENIZATION, **recorded} != settings:
+    older = {
+        **OLDER_TOKENIZATION,
+        **({"split_rule": OLDER_SPLIT_RULE} if "split_rule" in settings else {}),
+    }
+    if not isinstance(recorded, dict) or {**older, **recorded} != settings:
         print(f"{out}: prepared with other settings; rebuilding it")
         return False
     for name, sha256 in manifest.get("files", {}).items():
@@ -302,7 +314,8 @@ def _read_corpus(
         file.name: fetch(file, corpus.mirror_folder, cache_dir, mirror, mirror_option)
         for file in corpus.remote_files(src, tgt)
     }
-    return corpus.pairs(src, tgt, paths), list(paths.values()), corpus.licence
+    pairs = corpus.pairs(src, tgt, paths, settings.get("split_rule", BOTH_SIDES))
+    return pairs, list(paths.values()), corpus.licence
 
 
 def _build(

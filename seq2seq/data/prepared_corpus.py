@@ -25,7 +25,7 @@ import numpy as np
 
 from seq2seq.config import Config, DataConfig
 from seq2seq.data.augment import AUGMENT_VERSION
-from seq2seq.data.corpora import SPLITS, USER_CORPUS, Pairs
+from seq2seq.data.corpora import BOTH_SIDES, OLDER_SPLIT_RULE, SPLITS, USER_CORPUS, Pairs, Tatoeba
 from seq2seq.data.manifest import FORMAT_VERSION, MANIFEST, array_files
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
@@ -55,6 +55,8 @@ def prepare_command(config: Config) -> str:
         "--no-byte-fallback": not data.byte_fallback,
     }
     words += [flag for flag, given in flags.items() if given]
+    if data.corpus == Tatoeba.name and data.split_rule != BOTH_SIDES:
+        words.append(f"--split-rule {data.split_rule}")
     augmentation = {key: value for key, value in data.augmentation.items() if value}
     words += [f"--{key.replace('_', '-')} {value:g}" for key, value in augmentation.items()]
     if augmentation:
@@ -214,6 +216,19 @@ class PreparedData:
                 f"data.prepared: {self.folder} was prepared by copy-teaching version {version}, "
                 f"not {AUGMENT_VERSION}; run seq2seq prepare with its options again (it rebuilds "
                 "the folder), or delete it and pass --prepare"
+            )
+
+    def check_split_rule(self, config: Config) -> None:
+        """`UserError` unless a Tatoeba folder was split by `config`'s data.split_rule (a model
+        is scored on the test split of the rule it was trained on)."""
+        if self.manifest["corpus"] != Tatoeba.name:
+            return
+        prepared = self.manifest["settings"].get("split_rule", OLDER_SPLIT_RULE)
+        if prepared != config.data.split_rule:
+            raise UserError(
+                f"data.split_rule {config.data.split_rule}: {self.folder} was split by "
+                f"--split-rule {prepared}, whose test pairs may be training pairs of this model; "
+                f"prepare the folder with `{prepare_command(config)}`"
             )
 
     @property

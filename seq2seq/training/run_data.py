@@ -37,6 +37,7 @@ def load_data(
                 byte_fallback=cfg.data.byte_fallback,
                 **augmentation,
                 augment_seed=cfg.train.seed,
+                split_rule=cfg.data.split_rule,
             )
         distributed.barrier(env)
     data = PreparedData.load(folder)
@@ -44,6 +45,7 @@ def load_data(
         data.verify()
     data.check_vocabulary(cfg.data.vocab_size, cfg.data.joint_vocab)
     data.check_augmentation(augmentation)
+    data.check_split_rule(cfg)
     # The checkpoints' configuration names the corpus the folder holds, whatever data.corpus
     # said: the model's domain is read from it (seq2seq.data.corpora.domain_of).
     cfg.data.corpus = data.manifest["corpus"]
