@@ -357,3 +357,32 @@ def test_evaluating_without_the_tatoeba_folder_names_its_command(
         "with `seq2seq prepare --corpus tatoeba --src en --tgt fr --split-rule english-side "
         "--augment-entities 2 --augment-numbers 20 --seed 1 --out data/tatoeba-copy.en-fr`\n"
     )
+
+
+def test_evaluating_a_tatoeba_model_on_another_split_rule_is_refused(
+    reversal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A shipped Tatoeba model (trained on the English-side split: its model.json names no rule)
+    is not scored on a folder split by both sides, whose test pairs it may have trained on; the
+    error names the command that prepares its own."""
+    folder = tmp_path / "data" / "tatoeba-copy.en-fr"
+    shutil.copytree(reversal, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["corpus"], manifest["settings"]["split_rule"] = "tatoeba", "both-sides"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.en-fr"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: data.split_rule english-side: data/tatoeba-copy.en-fr was split by --split-rule "
+        "both-sides, whose test pairs may be training pairs of this model; prepare the folder "
+        "with `seq2seq prepare --corpus tatoeba --src en --tgt fr --split-rule english-side "
+        "--augment-entities 2 --augment-numbers 20 --seed 1 --out data/tatoeba-copy.en-fr`\n"
+    )
+    del manifest["settings"]["split_rule"]  # a folder prepared before the rules: English side
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    data = PreparedData.load(folder)
+    data.check_split_rule(load_config(ROOT / "configs" / "transformer.tatoeba.en-fr.toml"))
+    with pytest.raises(UserError, match=r"^data\.split_rule both-sides: .* --split-rule english-"):
+        data.check_split_rule(load_config(ROOT / "configs" / "transformer.tatoeba-v2.en-fr.toml"))

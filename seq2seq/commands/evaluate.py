@@ -13,7 +13,8 @@
         --train-hours 1.2 --command "make data" --command "make train MODEL=transformer"
 
 The split is read from the prepared folder named in the checkpoint's configuration
-(data.prepared). The output is detokenized and scored against the plain reference text, the
+(data.prepared); a Tatoeba folder must be split by the configuration's data.split_rule, the one
+the model was trained on (seq2seq.data.corpora.SPLIT_RULES). The output is detokenized and scored against the plain reference text, the
 same code path that training validation uses. `--split entities` is the project's entity test
 of the model's direction (seq2seq.data.entity_copy): its sentences are full of names and
 numbers, and the copy accuracy of each is printed beside BLEU and chrF. `--split realistic` is

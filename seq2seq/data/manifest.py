@@ -13,7 +13,9 @@
 
 The settings record how sentencepiece split the text: `split_digits` and `byte_fallback`
 (`seq2seq.data.tokenizer`). A folder prepared before these options existed lacks both keys: its
-tokenizer has neither (`OLDER_TOKENIZATION`).
+tokenizer has neither (`OLDER_TOKENIZATION`). A Tatoeba folder's settings record how it was
+split, `split_rule`; one prepared before the rules existed lacks it and was split by the English
+side (`seq2seq.data.corpora.OLDER_SPLIT_RULE`).
 """
 
 FORMAT_VERSION = 2  # 2: token ids as arrays
