@@ -29,16 +29,41 @@ def test_committed_configs_load(path: Path) -> None:
 
 
 @pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
-def test_the_tatoeba_configs_build_the_shipped_models_not_their_preset(direction: str) -> None:
-    """The Tatoeba configurations give exactly the shipped models' architecture, 4+2 layers and
-    FFN 512, which is not the shape of the preset they are named after (3+3 layers, FFN 1024)."""
-    model = load_config(CONFIGS[0].parent / f"transformer.tatoeba.{direction}.toml").model
+@pytest.mark.parametrize("corpus", ["tatoeba", "tatoeba-v2"])
+def test_the_tatoeba_configs_build_the_shipped_models_not_their_preset(
+    corpus: str, direction: str
+) -> None:
+    """The Tatoeba configurations, the shipped models' and the next ones', give exactly the
+    shipped models' architecture, 4+2 layers and FFN 512, which is not the shape of the preset
+    they are named after (3+3 layers, FFN 1024)."""
+    model = load_config(CONFIGS[0].parent / f"transformer.{corpus}.{direction}.toml").model
     shipped = read_description(SHIPPED_MODELS / f"transformer-small.tatoeba.{direction}")
     assert model == shipped.config.model and model.name == "transformer-small"
     assert model_shape(model) == "Transformer 4+2 layers, d_model 256, FFN 512, 4 heads"
     assert model_shape(model_preset(model.name)) == (
         "Transformer 3+3 layers, d_model 256, FFN 1024, 4 heads"
     )
+
+
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
+def test_the_next_tatoeba_configs_change_the_data_alone(direction: str) -> None:
+    """configs/transformer.tatoeba-v2.* (benchmarks/tatoeba_gpu.sh) train as the shipped
+    models' configurations do, on Tatoeba split by both sides, with their copy-teaching and more:
+    names of many alphabets, codes, contacts and concatenation."""
+    shipped, new = (
+        load_config(CONFIGS[0].parent / f"transformer.{corpus}.{direction}.toml")
+        for corpus in ("tatoeba", "tatoeba-v2")
+    )
+    assert (shipped.data.split_rule, new.data.split_rule) == ("english-side", "both-sides")
+    added = ("augment_world_names", "augment_codes", "augment_contacts", "concat_share")
+    for key, value in shipped.data.augmentation.items():
+        assert getattr(new.data, key) == value or (
+            key in added and value == 0 < getattr(new.data, key)
+        )
+    assert (new.model, new.decode) == (shipped.model, shipped.decode)
+    assert new.train.run_name == f"transformer.tatoeba-v2.{direction}"
+    new.train.run_name = shipped.train.run_name
+    assert new.train == shipped.train
 
 
 def test_train_help_gives_each_presets_shape_and_the_configs_that_change_it(
@@ -57,6 +82,10 @@ def test_train_help_gives_each_presets_shape_and_the_configs_that_change_it(
         "committed configurations that change their preset's shape:",
         "  configs/gru-small.multi30k.en-de.toml:",
         "    gru as GRU with Bahdanau attention 1+1 layers, embeddings 192, hidden 256",
+        "  configs/transformer.tatoeba-v2.en-fr.toml:",
+        changed,
+        "  configs/transformer.tatoeba-v2.fr-en.toml:",
+        changed,
         "  configs/transformer.tatoeba.en-fr.toml:",
         changed,
         "  configs/transformer.tatoeba.fr-en.toml:",
