@@ -14,12 +14,13 @@
 
 The split is read from the prepared folder named in the checkpoint's configuration
 (data.prepared); a Tatoeba folder must be split by the configuration's data.split_rule, the one
-the model was trained on (seq2seq.data.corpora.SPLIT_RULES). The output is detokenized and scored against the plain reference text, the
-same code path that training validation uses. `--split entities` is the project's entity test
-of the model's direction (seq2seq.data.entity_copy): its sentences are full of names and
-numbers, and the copy accuracy of each is printed beside BLEU and chrF. `--split realistic` is
-its realistic entity test: longer sentences written by hand, with codes too. Every split's
-scores are also printed for each source length (1-10, 11-20, 21-30 and 31+ words).
+the model was trained on (seq2seq.data.corpora.SPLIT_RULES). The output is detokenized and
+scored against the plain reference text, the same code path that training validation uses.
+`--split entities` is the project's entity test of the model's direction
+(seq2seq.data.entity_copy): its sentences are full of names and numbers, and the copy accuracy
+of each is printed beside BLEU and chrF. `--split realistic` is its realistic entity test:
+longer sentences written by hand, with codes too. Every split's scores are also printed for
+each source length (1-10, 11-20, 21-30 and 31+ words).
 
 --record writes the model's entry for the README's results table (see
 seq2seq.decoding.model_result): the
