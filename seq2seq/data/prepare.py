@@ -29,6 +29,7 @@ import sentencepiece
 from tqdm import tqdm
 
 from seq2seq.data.augment import (
+    AUGMENT_SETTINGS,
     AUGMENT_VERSION,
     COPY_TEACHING_SHARES,
     EntityAugmenter,
@@ -127,18 +128,11 @@ def prepare(
         augment_entities), and the seed of their draws (see `seq2seq.data.augment`).
     augment_repeated_digits ... concat_share: copy-teaching's other shares and concatenation's
         (`seq2seq.data.concatenate`), seeded by augment_seed, each recorded only when not 0.
-    split_rule: how a corpus with no split of its own (Tatoeba) is split
-        (`seq2seq.data.corpora.SPLIT_RULES`), recorded for it alone.
+    split_rule: how Tatoeba is split (`seq2seq.data.corpora.SPLIT_RULES`), recorded for it.
     """
-    augmentation = {
-        "augment_entities": augment_entities,
-        "augment_numbers": augment_numbers,
-        "augment_repeated_digits": augment_repeated_digits,
-        "augment_world_names": augment_world_names,
-        "augment_codes": augment_codes,
-        "augment_contacts": augment_contacts,
-        "concat_share": concat_share,
-    }
+    shares = (augment_entities, augment_numbers, augment_repeated_digits, augment_world_names)
+    shares += (augment_codes, augment_contacts, concat_share)
+    augmentation = dict(zip(AUGMENT_SETTINGS, shares, strict=True))
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
     _check_pieces_and_copy_teaching(vocab_size, byte_fallback, spm_sample, augmentation)
     out = Path(out) if out else default_out(corpus, src, tgt)
@@ -156,9 +150,7 @@ def prepare(
         "split_digits": split_digits,
         "byte_fallback": byte_fallback,
     }
-    settings |= _optional_settings(augmentation, augment_seed, files)
-    if corpus == Tatoeba.name:
-        settings["split_rule"] = split_rule
+    settings |= _optional_settings(corpus, augmentation, augment_seed, files, split_rule)
     if _up_to_date(out, settings):
         print(f"{out}: already prepared with these settings (files verified); reusing it")
         return out
@@ -238,10 +230,15 @@ def _check_pieces_and_copy_teaching(
 
 
 def _optional_settings(
-    augmentation: dict[str, float], augment_seed: int, files: UserFiles | None
+    corpus: str,
+    augmentation: dict[str, float],
+    augment_seed: int,
+    files: UserFiles | None,
+    split_rule: str,
 ) -> dict[str, Any]:
     """The settings a prepared folder records only when they apply: copy-teaching's when it is
-    on (so folders prepared without it stay valid), and the user's files with their sha256."""
+    on (so folders prepared without it stay valid), the user's files with their sha256, and
+    Tatoeba's split rule."""
     settings: dict[str, Any] = {}
     if any(augmentation.values()):
         settings |= {key: float(value) for key, value in augmentation.items() if value}
@@ -249,6 +246,8 @@ def _optional_settings(
         settings["augment_version"] = AUGMENT_VERSION
     if files is not None:
         settings["inputs"] = {str(p.resolve()): sha256_file(p) for p in files.paths()}
+    if corpus == Tatoeba.name:
+        settings["split_rule"] = split_rule
     return settings
 
 
