@@ -191,7 +191,8 @@ class Tatoeba(Corpus):
         if split_rule == ENGLISH_SIDE:
             splits = [self.split_of(en.strip()) for en, _ in rows]
         else:
-            loose = list(zip(*(_loose(side) for side in zip(*rows, strict=True)), strict=True))
+            english, french = zip(*rows, strict=True)
+            loose = list(zip(_loose(english), _loose(french), strict=True))
             groups = _groups_sharing_a_side(loose)
             smallest: dict[int, str] = {}
             for group, (en, _) in zip(groups, loose, strict=True):
