@@ -30,12 +30,11 @@ from pathlib import Path
 
 import torch
 
+from seq2seq.data.word_links import COMBINATIONS, Link
 from seq2seq.decoding.alignment import (
-    COMBINATIONS,
     Aligner,
     AlignmentScore,
     GoldLinks,
-    Link,
     PairMaps,
     read_gold,
     rules_of,

@@ -31,7 +31,9 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.decoding.alignment import COMBINATIONS, Link, read_gold
+from seq2seq.data.align_teacher import read_pharaoh
+from seq2seq.data.word_links import COMBINATIONS
+from seq2seq.decoding.alignment import read_gold
 from seq2seq.decoding.model_result import git_state
 from seq2seq.files import read_lines
 
@@ -69,15 +71,7 @@ def eflomal_links(pairs: list[tuple[str, str]], count: int) -> tuple[list, list]
         forward, reverse = Path(folder, "forward"), Path(folder, "reverse")
         with open(src, encoding="utf-8") as src_lines, open(tgt, encoding="utf-8") as tgt_lines:
             eflomal.Aligner().align(src_lines, tgt_lines, str(forward), str(reverse))
-        return [read_links(path)[:count] for path in (forward, reverse)]
-
-
-def read_links(path: Path) -> list[set[Link]]:
-    """Pharaoh lines (`i-j`, from 0) as sets of links."""
-    return [
-        {tuple(int(k) for k in link.split("-")) for link in line.split()}
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
+        return [read_pharaoh(path)[:count] for path in (forward, reverse)]
 
 
 def corpus_record(pairs: list[tuple[str, str]], gold: list) -> dict:

@@ -197,7 +197,8 @@ class Model:
         (seq2seq.decoding.alignment); with `reverse`, the opposite model (e.g. fr-en for
         en-fr), both directions combined by `combine` (one of the alignment module's
         COMBINATIONS). PyTorch engine only; a ValueError names a bad argument."""
-        from seq2seq.decoding.alignment import COMBINATIONS, Aligner, AlignmentRule, align_ids
+        from seq2seq.data.word_links import COMBINATIONS
+        from seq2seq.decoding.alignment import Aligner, AlignmentRule, align_ids
 
         for model in (self, reverse) if reverse is not None else (self,):
             model._check_pytorch_line(src, "alignment", "src")

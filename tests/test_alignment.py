@@ -20,17 +20,13 @@ import seq2seq
 from seq2seq.api import Model
 from seq2seq.commands import align, serve
 from seq2seq.commands.cli import run_cli
+from seq2seq.data.word_links import COMBINATIONS, grow_diag, grow_diag_final, intersection, union
 from seq2seq.decoding.alignment import (
-    COMBINATIONS,
     AlignmentRule,
     AlignmentScore,
     GoldLinks,
     attention_links,
-    grow_diag,
-    grow_diag_final,
-    intersection,
     parse_gold,
-    union,
 )
 from seq2seq.errors import UserError
 from seq2seq.serving.app import create_app

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from seq2seq.data.specials import BOS_ID, EOS_ID
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.alignment import word_of_piece
+from seq2seq.data.word_links import word_of_piece
 from seq2seq.decoding.explain import first_view, word_alignment
 from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.models.positional import PositionalEncoding

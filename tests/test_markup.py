@@ -10,7 +10,8 @@ from html_check import well_formed
 import seq2seq
 from seq2seq.api import Model
 from seq2seq.commands import main
-from seq2seq.decoding.alignment import Link, WordAlignment
+from seq2seq.data.word_links import Link
+from seq2seq.decoding.alignment import WordAlignment
 from seq2seq.decoding.markup import WORD, cut, parse_html, render
 from seq2seq.decoding.sentences import split_lines
 from seq2seq.errors import UserError

@@ -78,6 +78,13 @@ def add_tokenizer_options(parser: argparse.ArgumentParser) -> None:
         help="spell characters the vocabulary lacks as UTF-8 byte pieces instead of <unk> "
         "(takes 256 pieces of the vocabulary)",
     )
+    parser.add_argument(
+        "--align-teacher",
+        choices=["eflomal"],
+        default="",
+        help="also write the word aligner's links of the training pairs, the teacher of an "
+        "alignment head (train.alignment_weight; needs pip install 'seq2seq[align]')",
+    )
 
 
 def add_cleaning_options(parser: argparse.ArgumentParser) -> None:
@@ -169,4 +176,5 @@ def main(argv: list[str]) -> None:
         **{key: getattr(args, key) for key in AUGMENT_SETTINGS},
         augment_seed=args.seed,
         split_rule=args.split_rule,
+        align_teacher=args.align_teacher,
     )

@@ -9,6 +9,8 @@ The modules, in that order:
     clean.py            normalising every split and filtering the training pairs
     tokenizer.py        training and applying sentencepiece
     prepare.py          writing a prepared folder (or reusing one prepared the same way)
+    align_teacher.py    word alignments of the training split as piece links (--align-teacher)
+    word_links.py       words of pieces; word links of two directions combined
     concatenate.py      training examples of 2 to 4 pairs joined (data.concat_share)
     manifest.py         the prepared folder's format, shared by its writer and its reader
     prepared_corpus.py  reading a prepared folder back, for training and evaluation

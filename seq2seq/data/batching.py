@@ -43,11 +43,13 @@ def pack(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Example(NamedTuple):
-    """One sentence pair: its row number in the dataset and its source and target ids."""
+    """One sentence pair: its row number in the dataset, its source and target ids, and the
+    teacher's piece links when the dataset has them."""
 
     index: int
     src: np.ndarray  # (S,) ids + [EOS]
     tgt: np.ndarray  # (T,) [BOS] + ids + [EOS]
+    links: np.ndarray | None = None  # (K, 2) source piece, target piece (from 0, no specials)
 
 
 class Array1D(Protocol):
@@ -87,6 +89,8 @@ class ParallelDataset:
     `src_lens[i]` and `tgt_lens[i]` are the lengths of the rows `dataset[i]` returns, special
     tokens included, computed from the offsets when asked for (not kept: a batch sampler
     needs them once). Nothing is truncated: a long validation sentence is kept whole.
+    `links`: the teacher's piece links (seq2seq.data.align_teacher), flat pairs and (N + 1,)
+    offsets counted in links, or None.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class ParallelDataset:
         src_offsets: Array1D,
         tgt_flat: Array1D,
         tgt_offsets: Array1D,
+        links: tuple[Array1D, Array1D] | None = None,
     ):
         if len(src_offsets) != len(tgt_offsets):
             raise ValueError(
@@ -102,6 +107,7 @@ class ParallelDataset:
             )
         self._src, self._src_offsets = src_flat, src_offsets
         self._tgt, self._tgt_offsets = tgt_flat, tgt_offsets
+        self._links = links
 
     @property
     def src_lens(self) -> np.ndarray:
@@ -124,10 +130,16 @@ class ParallelDataset:
     def __getitem__(self, index: int) -> Example:
         src_start, src_end = (int(i) for i in self._src_offsets[index : index + 2])
         tgt_start, tgt_end = (int(i) for i in self._tgt_offsets[index : index + 2])
+        links = None
+        if self._links is not None:
+            flat, offsets = self._links
+            start, end = (2 * int(i) for i in offsets[index : index + 2])
+            links = np.asarray(flat[start:end], dtype=np.int64).reshape(-1, 2)
         return Example(
             index=int(index),
             src=_row(self._src, src_start, src_end, bos=False),
             tgt=_row(self._tgt, tgt_start, tgt_end, bos=True),
+            links=links,
         )
 
 
@@ -283,6 +295,8 @@ class Batch:
     num_tgt_tokens: the number of non-pad tokens in `tgt_out`, the tokens the loss is over
     num_src_tokens: the number of non-pad tokens in `src`
     (the counts are plain ints, known without reading a GPU tensor back)
+    links: (K, 3) long, the teacher's piece links as (row, target piece, source piece), the
+    target piece t being the one `tgt_out[:, t]` predicts; None when the dataset has none
     """
 
     src: Tensor
@@ -292,6 +306,7 @@ class Batch:
     indices: Tensor
     num_tgt_tokens: int
     num_src_tokens: int
+    links: Tensor | None = None
 
     @property
     def tgt_in(self) -> Tensor:
@@ -336,7 +351,13 @@ def collate(samples: list[Example], length: int = 0) -> Batch:
     # counted on the host's arrays: reading a sum back from a tensor is a wait on a GPU
     num_tgt_tokens = sum(len(sample.tgt) - 1 for sample in samples)
     num_src_tokens = sum(len(sample.src) for sample in samples)
-    return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens, num_src_tokens)
+    links = None
+    if samples[0].links is not None:  # each link as (row, target piece, source piece)
+        linked = [(row, s.links) for row, s in enumerate(samples) if s.links is not None]
+        rows = np.concatenate([np.full(len(pairs), row) for row, pairs in linked])
+        pairs = np.concatenate([pairs for _, pairs in linked])
+        links = torch.from_numpy(np.stack([rows, pairs[:, 1], pairs[:, 0]], axis=1))
+    return Batch(src, src_lens, tgt, tgt_lens, indices, num_tgt_tokens, num_src_tokens, links)
 
 
 def bucket_lengths(lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:

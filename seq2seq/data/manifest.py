@@ -7,6 +7,8 @@
                                           where each line's ids start (int64, lines + 1)
     spm.model spm.vocab                   the joint sentencepiece model and its pieces
                                           (separate vocabularies: spm.en.model, spm.de.model, ...)
+    train.links train.links.offsets       with --align-teacher: the teacher's piece links of
+                                          each training pair (seq2seq.data.align_teacher)
     manifest.json                         corpus, settings, licence, line counts, cleaning
                                           report, SHA256 of the source files, SHA256 and size
                                           of every file
@@ -22,6 +24,8 @@ FORMAT_VERSION = 2  # 2: token ids as arrays
 MANIFEST = "manifest.json"
 ID_DTYPES = ("uint16", "int32")  # token ids: the first when the vocabulary fits
 OFFSETS_DTYPE = "int64"
+TEACHER_LINKS = ("train.links", "train.links.offsets")  # seq2seq.data.align_teacher
+LINKS_DTYPE = "uint16"  # a source piece and a target piece per link
 # The tokenization options of a folder whose settings do not name them: prepared without either.
 OLDER_TOKENIZATION = {"split_digits": False, "byte_fallback": False}
 

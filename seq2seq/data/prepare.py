@@ -28,6 +28,7 @@ import numpy as np
 import sentencepiece
 from tqdm import tqdm
 
+from seq2seq.data.align_teacher import check_teacher, write_teacher_links
 from seq2seq.data.augment import (
     AUGMENT_SETTINGS,
     AUGMENT_VERSION,
@@ -111,6 +112,7 @@ def prepare(
     concat_share: float = 0.0,
     augment_seed: int = 1,
     split_rule: str = BOTH_SIDES,
+    align_teacher: str = "",
 ) -> Path:
     """Write (or reuse) the prepared folder for `corpus` from `src` to `tgt`; returns its path.
 
@@ -121,22 +123,21 @@ def prepare(
     spm_sample: sentencepiece trains on a random sample of this many training sentences.
     split_digits, byte_fallback: sentencepiece's options (`seq2seq.data.tokenizer`): every digit
         a piece of its own; characters outside the vocabulary spelled as UTF-8 byte pieces.
-    mirror_option: how the caller's user gives a mirror, for the error when a download fails
-        (see `seq2seq.data.download.mirror_advice`).
+    mirror_option: how the user gives a mirror, for a failed download's error (`mirror_advice`).
     augment_entities, augment_numbers, augment_seed: the copy-teaching pairs added on average
         per training pair sharing a name or number, per pair sharing a number (0: as many as
         augment_entities), and the seed of their draws (see `seq2seq.data.augment`).
     augment_repeated_digits ... concat_share: copy-teaching's other shares and concatenation's
         (`seq2seq.data.concatenate`), seeded by augment_seed, each recorded only when not 0.
     split_rule: how Tatoeba is split (`seq2seq.data.corpora.SPLIT_RULES`), recorded for it.
+    align_teacher: "eflomal": the teacher's links too (`seq2seq.data.align_teacher`); "": none.
     """
     shares = (augment_entities, augment_numbers, augment_repeated_digits, augment_world_names)
     shares += (augment_codes, augment_contacts, concat_share)
     augmentation = dict(zip(AUGMENT_SETTINGS, shares, strict=True))
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
     _check_pieces_and_copy_teaching(vocab_size, byte_fallback, spm_sample, augmentation)
-    out = Path(out) if out else default_out(corpus, src, tgt)
-    _check_out(out)
+    out = _check_out(Path(out) if out else default_out(corpus, src, tgt))
     settings: dict[str, Any] = {
         "corpus": corpus,
         "src": src,
@@ -150,7 +151,9 @@ def prepare(
         "split_digits": split_digits,
         "byte_fallback": byte_fallback,
     }
-    settings |= _optional_settings(corpus, augmentation, augment_seed, files, split_rule)
+    settings |= _optional_settings(
+        corpus, augmentation, augment_seed, files, split_rule, align_teacher
+    )
     if _up_to_date(out, settings):
         print(f"{out}: already prepared with these settings (files verified); reusing it")
         return out
@@ -163,9 +166,9 @@ def prepare(
     return out
 
 
-def _check_out(out: Path) -> None:
+def _check_out(out: Path) -> Path:
     """Refuse an --out that no folder may be written to or that holds something else than a
-    prepared folder; finish or undo there what an interrupted build left."""
+    prepared folder; finish or undo there what an interrupted build left. Returns `out`."""
     check_output_location("--out", out)
     if out.parent.is_dir():
         for line in recover_folder(out, "building"):
@@ -175,6 +178,7 @@ def _check_out(out: Path) -> None:
             f"--out {out} exists and is not a prepared folder (no {MANIFEST}); "
             "give another --out or remove it"
         )
+    return out
 
 
 def _check_options(
@@ -235,11 +239,15 @@ def _optional_settings(
     augment_seed: int,
     files: UserFiles | None,
     split_rule: str,
+    align_teacher: str,
 ) -> dict[str, Any]:
     """The settings a prepared folder records only when they apply: copy-teaching's when it is
-    on (so folders prepared without it stay valid), the user's files with their sha256, and
-    Tatoeba's split rule."""
+    on (so folders prepared without it stay valid), the user's files with their sha256,
+    Tatoeba's split rule, and the alignment teacher (checked: known and installed)."""
     settings: dict[str, Any] = {}
+    if align_teacher:
+        check_teacher(align_teacher)
+        settings["align_teacher"] = align_teacher
     if any(augmentation.values()):
         settings |= {key: float(value) for key, value in augmentation.items() if value}
         settings["augment_seed"] = augment_seed
@@ -339,6 +347,9 @@ def _build(
     ]
     print(f"encoding {sum(lines.values()):,} pairs into token arrays")
     _run_in_children(_write_ids, jobs, processes=len(os.sched_getaffinity(0)))
+    teacher = settings.get("align_teacher")
+    if teacher:
+        links = write_teacher_links(folder, (src, tgt), (src_tok, tgt_tok), dtype)
     vocab_size, model_type = settings["vocab_size"], settings["model_type"]
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -352,6 +363,7 @@ def _build(
         "cleaning": report.to_dict(),
         **({"augmentation": vars(augmenter.report)} if augmenter else {}),
         **({"concatenation": {"examples_added": concatenator.added}} if concatenator else {}),
+        **({"align_teacher": links} if teacher else {}),
         "tokenizer": {
             "joint": settings["joint_vocab"],
             "model_type": model_type,

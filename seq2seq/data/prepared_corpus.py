@@ -26,7 +26,14 @@ import numpy as np
 from seq2seq.config import Config, DataConfig
 from seq2seq.data.augment import AUGMENT_VERSION
 from seq2seq.data.corpora import BOTH_SIDES, OLDER_SPLIT_RULE, SPLITS, USER_CORPUS, Pairs, Tatoeba
-from seq2seq.data.manifest import FORMAT_VERSION, MANIFEST, array_files
+from seq2seq.data.manifest import (
+    FORMAT_VERSION,
+    LINKS_DTYPE,
+    MANIFEST,
+    OFFSETS_DTYPE,
+    TEACHER_LINKS,
+    array_files,
+)
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, sha256_file
@@ -249,9 +256,10 @@ class PreparedData:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         return tuple(read_lines(self.folder / f"{split}.{lang}") for lang in (self.src, self.tgt))
 
-    def dataset(self, split: str) -> "ParallelDataset":
+    def dataset(self, split: str, links: bool = False) -> "ParallelDataset":
         """The token ids of `split`, read from the folder's arrays (nothing is tokenised
-        again), ready for `seq2seq.data.batching`."""
+        again), ready for `seq2seq.data.batching`; with `links`, the training split's teacher
+        links too (`teacher_links`)."""
         from seq2seq.data.batching import ParallelDataset
 
         if split not in SPLITS:
@@ -266,7 +274,23 @@ class PreparedData:
             self._check_arrays(name, ids, offsets, self.manifest["lines"][split])
             self._check_ids(ids_file, ids, tokenizer.vocab_size)
             arrays += [ids, offsets]
-        return ParallelDataset(*arrays)
+        return ParallelDataset(*arrays, links=self.teacher_links() if links else None)
+
+    def teacher_links(self) -> tuple[FileArray, FileArray]:
+        """The training split's piece links (seq2seq.data.align_teacher): flat pairs and
+        offsets counted in links; a UserError when the folder has none."""
+        if "align_teacher" not in self.manifest:
+            raise UserError(
+                f"train.alignment_weight: {self.folder} has no teacher links; prepare it again "
+                "with seq2seq prepare --align-teacher eflomal and its other options"
+            )
+        flat, offsets = (
+            FileArray(self.folder / name, dtype)
+            for name, dtype in zip(TEACHER_LINKS, (LINKS_DTYPE, OFFSETS_DTYPE), strict=True)
+        )
+        if len(offsets) != self.manifest["lines"]["train"] + 1 or 2 * offsets[-1:][0] != len(flat):
+            raise damaged(self.folder, TEACHER_LINKS[1], "does not fit the training split")
+        return flat, offsets
 
     def _check_arrays(self, name: str, ids: FileArray, offsets: FileArray, lines: int) -> None:
         """The offsets of `lines` lines: lines + 1 of them, from 0, never decreasing, ending at

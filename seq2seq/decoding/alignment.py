@@ -45,9 +45,8 @@ has one line per sentence pair: `i-j` a sure link and `ipj` a possible one, coun
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,6 +55,7 @@ from torch import Tensor
 
 from seq2seq.data.specials import EOS_PIECE
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.data.word_links import COMBINATIONS, Link, word_of_piece
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.errors import UserError
 from seq2seq.models.base import Seq2SeqModel
@@ -64,29 +64,11 @@ from seq2seq.models.transformer import TransformerSeq2Seq
 if TYPE_CHECKING:
     from seq2seq.decoding.torch_translator import Translator
 
-WORD_START = "▁"
-Link = tuple[int, int]  # (source word, target word), both from 0
 RULES_HELP = "mean, layer:L or head:L.H, each optionally after shifted: (e.g. shifted:head:1.2)"
 RULE = re.compile(r"mean|layer:(?P<layer>\d+)|head:(?P<head_layer>\d+)\.(?P<head>\d+)")
 
 
 # --- From pieces to words --------------------------------------------------------------------
-
-
-def word_of_piece(pieces: list[str]) -> tuple[list[str], list[int]]:
-    """The words of a piece sequence ending with EOS, and the word index of every piece.
-
-    A piece starting with "▁" starts a word; the EOS piece is a word of its own.
-    """
-    words: list[str] = []
-    index: list[int] = []
-    for position, piece in enumerate(pieces):
-        if position == len(pieces) - 1 or piece.startswith(WORD_START) or not words:
-            words.append(piece.removeprefix(WORD_START))
-        else:
-            words[-1] += piece
-        index.append(len(words) - 1)
-    return words, index
 
 
 def word_weights(attention: Tensor, src_words: list[int], tgt_words: list[int]) -> Tensor:
@@ -300,66 +282,6 @@ def align_ids(
     backward = reverse.maps(*turned_round).align(reverse.rule).reversed()
     links = COMBINATIONS[combine](aligned.links, backward.links)
     return WordAlignment(aligned.src_words, aligned.tgt_words, links)
-
-
-# --- Two directions combined (Koehn, Och and Marcu 2003) -------------------------------------
-
-NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
-
-
-def intersection(forward: set[Link], reverse: set[Link]) -> set[Link]:
-    return forward & reverse
-
-
-def union(forward: set[Link], reverse: set[Link]) -> set[Link]:
-    return forward | reverse
-
-
-def unaligned(alignment: set[Link], link: Link) -> bool:
-    """Whether the source word or the target word of `link` has no link in `alignment`."""
-    source, target = link
-    return all(i != source for i, _ in alignment) or all(j != target for _, j in alignment)
-
-
-def grow_diag(forward: set[Link], reverse: set[Link]) -> set[Link]:
-    """GROW-DIAG: start from the intersection; while a pass adds a link, visit the alignment
-    points in order (source word, then target word) and add each neighbour that is in the union
-    and links a word not yet aligned."""
-    candidates, alignment = forward | reverse, forward & reverse
-    grown = True
-    while grown:
-        grown = False
-        for point in sorted(candidates):
-            if point not in alignment:
-                continue
-            for di, dj in NEIGHBOURS:
-                new = (point[0] + di, point[1] + dj)
-                if new in candidates and new not in alignment and unaligned(alignment, new):
-                    alignment.add(new)
-                    grown = True
-    return alignment
-
-
-def grow_diag_final(forward: set[Link], reverse: set[Link], final_and: bool = False) -> set[Link]:
-    """GROW-DIAG, then FINAL for each direction in turn: add, in order, each of its links whose
-    source word or target word is still unaligned (FINAL-AND, with `final_and`: whose source
-    word and target word both are)."""
-    alignment = grow_diag(forward, reverse)
-    for direction in (forward, reverse):
-        for source, target in sorted(direction):
-            free = [all(i != source for i, _ in alignment), all(j != target for _, j in alignment)]
-            if (source, target) not in alignment and (all(free) if final_and else any(free)):
-                alignment.add((source, target))
-    return alignment
-
-
-COMBINATIONS: dict[str, Callable[[set[Link], set[Link]], set[Link]]] = {
-    "intersection": intersection,
-    "union": union,
-    "grow-diag": grow_diag,
-    "grow-diag-final": grow_diag_final,
-    "grow-diag-final-and": partial(grow_diag_final, final_and=True),
-}
 
 
 # --- Gold links and the alignment error rate (Och and Ney 2003) ------------------------------

@@ -6,7 +6,7 @@ and their shapes), so the maps are the weights the model computes when it produc
 those tokens. A target of one's own (`given_target`) takes the place of the n-best list: it
 is teacher-forced the same way, and has no score (it was not searched).
 
-Pieces are grouped into words (`seq2seq.decoding.alignment.word_of_piece`: sentencepiece marks
+Pieces are grouped into words (`seq2seq.data.word_links.word_of_piece`: sentencepiece marks
 the first piece of a word with "▁", and the EOS piece is a word of its own). The word alignment
 is read off cross-attention as `seq2seq align` reads it with its rule `mean`
 (seq2seq.decoding.alignment), with its weights:
@@ -36,7 +36,8 @@ import torch
 from torch import Tensor
 
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.alignment import word_of_piece, word_weights
+from seq2seq.data.word_links import word_of_piece
+from seq2seq.decoding.alignment import word_weights
 from seq2seq.decoding.attention_maps import source_attention, teacher_forced_maps
 from seq2seq.decoding.beam_trace import BeamTrace, TraceStep
 from seq2seq.decoding.line_translator import Translation, pieces
