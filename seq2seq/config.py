@@ -151,6 +151,11 @@ class TrainConfig:
     plateau_threshold: float = 0.0  # "plateau": BLEU points a validation must gain to count
     min_lr: float = 1e-6
     label_smoothing: float = 0.1
+    # An alignment head (Garg et al. 2019; docs/align.md): the cross-attention head (decoder
+    # layer, from 0 or from the end when negative, and head) that learns the teacher's links of
+    # seq2seq prepare --align-teacher, with this weight on its loss; 0: off
+    alignment_head: tuple[int, int] = (-2, 0)  # the penultimate layer's first head
+    alignment_weight: float = 0.0
     clip_norm: float = 1.0  # 0: no clipping
     log_every: int = 100  # steps between log lines (and TensorBoard points)
     log_every_seconds: float = 30.0  # also a log line when this long since the last one; 0: off
@@ -200,6 +205,15 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def trained_alignment_head(cfg: Config) -> tuple[int, int] | None:
+    """The (layer, head) that train.alignment_weight trains, the layer counted from 0; None
+    when it is 0."""
+    if not cfg.train.alignment_weight:
+        return None
+    layer, head = cfg.train.alignment_head
+    return layer % cfg.model.decoder_layers, head
 
 
 def model_preset(name: str) -> ModelConfig:

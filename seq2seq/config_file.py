@@ -84,6 +84,18 @@ def cross_checks(cfg: Config) -> list[tuple[tuple[str, ...], str]]:
          "train.length_buckets", f"must be increasing, at most {MAX_LENGTH_BUCKETS} lengths (one "
          "compiled graph each, within Dynamo's recompile_limit)"),
     ]  # fmt: skip
+    if train.alignment_weight:
+        layer, head = train.alignment_head
+        rules += [
+            (model.arch != "transformer", "train.alignment_weight model.arch",
+             "an alignment head is a head of the Transformer's cross-attention"),
+            (not (-model.decoder_layers <= layer < model.decoder_layers
+                  and 0 <= head < model.num_heads),
+             "train.alignment_head model.decoder_layers model.num_heads",
+             "the layer must be in [-decoder_layers, decoder_layers), the head in [0, num_heads)"),
+            (train.data_on_device, "train.alignment_weight train.data_on_device",
+             "the teacher's links are batched on the host; set train.data_on_device=false"),
+        ]  # fmt: skip
     return [(tuple(keys.split()), problem) for broken, keys, problem in rules if broken]
 
 

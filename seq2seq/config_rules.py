@@ -118,6 +118,8 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "train.plateau_threshold": AT_LEAST_0,
     "train.min_lr": Range(0, 1),
     "train.label_smoothing": PROBABILITY,
+    "train.alignment_head": Range(),  # checked against the model below
+    "train.alignment_weight": AT_LEAST_0,
     "train.clip_norm": AT_LEAST_0,
     "train.log_every": AT_LEAST_1,
     "train.log_every_seconds": AT_LEAST_0,

@@ -1,11 +1,15 @@
 """An alignment head (Garg et al. 2019): the teacher's links (eflomal, as piece links stored with
-a prepared corpus)."""
+a prepared corpus), the loss of one cross-attention head against them, and its training."""
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from tiny import tiny_model
 
+from seq2seq.config_file import load_config
 from seq2seq.data.align_teacher import eflomal_links
 from seq2seq.data.batching import Example, collate
 from seq2seq.data.corpora import UserFiles
@@ -13,6 +17,7 @@ from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.data.word_links import piece_links
 from seq2seq.errors import UserError
+from seq2seq.training.loss import alignment_loss, token_losses
 
 NO_FILES = {
     f"{split}_{kind}": None
@@ -49,6 +54,17 @@ def test_word_links_become_links_of_every_piece_of_both_words() -> None:
     assert piece_links(set(), src_words, tgt_words) == []
 
 
+def test_the_loss_is_the_cross_entropy_to_the_normalised_links_over_linked_pieces() -> None:
+    attention = torch.tensor([[[0.5, 0.25, 0.25], [0.1, 0.2, 0.7], [0.3, 0.3, 0.4]]])
+    two_links = torch.tensor([[0, 0, 0], [0, 0, 1]])  # target piece 0 to source pieces 0 and 1
+    first = -(0.5 * math.log(0.5) + 0.5 * math.log(0.25))
+    assert alignment_loss(attention, two_links).item() == pytest.approx(first)
+    three = torch.cat([two_links, torch.tensor([[0, 1, 2]])])  # piece 1 to source piece 2
+    mean = (first - math.log(0.7)) / 2  # piece 2 has no link: not counted
+    assert alignment_loss(attention, three).item() == pytest.approx(mean)
+    assert alignment_loss(attention, torch.zeros(0, 3, dtype=torch.long)).item() == 0.0
+
+
 def batch_with_links():
     """Two pairs of the tiny vocabulary, each target piece linked to the source piece at its
     place read backwards (the reversal task's alignment)."""
@@ -64,6 +80,65 @@ def batch_with_links():
 def test_a_batch_carries_its_links_by_row_and_target_piece() -> None:
     batch = batch_with_links()
     assert batch.links.tolist() == [[0, 0, 2], [0, 1, 1], [0, 2, 0], [1, 0, 1], [1, 1, 0]]
+
+
+def test_the_head_is_the_one_the_maps_show_and_the_logits_are_unchanged() -> None:
+    batch = batch_with_links()
+    plain, fast = (tiny_model("transformer", fast=f, dropout=0.0).eval() for f in (False, True))
+    args = batch.src, batch.src_lens, batch.tgt_in
+    with torch.no_grad():
+        logits, head = plain(*args, alignment_head=(1, 2))
+        maps = plain.attention_maps(*args)
+        assert torch.equal(logits, plain(*args))  # bit for bit
+        assert torch.equal(head, maps["cross"][:, 1, 2])
+        fast_logits, fast_head = fast(*args, alignment_head=(1, 2))
+    torch.testing.assert_close(fast_head, head)
+    torch.testing.assert_close(fast_logits, logits)
+    assert alignment_loss(fast_head, batch.links) == pytest.approx(
+        alignment_loss(head, batch.links).item()
+    )
+
+
+def test_weight_0_computes_no_head_and_the_same_loss() -> None:
+    batch = batch_with_links()
+    model = tiny_model("transformer", dropout=0.0, attention_dropout=0.0)
+    without = token_losses(model, batch, 0.1, None)
+    with_head = token_losses(model, batch, 0.1, None, alignment_head=(0, 1))
+    assert without[2] is None and with_head[2] is not None
+    assert torch.equal(without[0], with_head[0]) and torch.equal(without[1], with_head[1])
+
+
+def test_training_with_the_head_lowers_its_alignment_loss() -> None:
+    batch, model = batch_with_links(), tiny_model("transformer", dropout=0.0, attention_dropout=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(8):
+        loss, _, alignment = token_losses(model, batch, 0.1, None, alignment_head=(1, 0))
+        optimizer.zero_grad()
+        (loss / batch.num_tgt_tokens + alignment).backward()
+        optimizer.step()
+        losses.append(alignment.item())
+    assert losses[-1] < 0.25 * losses[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["train.alignment_head=[2, 0]"],
+            r"train\.alignment_head=\[2, 0\], model\.decoder_layers=2",
+        ),
+        (["train.alignment_head=[0, 4]"], r"the head in \[0, num_heads\)$"),
+        (["model.name=gru"], r"a head of the Transformer's cross-attention$"),
+        (["train.data_on_device=true"], r"set train\.data_on_device=false$"),
+        (["train.alignment_weight=-1"], r"train\.alignment_weight=-1(\.0)?: must be >= 0$"),
+    ],
+)
+def test_bad_alignment_settings_are_one_line(overrides: list[str], message: str) -> None:
+    tiny = ["model.decoder_layers=2", "model.num_heads=4", "train.alignment_weight=0.5"]
+    with pytest.raises(UserError, match=message) as caught:
+        load_config(None, [*tiny, *overrides])
+    assert "\n" not in str(caught.value)
 
 
 def test_prepare_stores_the_teachers_piece_links(small_corpus: Path, tmp_path: Path) -> None:

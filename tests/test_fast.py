@@ -601,7 +601,7 @@ def test_plain_and_fast_train_alike(arch: str) -> None:
         losses = []
         for model, optimizer in zip(models, optimizers, strict=True):
             optimizer.zero_grad()
-            loss, nll = token_losses(model, batch, 0.1, None, cross_entropy_of(model))
+            loss, nll, _ = token_losses(model, batch, 0.1, None, cross_entropy_of(model))
             (loss / int((tgt[:, 1:] != PAD_ID).sum())).backward()
             optimizer.step()
             losses.append((loss.item(), nll.item()))

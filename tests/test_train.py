@@ -301,12 +301,12 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     real = training_step.token_losses
     calls = {"n": 0}
 
-    def sometimes_nan(model, batch, label_smoothing, dtype, fast=False):
-        loss, nll = real(model, batch, label_smoothing, dtype, fast)
+    def sometimes_nan(model, batch, label_smoothing, dtype, fast=False, head=None):
+        loss, nll, alignment = real(model, batch, label_smoothing, dtype, fast, head)
         calls["n"] += 1
         if model.training and calls["n"] in (3, 4):
-            return loss * float("nan"), nll
-        return loss, nll
+            return loss * float("nan"), nll, alignment
+        return loss, nll, alignment
 
     monkeypatch.setattr(training_step, "token_losses", sometimes_nan)
     cfg = load_config(
@@ -333,7 +333,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     monkeypatch.setattr(
         training_step,
         "token_losses",
-        lambda *a: tuple(x * float("nan") for x in real(*a)),
+        lambda *a: (*(x * float("nan") for x in real(*a)[:2]), None),
     )
     cfg = load_config(
         None,

@@ -226,6 +226,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         positions: Tensor,
         past_kv: list[tuple[Tensor, Tensor]] | None,
         need_weights: bool = False,
+        weights_layer: int | None = None,
     ) -> tuple[Tensor, list[tuple[Tensor, Tensor]], list[tuple[Tensor, Tensor]]]:
         """Run the decoder stack.
 
@@ -235,7 +236,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
         Returns the final hidden states (B, T, D), every layer's self-attention keys/values,
         and, when asked, every layer's self- and cross-attention weights (B, H, T, t + T) and
-        (B, H, T, S) (else an empty list).
+        (B, H, T, S) (else an empty list); with `weights_layer`, those of that layer alone.
         """
         src_mask = padding_mask(state["src_lens"], state["memory"].shape[1])
         self_mask = None if past_kv is not None else causal_mask(tokens.shape[1], tokens.device)
@@ -248,17 +249,30 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 self_mask,
                 (state["cross_k"][i], state["cross_v"][i]),
                 src_mask,
-                need_weights,
+                need_weights or i == weights_layer,
             )
             new_kv.append(kv)
             if layer_weights is not None:
                 weights.append(layer_weights)
         return self.decoder_norm(y), new_kv, weights
 
-    def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        src_lens: Tensor,
+        tgt_in: Tensor,
+        alignment_head: tuple[int, int] | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """The teacher-forced logits (B, T, V); with `alignment_head` (layer, head), also that
+        head's cross-attention weights (B, T, S), the only weights computed (an alignment head's
+        training, seq2seq.training.loss.alignment_loss)."""
         positions = torch.arange(tgt_in.shape[1], device=tgt_in.device)
-        hidden, _, _ = self._decode(self.encode(src, src_lens), tgt_in, positions, None)
-        return self.output(hidden)
+        layer = None if alignment_head is None else alignment_head[0]
+        state = self.encode(src, src_lens)
+        hidden, _, weights = self._decode(state, tgt_in, positions, None, weights_layer=layer)
+        if alignment_head is None:
+            return self.output(hidden)
+        return self.output(hidden), weights[0][1][:, alignment_head[1]]
 
     def init_cache(self, state: State) -> State:
         """Empty self-attention keys/values (B, H, 0, d) per layer and a step counter (B,)."""

@@ -116,7 +116,8 @@ def set_up(
     dtype = autocast_dtype(cfg.train.precision, device)
     decode_dtype(cfg.decode.precision, device)  # a bad one fails now, not at the first validation
     data = load_data(cfg, prepare_missing, env, verify_data)
-    train_set, valid_set = data.dataset("train"), data.dataset("valid")  # checked here
+    train_set = data.dataset("train", links=bool(cfg.train.alignment_weight))  # checked here
+    valid_set = data.dataset("valid")
     valid_lines = data.lines("valid")
     if cfg.train.valid_max_sentences:
         valid_lines = tuple(side[: cfg.train.valid_max_sentences] for side in valid_lines)

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from seq2seq.config import trained_alignment_head
 from seq2seq.data.batching import Batch
 from seq2seq.training import distributed
 from seq2seq.training.loss import token_losses
@@ -51,17 +52,17 @@ def train_update(run: Run, group: list[Batch], step: int) -> Update | None:
     tgt_tokens = float(sum(b.num_tgt_tokens for b in group))
     num_tokens = distributed.all_reduce_sum(on_device(tgt_tokens, run.device), env)
     sums = torch.zeros(2, device=run.device)  # loss, nll
+    head = trained_alignment_head(run.cfg)
     run.optimizer.zero_grad(set_to_none=True)
     for i, batch in enumerate(group):
         with distributed.sync_gradients(model, env, i == len(group) - 1):
-            loss, nll = token_losses(
-                model,
-                batch,
-                run.cfg.train.label_smoothing,
-                run.dtype,
-                run.cross_entropy,
+            loss, nll, alignment = token_losses(
+                model, batch, run.cfg.train.label_smoothing, run.dtype, run.cross_entropy, head
             )
-            run.scaler.scale(loss * env.world_size / num_tokens).backward()
+            objective = loss * env.world_size / num_tokens
+            if alignment is not None:  # a mean per batch: the group's mean
+                objective = objective + run.cfg.train.alignment_weight * alignment / len(group)
+            run.scaler.scale(objective).backward()
         sums += torch.stack([loss.detach(), nll])
     means = distributed.all_reduce_sum(sums, env) / num_tokens
     run.scaler.unscale_(run.optimizer)

@@ -39,7 +39,7 @@ def valid_loss(
     cross_entropy = cross_entropy_of(model)
     for batch in make_loader(dataset, sampler):
         batch = batch.to(device)
-        _, nll = token_losses(model, batch, 0.0, dtype, cross_entropy)
+        _, nll, _ = token_losses(model, batch, 0.0, dtype, cross_entropy)
         total_nll += nll.item()
         total_tokens += batch.num_tgt_tokens
     mean = total_nll / max(total_tokens, 1)
