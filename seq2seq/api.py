@@ -193,7 +193,7 @@ class Model:
         """The word alignment of `src` and `tgt` (words split on whitespace), teacher-forced on
         `tgt`, or on the model's best translation of `src` when `tgt` is None: `links`, pairs
         (source word, target word) from 0, `pharaoh()` them as text. `rule`: the attention that
-        aligns, "mean", "layer:L", "head:L.H", each optionally after "shifted:"
+        aligns, "mean", "layer:L", "head:L.H", "alignment-head", each optionally after "shifted:"
         (seq2seq.decoding.alignment); with `reverse`, the opposite model (e.g. fr-en for
         en-fr), both directions combined by `combine` (one of the alignment module's
         COMBINATIONS). PyTorch engine only; a ValueError names a bad argument."""

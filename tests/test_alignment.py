@@ -2,6 +2,8 @@
 AER where its value is known exactly, the shipped Tatoeba models on lines of the Hansards gold,
 POST /v1/align on loopback, and a bad gold file as one `error:` line."""
 
+import copy
+import dataclasses
 import json
 import socket
 import threading
@@ -28,6 +30,7 @@ from seq2seq.decoding.alignment import (
     attention_links,
     parse_gold,
 )
+from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.serving.app import create_app
 from seq2seq.serving.registry import served_model
@@ -56,10 +59,14 @@ def test_rules_are_parsed_and_named_back() -> None:
     assert AlignmentRule.parse("head:1.3") == AlignmentRule(1, 3)
     assert AlignmentRule.parse("shifted") == AlignmentRule(shifted=True)
     assert AlignmentRule.parse("shifted:head:0.2") == AlignmentRule(0, 2, shifted=True)
-    for text in ("mean", "layer:1", "head:1.3", "shifted:mean", "shifted:layer:0"):
+    assert AlignmentRule.parse("shifted:alignment-head") == AlignmentRule(
+        shifted=True, trained=True
+    )
+    texts = ("mean", "layer:1", "head:1.3", "shifted:mean", "shifted:layer:0", "alignment-head")
+    for text in texts:
         assert str(AlignmentRule.parse(text)) == text
-    for bad in ("", "max", "head:1", "layer:x", "shifted:", "shifted:shifted"):
-        with pytest.raises(UserError, match=r"^--rule .*: one of mean, layer:L or head:L\.H"):
+    for bad in ("", "max", "head:1", "layer:x", "shifted:", "shifted:shifted", "alignment"):
+        with pytest.raises(UserError, match=r"^--rule .*: one of mean, layer:L, head:L\.H or al"):
             AlignmentRule.parse(bad)
 
 
@@ -167,6 +174,19 @@ def test_the_en_fr_model_aligns_hansards_lines(en_fr: Model, hansards: tuple[Pat
         en_fr.align(source, target, combine="grow")
 
 
+def test_the_alignment_head_rule_reads_the_trained_head(en_fr: Model, monkeypatch) -> None:
+    with pytest.raises(ValueError, match=r"^rule alignment-head: the model was trained without"):
+        en_fr.align("The cat sleeps.", "Le chat dort.", rule="alignment-head")
+    # a model trained with train.alignment_head = [-1, 2] (of 2 decoder layers)
+    config = copy.deepcopy(en_fr.inference.config)
+    config.train.alignment_weight, config.train.alignment_head = 0.5, (-1, 2)
+    inference = dataclasses.replace(en_fr.inference, config=config)
+    assert Translator.from_inference(inference, "cpu").alignment_head == (1, 2)
+    monkeypatch.setattr(en_fr.translator, "alignment_head", (1, 2))
+    trained = en_fr.align("The big cat sleeps.", "Le gros chat dort.", rule="alignment-head")
+    assert trained == en_fr.align("The big cat sleeps.", "Le gros chat dort.", rule="head:1.2")
+
+
 def test_align_scores_gold_lines(hansards: tuple[Path, Path], capsys) -> None:
     """Lines 7-8, twice `hear , hear ! ||| bravo !` (sure 4-2): the model links bravo to hear,
     a possible link, and ! to the first comma, a wrong one: |A| 4, |S| 2, |A∩S| 0, |A∩P| 2."""
@@ -241,6 +261,7 @@ def test_post_align_gives_links_and_one_line_errors(server: str) -> None:
     assert own.json()["alignments"][0]["target_words"]  # the model's translation
     for body, status, error in [
         ({"pairs": pairs, "rule": "head:7.0"}, 422, "rule head:7.0: the model has layers 0-1"),
+        ({"pairs": pairs, "rule": "alignment-head"}, 422, "rule alignment-head: the model was "),
         ({"pairs": [{"source": "a", "target": " "}]}, 422, "pairs[0]: the target has no words"),
         ({"pairs": pairs, "reverse_model": "x"}, 404, "reverse_model: no model named 'x'"),
         ({"pairs": [{"source": "a" * 1001}]}, 413, "pairs.source[0]: 1001 characters"),

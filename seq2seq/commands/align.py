@@ -10,7 +10,8 @@ Each input line is `SOURCE ||| TARGET` (words split on whitespace) and gives one
 links in Pharaoh form, `i-j` for source word i and target word j, counted from 0; a line with
 no ` ||| ` is a source alone: the model translates it and its output line is
 `TRANSLATION ||| LINKS`. --rule picks the attention that aligns (docs/align.md): `mean` (of every
-layer and head), `layer:L`, `head:L.H`, each optionally after `shifted:`. --reverse-model gives
+layer and head), `layer:L`, `head:L.H`, `alignment-head` (the head trained to align), each
+optionally after `shifted:`. --reverse-model gives
 the opposite model (fr-en for en-fr), and --combine how the two directions are combined.
 
 With --gold FILE (one line per input line: `i-j` sure links and `ipj` possible ones, counted
@@ -63,7 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--rule",
         default="mean",
         help="the attention that aligns: mean (of every layer and head; the default), layer:L, "
-        "head:L.H, each optionally after shifted: (docs/align.md)",
+        "head:L.H, alignment-head (the head trained to align), each optionally after shifted: "
+        "(docs/align.md)",
     )
     parser.add_argument(
         "--reverse-model",

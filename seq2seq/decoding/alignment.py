@@ -10,6 +10,9 @@ weight that target piece t gives source piece s in decoder layer l, head h:
               mean       the mean over every layer l and head h (the explorer's rule)
               layer:L    the mean over the heads of layer L
               head:L.H   the one head H of layer L
+              alignment-head   the head trained to align (train.alignment_head, with
+                         train.alignment_weight > 0; Garg et al. 2019), head:L.H of the
+                         layer and head the model's configuration names
     W(u, v) = mean over the pieces t of target word u of sum over the pieces s of source word v
               of A(t, s)
     target word u is linked to the source word v with the largest W(u, v)
@@ -64,8 +67,12 @@ from seq2seq.models.transformer import TransformerSeq2Seq
 if TYPE_CHECKING:
     from seq2seq.decoding.torch_translator import Translator
 
-RULES_HELP = "mean, layer:L or head:L.H, each optionally after shifted: (e.g. shifted:head:1.2)"
-RULE = re.compile(r"mean|layer:(?P<layer>\d+)|head:(?P<head_layer>\d+)\.(?P<head>\d+)")
+RULES_HELP = (
+    "mean, layer:L, head:L.H or alignment-head, each optionally after shifted: "
+    "(e.g. shifted:head:1.2)"
+)
+TRAINED = "alignment-head"
+RULE = re.compile(rf"mean|{TRAINED}|layer:(?P<layer>\d+)|head:(?P<head_layer>\d+)\.(?P<head>\d+)")
 
 
 # --- From pieces to words --------------------------------------------------------------------
@@ -100,11 +107,13 @@ def words_of(tokenizer: Tokenizer, ids: list[int]) -> tuple[list[str], list[int]
 class AlignmentRule:
     """Which cross-attention aligns (see the module docstring): layer None, head None is the mean
     of every layer and head; layer L alone the mean of its heads; shifted: the row where the
-    word is the decoder's input."""
+    word is the decoder's input; trained: the alignment head, whose layer and head
+    `for_model` reads from the translator."""
 
     layer: int | None = None
     head: int | None = None
     shifted: bool = False
+    trained: bool = False
 
     @classmethod
     def parse(cls, text: str, option: str = "--rule") -> AlignmentRule:
@@ -118,9 +127,25 @@ class AlignmentRule:
             layer=None if layer is None else int(layer),
             head=None if found["head"] is None else int(found["head"]),
             shifted=shifted,
+            trained=found[0] == TRAINED,
         )
 
+    def for_model(self, translator: Translator, option: str = "rule") -> AlignmentRule:
+        """The rule with the trained head's layer and head when it is alignment-head; a
+        UserError naming `option` when the model was trained without one."""
+        if not self.trained:
+            return self
+        if translator.alignment_head is None:
+            raise UserError(
+                f"{option} {self}: the model was trained without an alignment head "
+                "(train.alignment_weight 0); see docs/align.md"
+            )
+        layer, head = translator.alignment_head
+        return AlignmentRule(layer, head, self.shifted, trained=True)
+
     def __str__(self) -> str:
+        if self.trained:
+            return f"shifted:{TRAINED}" if self.shifted else TRAINED
         named = "mean" if self.layer is None else f"layer:{self.layer}"
         if self.head is not None:
             named = f"head:{self.layer}.{self.head}"
@@ -243,6 +268,7 @@ class Aligner:
     option: str = "rule"  # what names the rule in errors, e.g. --rule
 
     def __post_init__(self) -> None:
+        self.rule = self.rule.for_model(self.translator, self.option)
         self.rule.check(self.translator.model, self.option)
 
     def ids(self, src: str, tgt: str) -> tuple[list[int], list[int]]:

@@ -15,7 +15,7 @@ from functools import cached_property, partial
 
 import torch
 
-from seq2seq.config import DecodeConfig
+from seq2seq.config import DecodeConfig, trained_alignment_head
 from seq2seq.data.specials import EOS_ID, PAD_ID
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding.beam_trace import BeamTrace
@@ -113,11 +113,14 @@ class Translator(LineTranslator):
         # one dictionary shared with every `with_decode` copy, so that they quantize once
         self.one_line_models: dict[int, Seq2SeqModel] = {}
         self.languages = languages  # see LineTranslator.languages
+        # the (layer, head) trained to align (train.alignment_weight), set by from_inference
+        self.alignment_head: tuple[int, int] | None = None
 
     @classmethod
     def from_inference(cls, inference: Inference, device: str | torch.device) -> "Translator":
-        """The translator of a loaded checkpoint, with its [decode] configuration."""
-        return cls(
+        """The translator of a loaded checkpoint, with its [decode] configuration and its
+        alignment head."""
+        translator = cls(
             inference.model,
             inference.src_tokenizer,
             inference.tgt_tokenizer,
@@ -125,6 +128,8 @@ class Translator(LineTranslator):
             device,
             languages=(inference.config.data.src, inference.config.data.tgt),
         )
+        translator.alignment_head = trained_alignment_head(inference.config)
+        return translator
 
     def precision_for(self, lines: int) -> str:
         """What a `translate` call of `lines` lines computes in: `precision`, except that with

@@ -116,8 +116,8 @@ class AlignRequest(BaseModel):
     pairs: list[AlignPair] = Field(min_length=1, description="the sentence pairs to align")
     rule: str = Field(
         "mean",
-        description="the attention that aligns: mean, layer:L or head:L.H, each "
-        "optionally after shifted:",
+        description="the attention that aligns: mean, layer:L, head:L.H or alignment-head "
+        "(the head trained to align), each optionally after shifted:",
     )
     reverse_model: str | None = Field(
         None, description="the opposite model (target to source): both directions combined"
