@@ -225,20 +225,37 @@ CASES: dict[str, Case | object] = {
     "betas >= 1": Case("train", [*CONFIG, "train.optimizer_betas=[0.9, 1.5]"], "in [0, 1)"),
     "attention_layer": Case("train", [*CONFIG, "model.attention_layer=5"], "attention_layer=5"),
     "max_tokens=0": Case("train", [*CONFIG, "train.max_tokens=0"], "train.max_tokens=0"),
+    "max_tokens=-5": Case(
+        "train", [*CONFIG, "train.max_tokens=-5"], "train.max_tokens=-5: must be >= 1"
+    ),
     "warmup<0 in file": Case("train", ["--config", "{bad_value.toml}"], "train.warmup_steps=-5"),
     "unknown key": Case("train", [*CONFIG, "train.nope=1"], "unknown key train.nope"),
+    "unknown key bogus": Case("train", [*CONFIG, "train.bogus=1"], "unknown key train.bogus"),
     "unknown section": Case("train", [*CONFIG, "nope.x=1"], "unknown section [nope]"),
     "wrong type": Case("train", [*CONFIG, "train.lr=fast"], "train.lr: expected float"),
+    "wrong type, str": Case(
+        "train", [*CONFIG, "train.lr=high"], "train.lr: expected float, got str"
+    ),
     "float for int": Case("train", [*CONFIG, "train.max_tokens=10.5"], "expected int"),
     "unknown preset": Case("train", [*CONFIG, "model.name=huge"], "unknown preset 'huge'"),
     "precision": Case("train", [*CONFIG, "train.precision=fp8"], 'train.precision="fp8"'),
     "override syntax": Case("train", [*CONFIG, "lr=1"], "expected section.key=value"),
     "missing config": Case("train", ["--config", "{none.toml}"], "configuration file not found"),
+    "missing config, absolute": Case(
+        "train",
+        ["--config", "/nonexistent.toml"],
+        "/nonexistent.toml: configuration file not found",
+    ),
     "broken TOML": Case("train", ["--config", "{broken.toml}"], "broken.toml: not valid TOML"),
     "latin-1 config": Case("train", ["--config", "{latin1.toml}"], "latin1.toml: not valid"),
     "section not a table": Case("train", ["--config", "{not_a_table.toml}"], "table of keys"),
     "unknown device": Case("train", [*CONFIG, "train.device=tpu"], "tpu"),
     "missing prepared": Case("train", [*CONFIG, 'data.prepared="{none}"'], "none"),
+    "prepared not a corpus": Case(
+        "train",
+        [*CONFIG, 'data.prepared="/nonexistent/folder"'],
+        "/nonexistent/folder is not a prepared corpus",
+    ),
     "unknown train option": Case("train", [*CONFIG, "--resume"], "unrecognized arguments"),
     "run_dir under a file": Case(
         "train", [*CONFIG, "data.vocab_size=32", 'train.run_dir="{file}/run"'], "Not a directory"

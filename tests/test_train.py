@@ -349,25 +349,6 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     assert not (tmp_path / "diverge" / "last.pt").exists()
 
 
-@pytest.mark.slow  # starts a Python that imports torch
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["train.bogus=1"], "unknown key train.bogus"),
-        (["train.lr=high"], "train.lr: expected float, got str"),
-        (["train.max_tokens=-5"], "train.max_tokens=-5: must be >= 1"),
-        (['data.prepared="/nonexistent/folder"'], "/nonexistent/folder is not a prepared corpus"),
-        (["--config", "/nonexistent.toml"], "/nonexistent.toml: configuration file not found"),
-    ],
-)
-def test_bad_configuration_is_one_line(args: list[str], message: str) -> None:
-    result = run_train(args)
-    assert result.returncode == 2
-    assert result.stderr.strip() == f"error: {result.stderr.strip()[7:]}"
-    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
-    assert "Traceback" not in result.stderr
-
-
 @pytest.mark.slow  # trains in other processes
 def test_resume_refuses_changes_to_the_training_and_logs_the_others(
     reversal: Path, tmp_path: Path
