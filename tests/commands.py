@@ -9,6 +9,19 @@ import pytest
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 
 
+def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`seq2seq ARGV` run in this process, where starting a Python that imports torch would
+    take seconds: its exit status, standard output and standard error."""
+    from seq2seq.commands import main
+
+    capsys.readouterr()
+    try:
+        main(argv)
+    except SystemExit as exit:
+        return exit.code, *capsys.readouterr()
+    return 0, *capsys.readouterr()
+
+
 def default_sigint() -> None:
     """A `preexec_fn` giving the child the default SIGINT, as in a terminal: a shell that starts
     pytest in the background makes it ignore SIGINT, and its children would inherit that."""

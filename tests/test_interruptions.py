@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from commands import SEQ2SEQ
+from commands import SEQ2SEQ, run_in_process
 from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 
 from seq2seq import files as files_module
@@ -148,14 +148,15 @@ def test_ctrl_c_with_the_output_piped_to_a_dead_reader_saves_and_logs(
     assert result.returncode == 0 and result.stdout.count("\n") == 1, result.stderr
 
 
-@pytest.mark.slow  # trains in other processes
-def test_a_finished_run_started_again_does_nothing(reversal: Path, whole: Path) -> None:
+@pytest.mark.slow  # trains in other processes (whole)
+def test_a_finished_run_started_again_does_nothing(
+    reversal: Path, whole: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = checksums(whole)
-    result = subprocess.run(
-        TRAIN + signal_args(reversal, whole), env=ENV, cwd=ROOT, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.splitlines()[-1].startswith(
+    train = ["train", "--config", str(DEFAULTS), *signal_args(reversal, whole)]
+    status, stdout, stderr = run_in_process(train, capsys)
+    assert status == 0, stderr[-2000:]
+    assert stdout.splitlines()[-1].startswith(
         f"run {whole} already finished at step {STEPS} (train.max_steps={STEPS} reached); best "
         "valid BLEU"
     )

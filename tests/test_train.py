@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from commands import run_in_process
 from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -243,7 +244,7 @@ def test_kill_and_resume_matches_uninterrupted_run(
     assert sorted(logged(interrupted, "train/loss")) == [1, *range(5, 61, 5)]
 
 
-@pytest.mark.slow  # trains in other processes
+@pytest.mark.slow  # trains for seconds
 def test_tensorboard_holds_scalars_attention_images_and_text(
     reversal: Path, tmp_path: Path
 ) -> None:
@@ -256,7 +257,7 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
         "train.log_every_seconds=0",  # lines by step only, however slow a loaded machine steps
         "train.valid_max_sentences=10",
     ]
-    assert run_train(args).returncode == 0
+    train_module.train(load_config(None, args))  # in this process: no Python to start
     events = EventAccumulator(str(run_dir), size_guidance={"images": 0, "scalars": 0})
     events.Reload()
     tags = events.Tags()
@@ -349,17 +350,20 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(
     assert not (tmp_path / "diverge" / "last.pt").exists()
 
 
-@pytest.mark.slow  # trains in other processes
+@pytest.mark.slow  # trains for seconds
 def test_resume_refuses_changes_to_the_training_and_logs_the_others(
-    reversal: Path, tmp_path: Path
+    reversal: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "run"
     args = [*tiny_overrides("gru", reversal, run_dir), "train.max_steps=2", "train.valid_every=2"]
-    assert run_train(args).returncode == 0
+    train = ["train", "--config", str(DEFAULTS), *args]
+    assert run_in_process(train, capsys)[0] == 0
     saved = (run_dir / "last.pt").read_bytes()
-    result = run_train([*args, "model.hidden_size=32", "train.warmup_steps=50"])
-    assert result.returncode == 2
-    assert result.stderr == (
+    status, _, stderr = run_in_process(
+        [*train, "model.hidden_size=32", "train.warmup_steps=50"], capsys
+    )
+    assert status == 2
+    assert stderr == (
         f"error: {run_dir / 'last.pt'}: this run was saved with other values of keys that change "
         "its training: model.hidden_size=32 (saved: 64), train.warmup_steps=50 (saved: 100); "
         "resume it without these changes, or start a new run with another train.run_name (or "
@@ -367,8 +371,8 @@ def test_resume_refuses_changes_to_the_training_and_logs_the_others(
     )
     assert (run_dir / "last.pt").read_bytes() == saved
 
-    result = run_train([*args, "train.max_steps=4", "train.valid_every=4"])
-    assert result.returncode == 0, result.stderr[-2000:]
+    status, _, stderr = run_in_process([*train, "train.max_steps=4", "train.valid_every=4"], capsys)
+    assert status == 0, stderr[-2000:]
     changed = (
         "changed since it was saved: train.max_steps=4 (saved: 2), train.valid_every=4 (saved: 2)"
     )
