@@ -42,7 +42,8 @@ TUNED = "from seq2seq.fast.process import tune_process; tune_process()"
 
 
 def page_faults_per_round(setup: str, env: dict[str, str] | None = None) -> list[int]:
-    """The page faults of each round of ROUNDS after running `setup` in a fresh process."""
+    """The page faults of each round of ROUNDS after running `setup` in a fresh process (and
+    any number that `setup` prints, first)."""
     result = subprocess.run(
         [sys.executable, "-c", ROUNDS.format(setup=setup)],
         env=env,
@@ -53,32 +54,38 @@ def page_faults_per_round(setup: str, env: dict[str, str] | None = None) -> list
     return [int(line) for line in result.stdout.split()]
 
 
-@pytest.mark.slow  # starts a Python that imports torch
-@pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
-def test_tuned_process_reuses_freed_memory_without_page_faults(monkeypatch) -> None:
-    for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
-        monkeypatch.delenv(name, raising=False)
-    first, *later = page_faults_per_round(TUNED, dict(os.environ))
-    assert first > PAGES * 9 // 10  # the first round faults: the count measures what we mean
-    assert max(later) < PAGES // 100
+def tuned_process(env: dict[str, str]) -> tuple[list[int], str]:
+    """A fresh process, tuned: the page faults of each round of ROUNDS, and the oneDNN kernel
+    cache capacity that the tuning leaves in its environment."""
+    capacity = "import os; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    first, *faults = page_faults_per_round(f"{TUNED}; {capacity}", env)
+    return faults, str(first)
+
+
+# Each test checks the malloc settings and the oneDNN cache in one process: a start imports
+# torch (seconds). UNSET: the user's malloc settings, which tune_process leaves as they are.
+UNSET = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
 
 @pytest.mark.slow  # starts a Python that imports torch
-@pytest.mark.skipif(not is_glibc(), reason="the settings are glibc's")
-def test_a_users_malloc_settings_are_kept(monkeypatch) -> None:
-    monkeypatch.setenv("GLIBC_TUNABLES", "")
-    assert min(page_faults_per_round(TUNED, dict(os.environ))) > PAGES * 9 // 10
+def test_tuning_reuses_freed_memory_and_caps_the_onednn_kernel_cache() -> None:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", *UNSET)
+    }
+    (first, *later), capacity = tuned_process(env)
+    assert capacity == "16"
+    if is_glibc():  # the settings are glibc's
+        assert first > PAGES * 9 // 10  # the first round faults: the count measures what we mean
+        assert max(later) < PAGES // 100
 
 
 @pytest.mark.slow  # starts a Python that imports torch
-@pytest.mark.parametrize(("preset", "capacity"), [(None, "16"), ("512", "512")])
-def test_tuning_caps_the_onednn_kernel_cache(preset: str | None, capacity: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
-    if preset:
-        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = preset
-    code = f"import os; {TUNED}; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.stdout.strip() == capacity
+def test_a_users_malloc_and_onednn_settings_are_kept() -> None:
+    env = {**os.environ, "GLIBC_TUNABLES": "", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "512"}
+    faults, capacity = tuned_process(env)
+    assert capacity == "512"
+    if is_glibc():
+        assert min(faults) > PAGES * 9 // 10
 
 
 def test_every_script_starts_from_a_shell() -> None:
