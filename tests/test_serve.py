@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import torch
-from commands import SEQ2SEQ, start_server, stop_server
+from commands import run_in_process, start_server, stop_server
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from html_check import well_formed
@@ -65,18 +65,17 @@ def test_set(shared_data: Path) -> list[str]:
 # --- The API in-process ------------------------------------------------------------------------
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes the test set twice, at beam 5
 def test_api_output_equals_translate_py_batch_mode(
-    client: TestClient, test_set: list[str], tmp_path: Path
+    client: TestClient, test_set: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = tmp_path / "test.en"
     source.write_text("\n".join(test_set) + "\n", encoding="utf-8")
     common = ["--model", MODEL, "--precision", "int8", "--beam", "5", "--input", str(source)]
-    script = [*SEQ2SEQ, "translate", *common]
-    best = subprocess.run(script, capture_output=True, text=True, check=True).stdout
-    nbest = subprocess.run(
-        [*script, "--nbest", "3"], capture_output=True, text=True, check=True
-    ).stdout
+    status, best, _ = run_in_process(["translate", *common], capsys)
+    assert status == 0
+    status, nbest, _ = run_in_process(["translate", *common, "--nbest", "3"], capsys)
+    assert status == 0
 
     answer = client.post("/v1/translate", json={"lines": test_set, "beam": 5, "nbest": 3})
     assert answer.status_code == 200
@@ -428,27 +427,24 @@ def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str])
     assert set(outcomes) <= {"right", "refused", "closed before its request began"}, outcomes
 
 
-@pytest.mark.slow  # starts Pythons that import torch
-def test_refuses_to_start_on_a_port_in_use_or_a_bad_model(tmp_path: Path) -> None:
-    script = [*SEQ2SEQ, "serve"]
+def test_refuses_to_start_on_a_port_in_use_or_a_bad_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # serve sets it: restored after
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [*script, "--model", MODEL, "--port", str(port)], capture_output=True, text=True
-        )
-    assert result.returncode == 2
-    assert result.stderr == (
+        status, _, stderr = run_in_process(["serve", "--model", MODEL, "--port", str(port)], capsys)
+    assert status == 2
+    assert stderr == (
         f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)\n"
     )
     missing = tmp_path / "missing"
-    result = subprocess.run(
-        [*script, "--model", str(missing), "--port", "0"], capture_output=True, text=True
-    )
-    assert result.returncode == 2
-    assert result.stderr.startswith(f"error: --model {missing}: not an exported model folder")
-    assert len(result.stderr.splitlines()) == 1
+    status, _, stderr = run_in_process(["serve", "--model", str(missing), "--port", "0"], capsys)
+    assert status == 2
+    assert stderr.startswith(f"error: --model {missing}: not an exported model folder")
+    assert len(stderr.splitlines()) == 1
 
 
 # --- The load benchmark (benchmarks/serve_load.py) ---------------------------------------------
