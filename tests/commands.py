@@ -1,5 +1,7 @@
 """The `seq2seq` command as tests start it: `python -m seq2seq`, the installed command's code."""
 
+import contextlib
+import io
 import signal
 import subprocess
 import sys
@@ -9,17 +11,25 @@ import pytest
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 
 
-def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """`seq2seq ARGV` run in this process, where starting a Python that imports torch would
-    take seconds: its exit status, standard output and standard error."""
+def run_in_process(argv: list[str], stdin: str = "") -> subprocess.CompletedProcess:
+    """`seq2seq ARGV` run in this process, with sys.argv, stdin and the standard streams as a
+    process would have them: its exit status, standard output and standard error. Starting a
+    Python that imports torch would take seconds, and `seq2seq.commands.main` is all that
+    `python -m seq2seq` runs."""
     from seq2seq.commands import main
 
-    capsys.readouterr()
+    saved = sys.argv, sys.stdin
+    sys.argv = ["seq2seq", *argv]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
+    stdout, stderr, status = io.StringIO(), io.StringIO(), 0
     try:
-        main(argv)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            main(argv)
     except SystemExit as exit:
-        return exit.code, *capsys.readouterr()
-    return 0, *capsys.readouterr()
+        status = exit.code
+    finally:
+        sys.argv, sys.stdin = saved
+    return subprocess.CompletedProcess(argv, status, stdout.getvalue(), stderr.getvalue())
 
 
 def default_sigint() -> None:

@@ -149,14 +149,11 @@ def test_ctrl_c_with_the_output_piped_to_a_dead_reader_saves_and_logs(
 
 
 @pytest.mark.slow  # trains in other processes (whole)
-def test_a_finished_run_started_again_does_nothing(
-    reversal: Path, whole: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_finished_run_started_again_does_nothing(reversal: Path, whole: Path) -> None:
     before = checksums(whole)
-    train = ["train", "--config", str(DEFAULTS), *signal_args(reversal, whole)]
-    status, stdout, stderr = run_in_process(train, capsys)
-    assert status == 0, stderr[-2000:]
-    assert stdout.splitlines()[-1].startswith(
+    result = run_in_process(["train", "--config", str(DEFAULTS), *signal_args(reversal, whole)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1].startswith(
         f"run {whole} already finished at step {STEPS} (train.max_steps={STEPS} reached); best "
         "valid BLEU"
     )

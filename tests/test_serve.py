@@ -67,25 +67,25 @@ def test_set(shared_data: Path) -> list[str]:
 
 @pytest.mark.slow  # decodes the test set twice, at beam 5
 def test_api_output_equals_translate_py_batch_mode(
-    client: TestClient, test_set: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    client: TestClient, test_set: list[str], tmp_path: Path
 ) -> None:
     source = tmp_path / "test.en"
     source.write_text("\n".join(test_set) + "\n", encoding="utf-8")
     common = ["--model", MODEL, "--precision", "int8", "--beam", "5", "--input", str(source)]
-    status, best, _ = run_in_process(["translate", *common], capsys)
-    assert status == 0
-    status, nbest, _ = run_in_process(["translate", *common, "--nbest", "3"], capsys)
-    assert status == 0
+    best = run_in_process(["translate", *common])
+    assert best.returncode == 0, best.stderr
+    nbest = run_in_process(["translate", *common, "--nbest", "3"])
+    assert nbest.returncode == 0, nbest.stderr
 
     answer = client.post("/v1/translate", json={"lines": test_set, "beam": 5, "nbest": 3})
     assert answer.status_code == 200
     translations = answer.json()["translations"]
-    assert [line[0]["text"] for line in translations] == best.splitlines()
+    assert [line[0]["text"] for line in translations] == best.stdout.splitlines()
     assert [
         f"{number} ||| {t['text']} ||| {t['score']:.4f}"
         for number, line in enumerate(translations)
         for t in line
-    ] == nbest.splitlines()
+    ] == nbest.stdout.splitlines()
 
 
 def test_models_describes_the_model_and_its_card(client: TestClient) -> None:
@@ -428,23 +428,23 @@ def test_sigterm_answers_the_requests_in_flight_and_exits_0(test_set: list[str])
 
 
 def test_refuses_to_start_on_a_port_in_use_or_a_bad_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # serve sets it: restored after
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        status, _, stderr = run_in_process(["serve", "--model", MODEL, "--port", str(port)], capsys)
-    assert status == 2
-    assert stderr == (
+        result = run_in_process(["serve", "--model", MODEL, "--port", str(port)])
+    assert result.returncode == 2
+    assert result.stderr == (
         f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)\n"
     )
     missing = tmp_path / "missing"
-    status, _, stderr = run_in_process(["serve", "--model", str(missing), "--port", "0"], capsys)
-    assert status == 2
-    assert stderr.startswith(f"error: --model {missing}: not an exported model folder")
-    assert len(stderr.splitlines()) == 1
+    result = run_in_process(["serve", "--model", str(missing), "--port", "0"])
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: --model {missing}: not an exported model folder")
+    assert len(result.stderr.splitlines()) == 1
 
 
 # --- The load benchmark (benchmarks/serve_load.py) ---------------------------------------------
