@@ -16,7 +16,7 @@ import pexpect
 import pytest
 import sacrebleu
 import torch
-from commands import SEQ2SEQ, default_sigint
+from commands import default_sigint, run_in_process
 from results_table import sections
 
 from seq2seq.checkpoints import load_checkpoint, tokenizer_entry
@@ -246,19 +246,13 @@ def test_evaluate_scores_its_own_hypotheses(translator, run):
         evaluate(translator, sources, references[:-1])
 
 
-def script(name: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(
-        [*SEQ2SEQ, name, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+def script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """`seq2seq NAME ARGS` in this process (tests/commands.py): the interactive prompt runs in
+    a real process and a real terminal (test_translate_interactive_in_a_terminal)."""
+    return run_in_process([name, *args], stdin)
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_translate_pipe_mode(run, translator, tmp_path):
     lines = ["A dog runs.", "", "The old tree sleeps.", "Ωμέγα ✓", "Big cat."]
     result = script("translate", "--checkpoint", str(run / "best.pt"), stdin="\n".join(lines))
@@ -289,7 +283,7 @@ def test_translate_pipe_mode(run, translator, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"map-{n}.png" for n in (0, 2, 3, 4)]
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator):
     """--length-penalty divides each finished hypothesis's log-probability by ((5 + n) / 6) **
     alpha; it does not change which hypotheses finish (beams are pruned on log-probabilities)."""
@@ -320,7 +314,7 @@ def test_length_penalty_option_rescales_the_finished_hypotheses(run, translator)
     assert_one_line_error(negative, "--length-penalty: -1: must be in [0, 5]")
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_stop_early_option_decodes_as_the_translator_with_stop_early(run, translator):
     lines = corpus_side(run, "test", "en")[:6]
     options = ["--checkpoint", str(run / "best.pt"), "--beam", "4", "--nbest", "2", "--stop-early"]
@@ -337,7 +331,7 @@ def test_stop_early_option_decodes_as_the_translator_with_stop_early(run, transl
     ]
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # starts a Python that imports torch, in a terminal
 def test_translate_interactive_in_a_terminal(run, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", HOME=str(tmp_path), TERM="dumb")
     child = pexpect.spawn(
@@ -377,7 +371,7 @@ def test_translate_interactive_in_a_terminal(run, tmp_path):
     assert (tmp_path / ".seq2seq_history").read_text().splitlines()[-1] == "A dog sees the house."
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_evaluate_script_matches_sacrebleu_on_its_output(run, tmp_path):
     output = tmp_path / "hyp.de"
     result = script(
@@ -422,7 +416,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str) 
         assert fragment in result.stderr
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
     missing = script("translate", "--checkpoint", str(tmp_path / "none.pt"), stdin="A dog.")
     assert_one_line_error(missing, "none.pt: checkpoint not found")
@@ -437,7 +431,7 @@ def test_bad_checkpoints_are_one_line_errors(run, tmp_path):
     assert_one_line_error(mismatch, "mismatch.pt: weights do not fit the model or tokenizer")
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 @pytest.mark.parametrize("name", ["translate", "evaluate"])
 def test_bad_decoding_options_are_one_line_errors(run, name):
     checkpoint = str(run / "best.pt")
@@ -451,7 +445,7 @@ def test_bad_decoding_options_are_one_line_errors(run, name):
         assert_one_line_error(result, message)
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_average_checkpoints(run, tmp_path):
     paths = [run / "step-20.pt", run / "step-40.pt"]
     averaged = average_checkpoints(paths)
@@ -487,7 +481,7 @@ def test_average_checkpoints(run, tmp_path):
     assert translations.returncode == 0 and len(translations.stdout.splitlines()) == 2
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     record = tmp_path / "results" / "models" / "tiny.json"
     checkpoint = str(run / "best.pt")
@@ -530,7 +524,7 @@ def test_evaluate_records_a_result_for_the_table(run, tmp_path):
     assert ModelResult.load(record) == recorded  # untouched
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes with the command
 def test_translate_gives_one_line_per_input_line(run, tmp_path):
     """A bare CR stays inside its line, so two input lines give two outputs, as in evaluate.py."""
     path = tmp_path / "two.txt"
