@@ -10,11 +10,11 @@ exists; every name the maths-to-code map gives after a `seq2seq/...py` file is d
 file (these two outside the generated sections).
 """
 
+import json
 import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -95,12 +95,38 @@ def script_options(command: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def help_command(script: str) -> list[str] | None:
-    """The command line that prints the `--help` of a script or `seq2seq` command; None for a
-    script that does not exist."""
-    if script.startswith("seq2seq "):
-        return [sys.executable, "-m", "seq2seq", script.split()[1], "--help"]
-    return [sys.executable, script, "--help"] if (ROOT / script).is_file() else None
+def shown_exists(script: str) -> bool:
+    """Whether a script or `seq2seq` command named in the docs exists (its --help is read)."""
+    return (
+        script.split()[1] in COMMANDS
+        if script.startswith("seq2seq ")
+        else (ROOT / script).is_file()
+    )
+
+
+# The `--help` of each script or `seq2seq` command named in argv, as {name: [exit status, output,
+# errors]}: each runs as `python SCRIPT --help` would (its folder first on sys.path), all in one
+# Python, which imports torch once where a Python per script took seconds each.
+HELPS = """
+import contextlib, io, json, runpy, sys
+from pathlib import Path
+from seq2seq.commands import main
+helps, first = {}, sys.path[0]
+for script in sys.argv[1:]:
+    out, err, status = io.StringIO(), io.StringIO(), 0
+    sys.argv, sys.path[0] = [script, "--help"], str(Path(script).resolve().parent)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            if script.startswith("seq2seq "):
+                main([script.split()[1], "--help"])
+            else:
+                runpy.run_path(script, run_name="__main__")
+    except SystemExit as exit:
+        status = exit.code
+    sys.path[0] = first
+    helps[script] = [status, out.getvalue(), err.getvalue()]
+print(json.dumps(helps))
+"""
 
 
 def makefile_targets() -> dict[str, str]:
@@ -138,7 +164,7 @@ def all_code() -> list[tuple[Path, str]]:
 
 @pytest.fixture(scope="module")
 def help_texts() -> dict[str, str]:
-    """Each shown script's `--help` output, from subprocesses run one per CPU core at a time."""
+    """Each shown script's `--help` output (HELPS, in one other Python)."""
     scripts = {script for _, text in all_code() for script, _ in script_options(text)}
     targets = makefile_targets()
     for _, text in all_code():
@@ -146,18 +172,20 @@ def help_texts() -> dict[str, str]:
             if MAKE_ARGS.search(rest) and target in targets:
                 scripts.update(scripts_in(targets[target]))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    commands = {script: command for script in sorted(scripts) if (command := help_command(script))}
-
-    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-        )
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
-        runs = dict(zip(commands, pool.map(run, commands.values()), strict=True))
-    for script, result in runs.items():
-        assert result.returncode == 0, f"{script} --help failed:\n{result.stderr}"
-    return {script: result.stdout for script, result in runs.items()}
+    shown = sorted(script for script in scripts if shown_exists(script))
+    result = subprocess.run(
+        [sys.executable, "-c", HELPS, *shown],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    helps = json.loads(result.stdout)
+    for script, (status, _, errors) in helps.items():
+        assert status in (0, None), f"{script} --help failed:\n{errors}"
+    return {script: output for script, (_, output, _) in helps.items()}
 
 
 def test_docs_are_found():
