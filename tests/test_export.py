@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from commands import SEQ2SEQ
 
 from seq2seq.config_file import load_config
 from seq2seq.data.corpora import UserFiles
@@ -119,23 +118,10 @@ def test_broken_folders_are_one_line_errors(inference, tmp_path):
         load_model(tmp_path / "m")
 
 
-@pytest.mark.slow  # starts Pythons that import torch
 def test_export_script_refuses_to_replace_another_folder(tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("mine", encoding="utf-8")
-    result = subprocess.run(
-        [
-            *SEQ2SEQ,
-            "export",
-            "--checkpoint",
-            "x.pt",
-            "--out",
-            str(tmp_path / "notes"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    result = script("export", "--checkpoint", "x.pt", "--out", str(tmp_path / "notes"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --out {tmp_path / 'notes'}: exists and is not an exported model folder; "
@@ -144,7 +130,7 @@ def test_export_script_refuses_to_replace_another_folder(tmp_path):
     assert (tmp_path / "notes" / "a.txt").read_text(encoding="utf-8") == "mine"
 
 
-@pytest.mark.slow  # starts Pythons that import torch
+@pytest.mark.slow  # decodes or exports with the command
 def test_scripts_take_an_exported_model_like_its_checkpoint(run, tmp_path):  # noqa: F811
     """translate.py and evaluate.py --model FOLDER give what --checkpoint gives (fp32 export)."""
     export_model(load_model(run / "best.pt"), tmp_path / "m", torch.float32)
@@ -184,21 +170,12 @@ def test_load_model_takes_a_checkpoint_a_folder_or_a_shipped_name(run, tmp_path)
         load_model(run / "best.pt", kind="exported")
 
 
-@pytest.mark.slow  # starts Pythons that import torch
-def test_export_goes_to_an_ignored_folder_by_default(run, tmp_path):  # noqa: F811
+@pytest.mark.slow  # decodes or exports with the command
+def test_export_goes_to_an_ignored_folder_by_default(run, tmp_path, monkeypatch):  # noqa: F811
     """Without --out the model goes to exported/<run folder>, which git ignores: an export
     never shows up as untracked beside the shipped models."""
-    result = subprocess.run(
-        [
-            *SEQ2SEQ,
-            "export",
-            "--checkpoint",
-            str(run / "best.pt"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    monkeypatch.chdir(tmp_path)
+    result = script("export", "--checkpoint", str(run / "best.pt"))
     assert result.returncode == 0, result.stderr
     folder = Path("exported") / run.name
     assert (

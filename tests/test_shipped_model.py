@@ -11,7 +11,7 @@ from typing import NamedTuple
 import pexpect
 import pytest
 import torch
-from commands import SEQ2SEQ, default_sigint
+from commands import SEQ2SEQ, default_sigint, run_in_process
 from fastapi.testclient import TestClient
 
 from seq2seq.commands.translate import load_translator, parse_args
@@ -59,13 +59,8 @@ shipped_models = pytest.mark.parametrize("model", MODELS, ids=[model.name for mo
 
 
 def run_script(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*SEQ2SEQ, name, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """`seq2seq NAME ARGS`, in this process (tests/commands.py)."""
+    return run_in_process([name, *args], stdin)
 
 
 @shipped_models
@@ -81,7 +76,7 @@ def test_the_folder_is_small_and_holds_no_pickle(model: Shipped) -> None:
         assert data[:1] != b"\x80" and data[:2] != b"PK"
 
 
-@pytest.mark.slow  # starts a Python that imports torch
+@pytest.mark.slow  # decodes with the command
 @shipped_models
 def test_translates_by_name_with_its_attention_map(model: Shipped) -> None:
     result = run_script(
@@ -122,7 +117,7 @@ def write_test_split(model: Shipped, shared_data: Path, folder: Path) -> list[st
     return sides
 
 
-@pytest.mark.slow  # starts a Python that imports torch
+@pytest.mark.slow  # decodes with the command
 @shipped_models
 def test_the_card_scores_are_reproduced_from_the_shipped_files(
     model: Shipped, shared_data: Path, tmp_path: Path
@@ -210,7 +205,7 @@ def test_make_translate_quits_cleanly_after_a_cancelled_line(tmp_path: Path) -> 
     assert (child.exitstatus, child.signalstatus) == (0, None)
 
 
-@pytest.mark.slow  # starts a Python that imports torch
+@pytest.mark.slow  # decodes with the command
 def test_the_attention_map_shown_in_the_docs_is_what_the_command_prints() -> None:
     """README.md and docs/translate.md show the map of one sentence; docs/translate.md gives
     the command, and both show exactly what it prints (its translation, then the map)."""
