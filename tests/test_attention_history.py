@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from commands import SEQ2SEQ
+from commands import run_in_process
 from explorer_models import EN_DE
 from fastapi.testclient import TestClient
 from reversal import ENV, tiny_overrides
@@ -243,16 +243,12 @@ def test_kill_9_while_writing_leaves_a_readable_file(data, reversal: Path, tmp_p
             stale.unlink()  # what a killed write leaves; the next run's start deletes it
 
 
-@pytest.mark.slow  # starts a Python process that imports torch
-def test_explore_on_a_bad_run_file_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_explore_on_a_bad_run_file_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # serve sets it: restored after
     (tmp_path / FILE_NAME).write_bytes(b"not safetensors")
-    result = subprocess.run(
-        [*SEQ2SEQ, "explore", "--port", "0", "--run", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=120,
-    )
+    result = run_in_process(["explore", "--port", "0", "--run", str(tmp_path)])
     assert result.returncode == 2
     assert result.stderr == (
         f"error: --run {tmp_path / FILE_NAME}: not an attention history of seq2seq (a header of "

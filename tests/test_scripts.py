@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from commands import SEQ2SEQ
+from commands import SEQ2SEQ, run_in_process
 
 from seq2seq.commands import COMMANDS, translate
 from seq2seq.commands import train as train_command
@@ -82,7 +82,7 @@ def test_script_help_names_the_script_and_its_options():
         assert OPTION.findall(script_help) == options, name
 
 
-@pytest.mark.slow  # two processes that import torch and decode
+@pytest.mark.slow  # a process that imports torch, and decoding
 def test_translate_script_equals_the_command():
     options = ["--model", SHIPPED, "--beam", "3", "--nbest", "2"]
     by_script = subprocess.run(
@@ -94,15 +94,7 @@ def test_translate_script_equals_the_command():
         text=True,
         timeout=300,
     )
-    by_command = subprocess.run(
-        [*SEQ2SEQ, "translate", *options],
-        input=LINES,
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    by_command = run_in_process(["translate", *options], LINES)  # the script: a real process
     assert by_script.returncode == by_command.returncode == 0, by_script.stderr
     lines = by_script.stdout.splitlines()
     assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1"], lines
