@@ -73,7 +73,9 @@ def tiny_overrides(arch: str, prepared: Path, run_dir: Path) -> list[str]:
         "train.warmup_steps=100",
         "train.label_smoothing=0.0",
         "train.log_every=50",
-        "train.attention_samples=1",
+        # no TensorBoard attention images: drawing them takes most of a tiny run's validation
+        # (test_tensorboard_holds_scalars_attention_images_and_text asks for them)
+        "train.attention_samples=0",
     ]
 
 

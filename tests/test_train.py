@@ -256,6 +256,7 @@ def test_tensorboard_holds_scalars_attention_images_and_text(
         "train.log_every=5",
         "train.log_every_seconds=0",  # lines by step only, however slow a loaded machine steps
         "train.valid_max_sentences=10",
+        "train.attention_samples=1",
     ]
     train_module.train(load_config(None, args))  # in this process: no Python to start
     events = EventAccumulator(str(run_dir), size_guidance={"images": 0, "scalars": 0})
