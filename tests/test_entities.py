@@ -5,12 +5,11 @@ Tatoeba models."""
 import json
 import random
 import re
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from commands import SEQ2SEQ
+from commands import run_in_process
 from eval_results import SCORES, eval_result
 
 from seq2seq.commands import main
@@ -570,7 +569,7 @@ def test_copy_accuracy_counts_each_entity() -> None:
 SHIPPED = [f"transformer-small.tatoeba.{direction}" for direction in DIRECTIONS]
 
 
-@pytest.mark.slow  # starts a Python that imports torch and translates 300 sentences
+@pytest.mark.slow  # translates 300 sentences
 @pytest.mark.parametrize("name", SHIPPED)
 def test_the_recorded_entity_test_is_reproduced_on_the_shipped_model(name: str) -> None:
     record = ModelResult.load(ROOT / "results" / "models" / f"{name}.shipped.json")
@@ -580,12 +579,7 @@ def test_the_recorded_entity_test_is_reproduced_on_the_shipped_model(name: str) 
     options = ["--split", "entities", "--json", "--device", "cpu"]
     options += ["--beam", str(recorded["beam_size"]), "--precision", recorded["decode_precision"]]
     options.append("--keep-numbers" if recorded["keep_numbers"] else "--no-keep-numbers")
-    result = subprocess.run(
-        [*SEQ2SEQ, "evaluate", "--model", name, *options],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_in_process(["evaluate", "--model", name, *options])
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
     assert scores["copy_accuracy"] == {key: recorded[key] for key in scores["copy_accuracy"]}
