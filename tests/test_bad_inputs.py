@@ -28,6 +28,7 @@ import pexpect
 import pytest
 import torch
 from commands import SEQ2SEQ
+from commands import run_in_process as run_command
 from fastapi.testclient import TestClient
 from reversal import prepare_reversal
 
@@ -622,22 +623,16 @@ def test_the_same_from_a_real_process(world: Path) -> None:
     assert checksums(world) == before
 
 
-@pytest.mark.slow  # translates in other processes
 def test_truncate_cuts_a_long_line_with_a_warning(world: Path) -> None:
     """--truncate: the over-long line is translated as its first N pieces, with one warning."""
-    script = [*SEQ2SEQ, "translate", "--checkpoint", str(world / "good.pt")]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    lines = b"a b c\n" + b"a " * 50_000 + b"\n"
-    cut = subprocess.run(
-        [*script, "--truncate", "--max-src-pieces", "8"], input=lines, capture_output=True, env=env
-    )
-    assert cut.returncode == 0, cut.stderr.decode()
-    assert cut.stderr.decode() == "warning: standard input:2: 50,000 pieces, cut to the first 8\n"
-    first_eight = subprocess.run(
-        script, input=b"a b c\n" + b"a " * 8 + b"\n", capture_output=True, env=env
-    )
-    assert first_eight.returncode == 0, first_eight.stderr.decode()
-    assert cut.stdout == first_eight.stdout and cut.stdout.count(b"\n") == 2
+    script = ["translate", "--checkpoint", str(world / "good.pt")]
+    lines = "a b c\n" + "a " * 50_000 + "\n"
+    cut = run_command([*script, "--truncate", "--max-src-pieces", "8"], lines)
+    assert cut.returncode == 0, cut.stderr
+    assert cut.stderr == "warning: standard input:2: 50,000 pieces, cut to the first 8\n"
+    first_eight = run_command(script, "a b c\n" + "a " * 8 + "\n")
+    assert first_eight.returncode == 0, first_eight.stderr
+    assert cut.stdout == first_eight.stdout and cut.stdout.count("\n") == 2
 
 
 @pytest.mark.slow  # a prompt in another process
