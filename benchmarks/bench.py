@@ -176,7 +176,7 @@ def make_training_step(
 
     def step(batch: Batch) -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = token_losses(model, batch, cfg.label_smoothing, dtype, cross_entropy)
+        loss, _, _ = token_losses(model, batch, cfg.label_smoothing, dtype, cross_entropy)
         scaler.scale(loss / batch.num_tgt_tokens).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)

@@ -173,6 +173,7 @@ def test_an_empty_translation_of_an_untrained_checkpoint_is_noted_once(
         show_attention=False,
         save_attention=None,
         split_sentences=True,
+        format="text",
     )
     inference = SimpleNamespace(step=step, config=load_config(None, ["train.valid_every=1000"]))
     note = translate_command.untrained_note(args, inference)
