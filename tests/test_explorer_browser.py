@@ -330,7 +330,7 @@ def test_a_text_of_two_sentences_is_explained_one_at_a_time(page: Page, server) 
     type_sentence(page, " ".join(sentences))
     assert page.locator("#sentence option").all_inner_texts() == sentences
     page.select_option("#sentence", "1")
-    page.wait_for_function("document.getElementById('sentence').value === '1'")
+    page.wait_for_function("() => document.getElementById('sentence').value === '1'")
     wait_until_shown(page, " ".join(sentences))
     answer = api(server, {**shown_request(page), "sentence": 1})
     page.wait_for_function(
@@ -385,7 +385,7 @@ def test_a_gold_line_is_drawn_and_scored_for_every_head(page: Page, server) -> N
     scores = json.loads(post(server + "/v1/align", body))["scores"]
     page.fill("#gold", line)
     page.wait_for_selector("#gold-grid td.aer")
-    page.wait_for_function("document.getElementById('gold-status').textContent === ''")
+    page.wait_for_function("() => document.getElementById('gold-status').textContent === ''")
     # on the map: a filled dot on the cells of the sure link, a hollow one on the possible's
     assert marked_cells(page, "gold-sure") == cells_of_words(answer, {(0, 0)})
     assert marked_cells(page, "gold-possible") == cells_of_words(answer, {(1, 1)})
@@ -431,7 +431,7 @@ def test_a_typed_target_is_teacher_forced_and_its_gold_scored_on_it(page: Page, 
         "target => document.getElementById('result').dataset.target === target", arg=target
     )
     page.wait_for_selector("#gold-grid td.aer")
-    page.wait_for_function("document.getElementById('gold-status').textContent === ''")
+    page.wait_for_function("() => document.getElementById('gold-status').textContent === ''")
     labels = page.locator(".pair-shown").all_inner_texts()
     assert labels == ["your target, teacher-forced"] * 2
     assert page.locator("#nbest li").all_inner_texts() == [target + "not searched"]

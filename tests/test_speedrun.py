@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import speedrun
 from results_table import NO_SPEEDRUN, sections, speedrun_section
+from torch._dynamo.utils import counters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,6 +28,7 @@ def test_dry_run_writes_one_record_per_seed_and_their_summary(
     reversal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(speedrun, "start", in_this_process)
+    counters.clear()  # Dynamo counts the graphs of this process: of earlier tests too
     argv = ["--dry-run", "--seeds", "2", "--data", str(reversal), "--work", str(tmp_path)]
     argv += ["--out-dir", str(tmp_path / "out"), "--set", "data.vocab_size=32"]
     args = speedrun.parse_args(argv)
