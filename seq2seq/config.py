@@ -124,6 +124,8 @@ class TrainConfig:
     run_dir: str = ""  # default: checkpoints/<run_name>
     run_name: str = "run"
     seed: int = 1
+    init_from: str = ""  # a shipped model's name, an exported folder or a checkpoint: a new
+    # run starts from its weights (optimizer, schedule and step fresh); "": random weights
     device: str = "auto"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:1", ...
     precision: str = "auto"  # "auto" (bf16 on CUDA, fp16 where bf16 is missing; on a CPU bf16
     # with AVX512_BF16 or AMX, else fp32), or "bf16", "fp16" (with a gradient scaler; on a CPU

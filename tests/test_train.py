@@ -15,11 +15,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 from commands import run_in_process
-from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_overrides
+from reversal import (
+    DEFAULTS,
+    ENV,
+    TRAIN,
+    assert_resumed_exactly,
+    prepare_reversal,
+    tiny_overrides,
+)
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seq2seq import device as device_module
-from seq2seq.checkpoints import load_checkpoint
+from seq2seq.checkpoints import CHECKPOINT_FORMAT, load_checkpoint, tokenizer_entry
 from seq2seq.config_file import load_config
 from seq2seq.data.batching import TokenBatchSampler, make_loader
 from seq2seq.data.prepared_corpus import PreparedData
@@ -27,7 +34,7 @@ from seq2seq.decoding.evaluation import evaluate
 from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
-from seq2seq.training import distributed, progress_report, saving
+from seq2seq.training import distributed, progress_report, resume, saving
 from seq2seq.training import loop as train_module
 from seq2seq.training import run as training_run
 from seq2seq.training import step as training_step
@@ -661,3 +668,43 @@ def test_batches_made_on_the_device_train_and_resume_as_the_hosts(
     assert history == whole["training"]["progress"]["history"]
     resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")["model"]
     assert all(torch.equal(weight, resumed[name]) for name, weight in whole["model"].items())
+
+
+def test_init_from_starts_from_its_weights_and_refuses_another_model(
+    reversal: Path, tmp_path: Path
+) -> None:
+    """train.init_from: a new run starts from the weights of a checkpoint (step 0, and dropout
+    may differ); a model of another shape, or with another sentencepiece model, is refused in one
+    line before anything is trained."""
+    overrides = [*tiny_overrides("transformer", reversal, tmp_path / "run"), 'train.device="cpu"']
+
+    def new_run(*more: str) -> training_run.Run:
+        cfg = load_config(None, [*overrides, *more])
+        return training_run.set_up(cfg, False, torch.device("cpu"), distributed.Dist())
+
+    source = new_run("train.seed=2")
+    checkpoint = {
+        "format": CHECKPOINT_FORMAT,
+        "config": source.cfg.to_dict(),
+        "model": source.raw_model.state_dict(),
+        "tokenizers": tokenizer_entry(source.data.src_tokenizer, source.data.tgt_tokenizer),
+    }
+    save_checkpoint(checkpoint, tmp_path / "source.pt")
+    init_from = f'train.init_from="{tmp_path / "source.pt"}"'
+    run = new_run(init_from, "model.dropout=0.2")
+    assert not torch.equal(flat_weights(run.raw_model), flat_weights(source.raw_model))
+    (tmp_path / "run").mkdir()
+    assert resume.start(run) == Progress()
+    assert torch.equal(flat_weights(run.raw_model), flat_weights(source.raw_model))
+
+    other_tokens = prepare_reversal(tmp_path / "other", {"train": 500, "valid": 10, "test": 10})
+    refused = {
+        "model.ffn_size=64": r"another shape or vocabulary: this run has model\.ffn_size=64 "
+        r"\(not 128\)$",
+        f'data.prepared="{other_tokens}"': r"source\.pt: its sentencepiece model is not that of "
+        r".*other/prepared; prepare the folder as the model's was",
+    }
+    for override, message in refused.items():
+        with pytest.raises(UserError, match=message) as caught:
+            resume.load_initial_weights(new_run(init_from, override))
+        assert "\n" not in str(caught.value)

@@ -133,11 +133,13 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
     }
 
 
-def model_differences(config: dict[str, Any], other: dict[str, Any]) -> list[str]:
-    """The keys of [model] but `fast` (the fast and textbook modules hold the same weights), and
-    of [data] those that set the vocabulary, whose values differ between two saved
-    configurations, as `section.key=other's (not config's)`."""
-    keys = [("model", key) for key in {**config["model"], **other["model"]} if key != "fast"]
+def model_differences(
+    config: dict[str, Any], other: dict[str, Any], ignored: frozenset[str] = frozenset({"fast"})
+) -> list[str]:
+    """The keys of [model] but `ignored` (by default `fast`: the fast and textbook modules hold
+    the same weights), and of [data] those that set the vocabulary, whose values differ between
+    two saved configurations, as `section.key=other's (not config's)`."""
+    keys = [("model", key) for key in {**config["model"], **other["model"]} if key not in ignored]
     keys += [("data", key) for key in VOCABULARY_KEYS]
     return [
         f"{section}.{key}={json.dumps(other[section].get(key))} "

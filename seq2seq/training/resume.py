@@ -11,9 +11,11 @@ from seq2seq.config import Config, DecodeConfig
 from seq2seq.config_file import config_from_dict, dump_toml
 from seq2seq.data.manifest import tokenization_options
 from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.decoding.open_pytorch import load_model
 from seq2seq.errors import UserError
 from seq2seq.files import remove_temporary_files
 from seq2seq.training import distributed
+from seq2seq.training.checkpoint import model_differences
 from seq2seq.training.reproducibility import set_rng_state
 from seq2seq.training.run import Progress, Run
 
@@ -31,8 +33,14 @@ def start(run: Run) -> Progress:
                 f"BLEU {progress.best_bleu:.2f} at step {progress.best_step}: nothing to do"
             )
         return progress
+    if progress is None and run.cfg.train.init_from:
+        load_initial_weights(run)
     if progress is None and env.is_main:
-        print(f"no checkpoint in {run_dir}: starting a new run")
+        init_from = run.cfg.train.init_from
+        print(
+            f"no checkpoint in {run_dir}: starting a new run"
+            + (f" from the weights of {init_from}" if init_from else "")
+        )
     if env.is_main and (progress is None or run.changes_on_resume):
         (run_dir / "config.toml").write_text(dump_toml(run.cfg.to_dict()), encoding="utf-8")
     distributed.barrier(env)
@@ -120,6 +128,39 @@ def resume(run: Run) -> Progress | None:
     run.scaler.load_state_dict(state["scaler"])
     set_rng_state(state["rng"][run.env.rank])
     return Progress(**state["progress"])
+
+
+# Keys of [model] a run started from another model's weights may change: they set no weight.
+FREE_WHEN_INITIALISED = frozenset(
+    {"fast", "name", "dropout", "attention_dropout", "attention_layer"}
+)
+
+
+def load_initial_weights(run: Run) -> None:
+    """Load the weights of train.init_from (a shipped model's name, an exported folder or a
+    checkpoint) into the new run's model; the optimizer, schedule and step start fresh. Refused
+    in one line unless that model has this run's shape and vocabulary, and its sentencepiece
+    model is the prepared folder's (the same bytes)."""
+    name = run.cfg.train.init_from
+    try:
+        source = load_model(name, plain=True)
+    except UserError as err:
+        raise UserError(f"train.init_from={name}: {err}") from None
+    differences = model_differences(
+        source.config.to_dict(), run.cfg.to_dict(), FREE_WHEN_INITIALISED
+    )
+    if differences:
+        raise UserError(
+            f"train.init_from={name}: a model of another shape or vocabulary: this run has "
+            f"{', '.join(differences)}"
+        )
+    source_tokens = [source.src_tokenizer.sha256, source.tgt_tokenizer.sha256]
+    if source_tokens != [run.data.src_tokenizer.sha256, run.data.tgt_tokenizer.sha256]:
+        raise UserError(
+            f"train.init_from={name}: its sentencepiece model is not that of {run.data.folder}; "
+            "prepare the folder as the model's was (the prepare command of its card.json)"
+        )
+    run.raw_model.load_state_dict(source.model.state_dict())
 
 
 def finished_reason(cfg: Config, progress: Progress) -> str | None:
