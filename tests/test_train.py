@@ -52,11 +52,19 @@ def run_train(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     )
 
 
-def update(step: int, loss: float, nll: float, tgt: int, src: int, applied: bool | None = None):
+def update(
+    step: int,
+    loss: float,
+    nll: float,
+    tgt: int,
+    src: int,
+    applied: bool | None = None,
+    alignment: float = 0.0,
+):
     """An `Update` with these figures, as `train_update` leaves them on the device."""
     return training_step.Update(
         step=step,
-        means=torch.tensor([loss, nll]),
+        means=torch.tensor([loss, nll, alignment]),
         grad_norm=torch.tensor(0.5 * step),
         applied=None if applied is None else torch.tensor(applied),
         tgt_tokens=torch.tensor(float(tgt)),
@@ -507,9 +515,30 @@ class Lines:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.points: dict[str, float] = {}  # TensorBoard's, by tag
 
     def line(self, message: str) -> None:
         self.lines.append(message)
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        self.points |= values
+
+
+@pytest.mark.parametrize("weight", [0.0, 1.0])
+def test_the_log_line_and_tensorboard_show_the_alignment_loss_when_it_is_trained(
+    weight: float,
+) -> None:
+    cfg = load_config(None, [f"train.alignment_weight={weight}"])
+    run = SimpleNamespace(cfg=cfg, optimizer=SimpleNamespace(param_groups=[{"lr": 1e-4}]))
+    window, log = progress_report.Window(), Lines()
+    window.add(update(1, loss=2.0, nll=1.0, tgt=100, src=90, alignment=0.5))
+    window.add(update(2, loss=5.0, nll=4.0, tgt=300, src=310, alignment=1.5))
+    window.settle()
+    progress_report.log_line(run, Progress(step=2), window, log, "steps")
+    [line] = log.lines
+    shown = " alignment 1.2500" if weight else ""  # token-weighted: (50 + 450) / 400
+    assert line.startswith(f"step 2 epoch 0 loss 4.2500 nll 3.2500{shown} lr 0.0001 |g| 1 ")
+    assert log.points.get("train/alignment") == (1.25 if weight else None)
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ class Window:
     pending: list[Update] = field(default_factory=list)
     loss: float = 0.0  # sum over steps of (mean loss per target token) * target tokens
     nll: float = 0.0
+    alignment: float = 0.0  # the same, of the alignment loss (train.alignment_weight)
     tgt: int = 0  # target tokens
     src: int = 0  # source tokens
     grad_norm: float = 0.0  # of the last update settled
@@ -47,12 +48,14 @@ class Window:
             return []
         rows = torch.stack([update.figures() for update in self.pending]).tolist()
         checked = []
-        for update, (loss, nll, grad_norm, tgt, applied) in zip(self.pending, rows, strict=True):
+        for update, row in zip(self.pending, rows, strict=True):
+            loss, nll, alignment, grad_norm, tgt, applied = row
             if update.applied is not None:
                 checked.append((update.step, bool(applied)))
             if applied:
                 self.loss += loss * int(tgt)
                 self.nll += nll * int(tgt)
+                self.alignment += alignment * int(tgt)
                 self.tgt += int(tgt)
                 self.src += update.src_tokens
                 self.grad_norm = grad_norm
@@ -143,9 +146,13 @@ def log_line(run: Run, progress: Progress, window: Window, log: RunLog, reason: 
     scalars |= {"train/lr": lr, "train/grad_norm": window.grad_norm, "train/epoch": progress.epoch}
     scalars["train/tgt_tokens_per_second"] = tgt_per_s
     scalars["train/tokens_per_second"] = (window.tgt + window.src) / window.seconds()
+    alignment = ""
+    if run.cfg.train.alignment_weight:
+        scalars["train/alignment"] = window.alignment / window.tgt
+        alignment = f" alignment {scalars['train/alignment']:.4f}"
     log.scalars(progress.step, scalars)
     log.line(
-        f"step {progress.step} epoch {progress.epoch} loss {loss:.4f} nll {nll:.4f} "
+        f"step {progress.step} epoch {progress.epoch} loss {loss:.4f} nll {nll:.4f}{alignment} "
         f"lr {lr:.3g} |g| {window.grad_norm:.3g} {tgt_per_s:,.0f} tgt tok/s"
     )
     progress.train_loss = loss

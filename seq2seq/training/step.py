@@ -21,15 +21,16 @@ class Update(NamedTuple):
     GPU, and a wait in every step leaves the GPU idle while the host prepares the next one."""
 
     step: int  # the step number the update takes
-    means: Tensor  # (2,) float32: mean loss and NLL per target token, over all ranks
+    means: Tensor  # (3,) float32: mean loss and NLL per target token, over all ranks, and the
+    # mean alignment loss of the group's batches (0 without train.alignment_weight)
     grad_norm: Tensor  # () float32: the gradient norm before clipping
     applied: Tensor | None  # () bool: False when the device skipped it; None: the host checked
     tgt_tokens: Tensor  # () float32: target tokens, all ranks
     src_tokens: int  # source tokens, all ranks
 
     def figures(self) -> Tensor:
-        """(5,) float32 on the device: mean loss, mean NLL, gradient norm, target tokens, and
-        1 when the update was applied, else 0."""
+        """(6,) float32 on the device: mean loss, mean NLL, mean alignment loss, gradient norm,
+        target tokens, and 1 when the update was applied, else 0."""
         applied = torch.ones_like(self.grad_norm) if self.applied is None else self.applied
         return torch.stack([*self.means, self.grad_norm, self.tgt_tokens, applied.float()])
 
@@ -51,7 +52,7 @@ def train_update(run: Run, group: list[Batch], step: int) -> Update | None:
     env, model = run.env, run.model
     tgt_tokens = float(sum(b.num_tgt_tokens for b in group))
     num_tokens = distributed.all_reduce_sum(on_device(tgt_tokens, run.device), env)
-    sums = torch.zeros(2, device=run.device)  # loss, nll
+    sums = torch.zeros(3, device=run.device)  # loss, nll, alignment (see below)
     head = trained_alignment_head(run.cfg)
     run.optimizer.zero_grad(set_to_none=True)
     for i, batch in enumerate(group):
@@ -60,10 +61,15 @@ def train_update(run: Run, group: list[Batch], step: int) -> Update | None:
                 model, batch, run.cfg.train.label_smoothing, run.dtype, run.cross_entropy, head
             )
             objective = loss * env.world_size / num_tokens
-            if alignment is not None:  # a mean per batch: the group's mean
+            if alignment is None:
+                alignment = torch.zeros((), device=run.device)
+            else:  # a mean per batch: the group's mean
                 objective = objective + run.cfg.train.alignment_weight * alignment / len(group)
             run.scaler.scale(objective).backward()
-        sums += torch.stack([loss.detach(), nll])
+        # the alignment weighted so that the division by num_tokens below leaves its mean over
+        # the group's batches and the ranks
+        aligned = alignment.detach() * num_tokens / (env.world_size * len(group))
+        sums += torch.stack([loss.detach(), nll, aligned])
     means = distributed.all_reduce_sum(sums, env) / num_tokens
     run.scaler.unscale_(run.optimizer)
     max_norm = run.cfg.train.clip_norm or float("inf")
