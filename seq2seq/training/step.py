@@ -61,15 +61,13 @@ def train_update(run: Run, group: list[Batch], step: int) -> Update | None:
                 model, batch, run.cfg.train.label_smoothing, run.dtype, run.cross_entropy, head
             )
             objective = loss * env.world_size / num_tokens
-            if alignment is None:
-                alignment = torch.zeros((), device=run.device)
-            else:  # a mean per batch: the group's mean
+            if alignment is not None:  # a mean per batch: the group's mean
                 objective = objective + run.cfg.train.alignment_weight * alignment / len(group)
             run.scaler.scale(objective).backward()
-        # the alignment weighted so that the division by num_tokens below leaves its mean over
-        # the group's batches and the ranks
-        aligned = alignment.detach() * num_tokens / (env.world_size * len(group))
-        sums += torch.stack([loss.detach(), nll, aligned])
+        sums[:2] += torch.stack([loss.detach(), nll])
+        if alignment is not None:  # weighted so that the division by num_tokens below leaves
+            # its mean over the group's batches and the ranks
+            sums[2] += alignment.detach() * num_tokens / (env.world_size * len(group))
     means = distributed.all_reduce_sum(sums, env) / num_tokens
     run.scaler.unscale_(run.optimizer)
     max_norm = run.cfg.train.clip_norm or float("inf")
