@@ -49,7 +49,8 @@ def test_the_tatoeba_configs_build_the_shipped_models_not_their_preset(
 def test_the_next_tatoeba_configs_change_the_data_alone(direction: str) -> None:
     """configs/transformer.tatoeba-v2.* (benchmarks/tatoeba_gpu.sh) train as the shipped
     models' configurations do, on Tatoeba split by both sides, with their copy-teaching and more:
-    names of many alphabets, codes, contacts and concatenation."""
+    names of many alphabets, codes, contacts and concatenation; and an alignment head, whose
+    links make the batches on the host."""
     shipped, new = (
         load_config(CONFIGS[0].parent / f"transformer.{corpus}.{direction}.toml")
         for corpus in ("tatoeba", "tatoeba-v2")
@@ -63,6 +64,10 @@ def test_the_next_tatoeba_configs_change_the_data_alone(direction: str) -> None:
     assert (new.model, new.decode) == (shipped.model, shipped.decode)
     assert new.train.run_name == f"transformer.tatoeba-v2.{direction}"
     new.train.run_name = shipped.train.run_name
+    head = ("alignment_weight", "data_on_device")
+    assert [getattr(new.train, key) for key in head] == [0.05, False]
+    assert [getattr(shipped.train, key) for key in head] == [0.0, True]
+    new.train.alignment_weight, new.train.data_on_device = 0.0, True
     assert new.train == shipped.train
 
 
