@@ -17,6 +17,7 @@ from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData
 from seq2seq.data.word_links import piece_links
 from seq2seq.errors import UserError
+from seq2seq.training import distributed, run_data
 from seq2seq.training.loss import alignment_loss, token_losses
 
 NO_FILES = {
@@ -164,3 +165,21 @@ def test_prepare_stores_the_teachers_piece_links(small_corpus: Path, tmp_path: P
             prepare("files", "en", "de", tmp_path / "q", vocab_size=40, byte_fallback=False,
                     files=files)
         ).dataset("train", links=True)  # fmt: skip
+
+
+class Prepared(Exception):
+    """Raised by a stand-in for `prepare`, with the options it was given."""
+
+
+@pytest.mark.parametrize(("weight", "teacher"), [(0.0, ""), (0.05, "eflomal")])
+def test_train_prepare_adds_the_teachers_links_when_the_run_trains_a_head(
+    weight: float, teacher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def record(*args: object, **options: object) -> None:
+        raise Prepared(options)
+
+    monkeypatch.setattr(run_data, "prepare", record)
+    config = load_config(None, [f'data.prepared="{tmp_path}"', f"train.alignment_weight={weight}"])
+    with pytest.raises(Prepared) as prepared:
+        run_data.load_data(config, True, distributed.Dist())
+    assert prepared.value.args[0]["align_teacher"] == teacher

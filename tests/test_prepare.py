@@ -336,12 +336,13 @@ def test_the_prepare_command_gives_every_setting_that_is_not_the_default() -> No
     )
     settings = ["vocab_size=1000", "joint_vocab=false", "split_digits=false"]
     settings += ["byte_fallback=false", "augment_numbers=1.5"]
-    config = load_config(None, [*(f"data.{s}" for s in settings), "train.seed=7"])
+    head = ["train.seed=7", "train.alignment_weight=0.05"]  # a head: the teacher's links too
+    config = load_config(None, [*(f"data.{s}" for s in settings), *head])
     config.data.corpus, config.data.prepared = "files", "data/mine"
     assert prepare_command(config) == (
         "seq2seq prepare --corpus files --src en --tgt de --data-dir DIR --vocab-size 1000 "
         "--separate-vocab --no-split-digits --no-byte-fallback --augment-numbers 1.5 --seed 7 "
-        "--out data/mine"
+        "--align-teacher eflomal --out data/mine"
     )
 
 

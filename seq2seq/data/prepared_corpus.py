@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seq2seq.config import Config, DataConfig
+from seq2seq.data.align_teacher import TEACHERS
 from seq2seq.data.augment import AUGMENT_VERSION
 from seq2seq.data.corpora import BOTH_SIDES, OLDER_SPLIT_RULE, SPLITS, USER_CORPUS, Pairs, Tatoeba
 from seq2seq.data.manifest import (
@@ -45,11 +46,18 @@ HINT = "prepare it with `make data` or seq2seq prepare"  # when no configuration
 CHECK_CHUNK = 1 << 22  # array elements read at a time by the checks
 
 
+def teacher_of(config: Config) -> str:
+    """The alignment teacher whose links `config` trains on (train.alignment_weight > 0), or
+    "" (none)."""
+    return TEACHERS[0] if config.train.alignment_weight > 0 else ""
+
+
 def prepare_command(config: Config) -> str:
     """The `seq2seq prepare` command that writes the folder `config.data.prepared` as
     `seq2seq train --prepare` would with `config`: the options whose values differ from the
-    defaults (DataConfig's are prepare's), and copy-teaching's seed (train.seed) when it is on.
-    A corpus of your own ("files") needs its files too: DIR stands for them."""
+    defaults (DataConfig's are prepare's), copy-teaching's seed (train.seed) when it is on, and
+    the alignment teacher when the run trains an alignment head (`teacher_of`). A corpus of
+    your own ("files") needs its files too: DIR stands for them."""
     data, default = config.data, DataConfig()
     words = ["seq2seq prepare", f"--corpus {data.corpus}", f"--src {data.src}", f"--tgt {data.tgt}"]
     if data.corpus == USER_CORPUS:
@@ -68,6 +76,8 @@ def prepare_command(config: Config) -> str:
     words += [f"--{key.replace('_', '-')} {value:g}" for key, value in augmentation.items()]
     if augmentation:
         words.append(f"--seed {config.train.seed}")
+    if teacher_of(config):
+        words.append(f"--align-teacher {teacher_of(config)}")
     return " ".join([*words, f"--out {data.prepared}"])
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from seq2seq.config import Config
 from seq2seq.data.batching import ParallelDataset
 from seq2seq.data.prepare import prepare
-from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.prepared_corpus import PreparedData, teacher_of
 from seq2seq.decoding.line_translator import source_limit
 from seq2seq.errors import UserError
 from seq2seq.training import distributed
@@ -16,7 +16,8 @@ def load_data(
     cfg: Config, prepare_missing: bool, env: distributed.Dist, verify: bool = False
 ) -> PreparedData:
     """The prepared folder of `cfg`, checked (file sizes; every checksum when `verify`), and
-    prepared first when missing and `prepare_missing`."""
+    prepared first when missing and `prepare_missing` (with the teacher's links when `cfg`
+    trains an alignment head)."""
     folder = Path(cfg.data.prepared)
     augmentation = cfg.data.augmentation
     if not (folder / "manifest.json").is_file():
@@ -38,6 +39,7 @@ def load_data(
                 **augmentation,
                 augment_seed=cfg.train.seed,
                 split_rule=cfg.data.split_rule,
+                align_teacher=teacher_of(cfg),
             )
         distributed.barrier(env)
     data = PreparedData.load(folder)
