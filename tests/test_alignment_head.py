@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from reversal import tiny_overrides
 from tiny import tiny_model
 
 from seq2seq.config_file import load_config
@@ -14,10 +15,11 @@ from seq2seq.data.align_teacher import eflomal_links
 from seq2seq.data.batching import Example, collate
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
-from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.prepared_corpus import PreparedData, prepare_command
 from seq2seq.data.word_links import piece_links
 from seq2seq.errors import UserError
 from seq2seq.training import distributed, run_data
+from seq2seq.training import run as training_run
 from seq2seq.training.loss import alignment_loss, token_losses
 
 NO_FILES = {
@@ -183,3 +185,22 @@ def test_train_prepare_adds_the_teachers_links_when_the_run_trains_a_head(
     with pytest.raises(Prepared) as prepared:
         run_data.load_data(config, True, distributed.Dist())
     assert prepared.value.args[0]["align_teacher"] == teacher
+
+
+def test_a_run_on_a_folder_without_links_names_the_command_that_adds_them(
+    reversal: Path, tmp_path: Path
+) -> None:
+    corpus = ['data.corpus="files"', 'data.src="src"', 'data.tgt="tgt"']
+    head = ["model.num_heads=4", "train.alignment_weight=0.5"]
+    overrides = [*tiny_overrides("transformer", reversal, tmp_path), *corpus, *head]
+    config = load_config(None, overrides)
+    command = prepare_command(config)
+    assert command == (
+        "seq2seq prepare --corpus files --src src --tgt tgt --data-dir DIR --vocab-size 32 "
+        f"--align-teacher eflomal --out {reversal}"
+    )
+    with pytest.raises(UserError) as refused:
+        training_run.set_up(config, True, torch.device("cpu"), distributed.Dist())
+    assert str(refused.value) == (
+        f"train.alignment_weight: {reversal} has no teacher links; prepare it with `{command}`"
+    )

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # imports torch, which reading a split's lines (evaluate) doe
     from seq2seq.data.batching import ParallelDataset
 
 HINT = "prepare it with `make data` or seq2seq prepare"  # when no configuration names it
+TEACHER_HINT = "prepare it again with seq2seq prepare --align-teacher eflomal and its other options"
 CHECK_CHUNK = 1 << 22  # array elements read at a time by the checks
 
 
@@ -266,10 +267,12 @@ class PreparedData:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         return tuple(read_lines(self.folder / f"{split}.{lang}") for lang in (self.src, self.tgt))
 
-    def dataset(self, split: str, links: bool = False) -> "ParallelDataset":
+    def dataset(
+        self, split: str, links: bool = False, hint: str = TEACHER_HINT
+    ) -> "ParallelDataset":
         """The token ids of `split`, read from the folder's arrays (nothing is tokenised
         again), ready for `seq2seq.data.batching`; with `links`, the training split's teacher
-        links too (`teacher_links`)."""
+        links too (`teacher_links`, refused with `hint` when the folder has none)."""
         from seq2seq.data.batching import ParallelDataset
 
         if split not in SPLITS:
@@ -284,16 +287,14 @@ class PreparedData:
             self._check_arrays(name, ids, offsets, self.manifest["lines"][split])
             self._check_ids(ids_file, ids, tokenizer.vocab_size)
             arrays += [ids, offsets]
-        return ParallelDataset(*arrays, links=self.teacher_links() if links else None)
+        return ParallelDataset(*arrays, links=self.teacher_links(hint) if links else None)
 
-    def teacher_links(self) -> tuple[FileArray, FileArray]:
+    def teacher_links(self, hint: str = TEACHER_HINT) -> tuple[FileArray, FileArray]:
         """The training split's piece links (seq2seq.data.align_teacher): flat pairs and
-        offsets counted in links; a UserError when the folder has none."""
+        offsets counted in links; a UserError ending with `hint`, how to prepare the folder
+        again (`prepare_hint`), when it has none."""
         if "align_teacher" not in self.manifest:
-            raise UserError(
-                f"train.alignment_weight: {self.folder} has no teacher links; prepare it again "
-                "with seq2seq prepare --align-teacher eflomal and its other options"
-            )
+            raise UserError(f"train.alignment_weight: {self.folder} has no teacher links; {hint}")
         flat, offsets = (
             FileArray(self.folder / name, dtype)
             for name, dtype in zip(TEACHER_LINKS, (LINKS_DTYPE, OFFSETS_DTYPE), strict=True)

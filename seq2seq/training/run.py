@@ -10,7 +10,7 @@ import torch
 
 from seq2seq.config import Config
 from seq2seq.data.batching import ParallelDataset
-from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.prepared_corpus import PreparedData, prepare_hint
 from seq2seq.device import autocast_dtype, decode_dtype
 from seq2seq.errors import UserError
 from seq2seq.fast import FastModel, speed_up
@@ -116,7 +116,8 @@ def set_up(
     dtype = autocast_dtype(cfg.train.precision, device)
     decode_dtype(cfg.decode.precision, device)  # a bad one fails now, not at the first validation
     data = load_data(cfg, prepare_missing, env, verify_data)
-    train_set = data.dataset("train", links=bool(cfg.train.alignment_weight))  # checked here
+    # the teacher's links checked here: a folder without them is refused with its command
+    train_set = data.dataset("train", bool(cfg.train.alignment_weight), prepare_hint(cfg))
     valid_set = data.dataset("valid")
     valid_lines = data.lines("valid")
     if cfg.train.valid_max_sentences:
