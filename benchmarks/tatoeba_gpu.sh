@@ -5,28 +5,29 @@
 # in place (PYTHONPATH=., no install), the two prepared folders carried. They are the next
 # models' (configs/transformer.tatoeba-v2.<src>-<tgt>.toml): Tatoeba split by both sides (the
 # default --split-rule), a quarter of the training pairs joined into longer examples, names of
-# many alphabets, codes and e-mail addresses copy-taught. Prepare them here first (a minute or two
-# each), and pack them (80 MB as folders, 20 MB packed: beside the repository's 44 MB, only the
-# archive fits a 64 MiB transfer):
+# many alphabets, codes and e-mail addresses copy-taught, and an alignment head trained on the
+# teacher's links (--align-teacher eflomal, which `make install` installs). Prepare them here
+# first and pack them with xz (149 MB as folders, the links 33 MB of each; 17 MB with xz, 28 MB
+# with gzip: beside the repository's 44 MB, only the xz archive fits a 64 MiB transfer):
 #
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src en --tgt fr --augment-entities 2 \
 #         --augment-numbers 20 --augment-world-names 0.5 --augment-codes 0.25 \
-#         --augment-contacts 0.1 --concat-share 0.25 --seed 1 --mirror ../shared/data \
-#         --out data/tatoeba-v2.en-fr
+#         --augment-contacts 0.1 --concat-share 0.25 --seed 1 --align-teacher eflomal \
+#         --mirror ../shared/data --out data/tatoeba-v2.en-fr
 #     .venv/bin/seq2seq prepare --corpus tatoeba --src fr --tgt en --augment-entities 2 \
 #         --augment-numbers 20 --augment-repeated-digits 0.5 --augment-world-names 0.5 \
 #         --augment-codes 0.25 --augment-contacts 0.1 --concat-share 0.25 --seed 1 \
-#         --mirror ../shared/data --out data/tatoeba-v2.fr-en
-#     tar czf data/tatoeba-v2.tar.gz -C data tatoeba-v2.en-fr tatoeba-v2.fr-en
+#         --align-teacher eflomal --mirror ../shared/data --out data/tatoeba-v2.fr-en
+#     tar cJf data/tatoeba-v2.tar.xz -C data tatoeba-v2.en-fr tatoeba-v2.fr-en
 #
-# then, from the repository root on the GPU machine, with data/tatoeba-v2.tar.gz (or the two
+# then, from the repository root on the GPU machine, with data/tatoeba-v2.tar.xz (or the two
 # folders) carried:
 #
 #     bash benchmarks/tatoeba_gpu.sh [FOLDER]        # about 9 minutes; results in FOLDER
 #     bash benchmarks/tatoeba_gpu.sh --dry-run [FOLDER]  # a minute on a CPU: every step, tiny
 #
 # Steps, for both directions side by side: (0) the folders missing from DATA_DIR are unpacked
-# from DATA_DIR/tatoeba-v2.tar.gz; (1) `seq2seq train` with the committed configuration
+# from DATA_DIR/tatoeba-v2.tar.xz (else tatoeba-v2.tar.gz, as folders without links fitted); (1) `seq2seq train` with the committed configuration
 # (configs/transformer.tatoeba-v2.<src>-<tgt>.toml), changed only in where it runs (train.device,
 # train.run_dir), stopped after TRAIN_SECONDS as Ctrl-C stops it (SIGTERM: the update ends,
 # last.pt is saved; the step-<N>.pt of the last 5 validations stand); (2) `seq2seq average` of
@@ -46,7 +47,7 @@
 #
 # Environment: TRAIN_SECONDS (default 420: with start-up, averaging, export and evaluation the
 # script takes about 9 minutes), DATA_DIR (default data: the folder holding tatoeba-v2.en-fr and
-# tatoeba-v2.fr-en, or tatoeba-v2.tar.gz), PYTHON (default python3).
+# tatoeba-v2.fr-en, or tatoeba-v2.tar.xz or .tar.gz), PYTHON (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
@@ -64,10 +65,13 @@ for arg in "$@"; do
         *) out=$arg ;;
     esac
 done
-archive="$DATA_DIR/tatoeba-v2.tar.gz"
+archive="$DATA_DIR/tatoeba-v2.tar.xz" unpack=xJf packed="an xz-compressed"
+if [ ! -f "$archive" ] && [ -f "$DATA_DIR/tatoeba-v2.tar.gz" ]; then
+    archive="$DATA_DIR/tatoeba-v2.tar.gz" unpack=xzf packed="a gzipped"
+fi
 if [ -f "$archive" ]; then # unpacks only what is missing, never over a folder there
-    if ! tar xzf "$archive" -C "$DATA_DIR" --skip-old-files 2>/dev/null; then
-        echo "error: $archive: not a gzipped tar of the prepared folders" >&2
+    if ! tar "$unpack" "$archive" -C "$DATA_DIR" --skip-old-files 2>/dev/null; then
+        echo "error: $archive: not $packed tar of the prepared folders" >&2
         exit 2
     fi
     echo "unpacked $archive"
@@ -99,11 +103,12 @@ if $dry_run; then
     echo "cpu (a dry run)" >"$work/device"
     # a tiny model on the tiny corpus of DATA_DIR (its own vocabulary): 10 steps, a validation
     # every 2; outputs of a few pieces (untrained, it writes to the longest output allowed, and
-    # the realistic test's sentences are long: 160 s of CPU a direction, against 14 s)
+    # the realistic test's sentences are long: 160 s of CPU a direction, against 14 s); two
+    # decoder layers, as the configurations' alignment head is the penultimate layer's
     vocab=$(
         $PY -c "import json, sys; print(json.load(open(sys.argv[1]))['settings']['vocab_size'])" \
             "$DATA_DIR/tatoeba-v2.en-fr/manifest.json")
-    train_args=("data.vocab_size=$vocab" model.encoder_layers=1 model.decoder_layers=1
+    train_args=("data.vocab_size=$vocab" model.encoder_layers=1 model.decoder_layers=2
         model.ffn_size=64 train.max_steps=10 train.valid_every=2 train.valid_max_sentences=4
         train.warmup_steps=2 train.log_every=1 train.max_tokens=512 train.precision=fp32
         train.attention_samples=0 train.attention_history=0 decode.max_len_ratio=0.1

@@ -27,7 +27,7 @@ from seq2seq.checkpoints import CHECKPOINT_FORMAT, tokenizer_entry
 from seq2seq.config_file import dump_toml, load_config
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.prepare import prepare
-from seq2seq.data.prepared_corpus import PreparedData
+from seq2seq.data.prepared_corpus import PreparedData, prepare_command, teacher_of
 from seq2seq.decoding.model_folder import CARD
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
 from seq2seq.device import autocast_dtype, precision_name
@@ -378,8 +378,9 @@ ABSENT_ON_THE_GPU = ["fastapi", "uvicorn", "pydantic", "prometheus_client", "ctr
 
 def tiny_tatoeba(shared_data: Path, folder: Path) -> Path:
     """`folder`/data with tatoeba-v2.en-fr and tatoeba-v2.fr-en prepared from every 100th
-    Tatoeba pair (1,200 to train, 20 to validate, 20 to test), copy-teaching and concatenation
-    on as in the configurations of the next models, a vocabulary of 400."""
+    Tatoeba pair (1,200 to train, 20 to validate, 20 to test), copy-teaching, concatenation and
+    the alignment teacher's links as in the configurations of the next models, a vocabulary of
+    400."""
     with gzip.open(shared_data / "tatoeba-eng-fra" / "fra.txt.gz", "rt", encoding="utf-8") as f:
         pairs = [line.rstrip("\n").split("\t")[:2] for n, line in enumerate(f) if n % 100 == 0]
     splits = {"train": pairs[:1200], "valid": pairs[1200:1220], "test": pairs[1220:1240]}
@@ -392,6 +393,7 @@ def tiny_tatoeba(shared_data: Path, folder: Path) -> Path:
     for src, tgt in (("en", "fr"), ("fr", "en")):
         files = UserFiles.from_options(src, tgt, str(raw), {})
         out = folder / "data" / f"tatoeba-v2.{src}-{tgt}"
+        config = load_config(ROOT / "configs" / f"transformer.tatoeba-v2.{src}-{tgt}.toml")
         prepare(
             "files",
             src,
@@ -399,9 +401,8 @@ def tiny_tatoeba(shared_data: Path, folder: Path) -> Path:
             out,
             vocab_size=400,
             files=files,
-            **load_config(
-                ROOT / "configs" / f"transformer.tatoeba-v2.{src}-{tgt}.toml"
-            ).data.augmentation,
+            **config.data.augmentation,
+            align_teacher=teacher_of(config),
         )
     return folder / "data"
 
@@ -423,7 +424,7 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
     summary."""
     data = tiny_tatoeba(shared_data, tmp_path)
     folders = ["tatoeba-v2.en-fr", "tatoeba-v2.fr-en"]
-    subprocess.run(["tar", "czf", "tatoeba-v2.tar.gz", *folders], cwd=data, check=True)
+    subprocess.run(["tar", "cJf", "tatoeba-v2.tar.xz", *folders], cwd=data, check=True)
     for folder in folders:  # carried packed, as they fit a transfer beside the repository
         shutil.rmtree(data / folder)
     env = {**os.environ, "DATA_DIR": str(data), "OUT": "unused"}
@@ -439,7 +440,7 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
     )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    assert lines[0] == f"unpacked {data}/tatoeba-v2.tar.gz"
+    assert lines[0] == f"unpacked {data}/tatoeba-v2.tar.xz"
     assert lines[-1].startswith(f"results in {out}: summary.json ")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["device"] == "cpu (a dry run)" and summary["train_seconds"] == 420
@@ -459,13 +460,13 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         src, tgt = direction.split("-")
         runs = f"checkpoints/transformer.tatoeba-v2.{direction}"
         # the copy-teaching settings of each configuration: more repeated digits for fr-en; the
-        # split by both sides, the default
+        # split by both sides, the default; the teacher of the alignment head
         repeated = " --augment-repeated-digits 0.5" if direction == "fr-en" else ""
         assert record.commands == [  # as they run here, the evaluation as it ran there
             f"seq2seq prepare --corpus tatoeba --src {src} --tgt {tgt} --augment-entities 2 "
             f"--augment-numbers 20{repeated} --augment-world-names 0.5 --augment-codes 0.25 "
-            "--augment-contacts 0.1 --concat-share 0.25 --seed 1 --mirror ../shared/data "
-            f"--out data/tatoeba-v2.{direction}",
+            "--augment-contacts 0.1 --concat-share 0.25 --seed 1 --align-teacher eflomal "
+            f"--mirror ../shared/data --out data/tatoeba-v2.{direction}",
             f"seq2seq train --config configs/transformer.tatoeba-v2.{direction}.toml "
             f"train.device=cpu train.run_dir={runs}  # by benchmarks/tatoeba_gpu.sh beside the "
             "other direction, stopped with SIGTERM after at most 420 s",
@@ -501,6 +502,22 @@ def test_tatoeba_gpu_dry_run_writes_what_ships(shared_data: Path, tmp_path: Path
         )
 
 
+@pytest.mark.parametrize("shown_in", ["benchmarks/tatoeba_gpu.sh", "docs/training.md"])
+def test_the_tatoeba_gpu_folders_are_shown_prepared_as_their_configurations_say(
+    shown_in: str,
+) -> None:
+    """The commands that prepare the folders of benchmarks/tatoeba_gpu.sh, in its header and in
+    the docs, are those of the configurations (the teacher's links included), from the mirror."""
+    text = re.sub(r" \\\n[# ]*", " ", (ROOT / shown_in).read_text(encoding="utf-8"))
+    shown = re.findall(r"\.venv/bin/(seq2seq prepare .* --out data/tatoeba-v2\.\S+)", text)
+    assert shown == [
+        prepare_command(
+            load_config(ROOT / "configs" / f"transformer.tatoeba-v2.{direction}.toml")
+        ).replace(" --out ", " --mirror ../shared/data --out ")
+        for direction in ("en-fr", "fr-en")
+    ]
+
+
 def test_tatoeba_gpu_names_a_missing_folder(tmp_path: Path) -> None:
     env = {**os.environ, "DATA_DIR": str(tmp_path)}
     done = subprocess.run(
@@ -513,7 +530,7 @@ def test_tatoeba_gpu_names_a_missing_folder(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
         f"error: {tmp_path}/tatoeba-v2.en-fr: not a prepared corpus, nor in "
-        f"{tmp_path}/tatoeba-v2.tar.gz; prepare and pack it (see benchmarks/tatoeba_gpu.sh) "
+        f"{tmp_path}/tatoeba-v2.tar.xz; prepare and pack it (see benchmarks/tatoeba_gpu.sh) "
         "and carry it here\n"
     )
     assert not (tmp_path / "out").exists()
@@ -538,8 +555,11 @@ def test_tatoeba_gpu_leaves_earlier_results_as_they_are(tmp_path: Path) -> None:
     assert [path.name for path in (tmp_path / "out").rglob("*")] == [earlier.name, "model.json"]
 
 
-def test_tatoeba_gpu_names_an_archive_it_cannot_unpack(tmp_path: Path) -> None:
-    (tmp_path / "tatoeba-v2.tar.gz").write_bytes(b"not gzip")
+@pytest.mark.parametrize(("suffix", "packed"), [("xz", "an xz-compressed"), ("gz", "a gzipped")])
+def test_tatoeba_gpu_names_an_archive_it_cannot_unpack(
+    suffix: str, packed: str, tmp_path: Path
+) -> None:
+    (tmp_path / f"tatoeba-v2.tar.{suffix}").write_bytes(b"not packed")
     done = subprocess.run(
         ["bash", "benchmarks/tatoeba_gpu.sh", str(tmp_path / "out")],
         cwd=ROOT,
@@ -549,7 +569,7 @@ def test_tatoeba_gpu_names_an_archive_it_cannot_unpack(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        f"error: {tmp_path}/tatoeba-v2.tar.gz: not a gzipped tar of the prepared folders\n"
+        f"error: {tmp_path}/tatoeba-v2.tar.{suffix}: not {packed} tar of the prepared folders\n"
     )
 
 
