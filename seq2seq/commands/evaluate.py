@@ -52,7 +52,7 @@ from seq2seq.commands.cli import (
 from seq2seq.config_rules import AT_LEAST_0
 from seq2seq.data.corpora import domain_of
 from seq2seq.data.entity_copy import TESTS, entity_test_file, load_entity_test
-from seq2seq.decoding.model_result import ModelResult, git_state
+from seq2seq.decoding.model_result import ModelResult, add_to_record, git_revision
 from seq2seq.errors import UserError
 from seq2seq.files import read_lines, write_atomically
 
@@ -199,7 +199,6 @@ def model_result(
     args: argparse.Namespace, inference: Inference, prepared: PreparedData, result: EvalResult
 ) -> ModelResult:
     """The results-table entry of this evaluation (see --record)."""
-    revision, dirty = git_state()
     return ModelResult(
         name=args.name,
         model=inference.config.model.name,
@@ -217,7 +216,7 @@ def model_result(
         train_hours=args.train_hours,
         device=args.trained_on,
         commands=[*args.command, evaluation_command(args, result)],
-        git_revision=(revision or "unknown") + ("-dirty" if dirty else ""),
+        git_revision=git_revision(),
         decode_precision=result.precision,
         keep_numbers=result.keep_numbers,
         domain=domain_of(prepared.manifest["corpus"]),
@@ -227,10 +226,7 @@ def model_result(
 def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult) -> None:
     """Add the scores of the entity test of --split to the record at `path`, leaving the rest as
     it was."""
-    ModelResult.load(path)  # a record: refused with a line naming what is wrong
-    values = json.loads(path.read_text(encoding="utf-8"))
-    revision, dirty = git_state()
-    values[RECORD_FIELDS[args.split]] = {
+    scores = {
         "sentences": result.sentences,
         "bleu": result.bleu,
         "bleu_lc": result.bleu_lc,
@@ -242,13 +238,8 @@ def record_entity_test(path: Path, args: argparse.Namespace, result: EvalResult)
         "decode_precision": result.precision,
         "keep_numbers": result.keep_numbers,
         "command": evaluation_command(args, result),
-        "git_revision": (revision or "unknown") + ("-dirty" if dirty else ""),
     }
-    text = json.dumps(values, indent=2, ensure_ascii=False) + "\n"
-    try:
-        write_atomically(path, lambda file: file.write(text.encode("utf-8")))
-    except OSError as err:
-        raise UserError(f"--record {path}: cannot write ({err.strerror})") from None
+    add_to_record(path, RECORD_FIELDS[args.split], scores)
 
 
 def read_split(

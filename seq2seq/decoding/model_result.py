@@ -119,6 +119,19 @@ class ModelResult:
             raise UserError(f"{path}: cannot write ({err.strerror})") from None
 
 
+def add_to_record(path: Path, key: str, section: dict[str, Any]) -> None:
+    """Add `section` and the git revision that computed it to the record at `path` under `key`,
+    leaving the rest as it was (`seq2seq evaluate --split entities --record FILE`)."""
+    ModelResult.load(path)  # a record: refused with a line naming what is wrong
+    values = json.loads(path.read_text(encoding="utf-8"))
+    values[key] = {**section, "git_revision": git_revision()}
+    text = json.dumps(values, indent=2, ensure_ascii=False) + "\n"
+    try:
+        write_atomically(path, lambda file: file.write(text.encode("utf-8")))
+    except OSError as err:
+        raise UserError(f"--record {path}: cannot write ({err.strerror})") from None
+
+
 def read_card(path: Path) -> dict[str, Any]:
     """The fields of a model card (card.json) as JSON gives them; a card that is not a JSON
     object is a UserError naming it."""
@@ -168,3 +181,9 @@ def git_state() -> tuple[str | None, bool | None]:
         return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):
         return None, None
+
+
+def git_revision() -> str:
+    """The commit checked out, "-dirty" if tracked files differ, as records keep it."""
+    revision, dirty = git_state()
+    return (revision or "unknown") + ("-dirty" if dirty else "")
