@@ -5,7 +5,8 @@
 
 FOLDER is a folder written by `seq2seq export` and named after the shipped model it replaces;
 FOLDER.json is its record (`seq2seq evaluate --record`, then `--split entities --record`, and
-`--split realistic --record` where it was run), as benchmarks/tatoeba_gpu.sh leaves them. They
+`--split realistic --record` and `seq2seq align --gold GOLD --record` where they were run), as
+benchmarks/tatoeba_gpu.sh leaves them. They
 become:
 
 - seq2seq/shipped_models/NAME/ (--models-dir): the folder's files and card.json, the record with
@@ -14,8 +15,9 @@ become:
   problem the new model no longer has can be reworded by hand);
 - results/models/NAME.shipped.json (--results-dir): the same card.
 
-In both, the evaluations name the shipped model (`--model NAME`) instead of FOLDER, so their
-commands reproduce the scores once it is shipped, and `--revision` gives the commit that
+In both, the evaluations name the shipped model (`--model NAME`) instead of FOLDER (and an
+alignment's `--reverse-model` the name of its folder), so their commands reproduce the scores
+once it is shipped, and `--revision` gives the commit that
 evaluated it where the record could not tell (a copy of the repository without its .git folder:
 `unknown`). The shipped folder is replaced at once, never
 left half written. Then update the README's tables: `benchmarks/results_table.py --update` for
@@ -41,11 +43,15 @@ UNKNOWN = "unknown"  # the git revision of an evaluation outside a git checkout
 
 
 def shipped_command(command: str, name: str) -> str:
-    """`command` with the model of its --model option named `name`."""
+    """`command` with the model of its --model option named `name`, and that of
+    --reverse-model (an alignment's opposite model) by its folder's name, the model it ships as."""
     words = shlex.split(command)
     if "--model" not in words:
         return command
     words[words.index("--model") + 1] = name
+    if "--reverse-model" in words:
+        reverse = words.index("--reverse-model") + 1
+        words[reverse] = Path(words[reverse]).name
     return shlex.join(words)
 
 
@@ -70,7 +76,8 @@ def known_revision(recorded: str, revision: str | None) -> str:
 
 
 def shipped_test(scores: dict, name: str, revision: str | None) -> dict:
-    """An entity test's scores in a record ({}: not run), as the card of `name` gives them."""
+    """A test's scores in a record (an entity test's or the alignment test's; {}: not run), as
+    the card of `name` gives them."""
     if not scores:
         return {}
     return {
@@ -100,6 +107,7 @@ def new_card(folder: Path, old_card: Path, revision: str | None = None) -> Model
         limits=translated_limits(folder, record, limits),
         entity_test=shipped_test(record.entity_test, name, revision),
         realistic_entity_test=shipped_test(record.realistic_entity_test, name, revision),
+        alignment_test=shipped_test(record.alignment_test, name, revision),
         git_revision=known_revision(record.git_revision, revision),
     )
 

@@ -5,6 +5,8 @@
         --reverse-model transformer-small.tatoeba.fr-en --input pairs.txt     # both directions
     seq2seq align --model transformer-small.tatoeba.en-fr --input pairs.txt --gold gold.txt
     seq2seq align --model transformer-small.tatoeba.en-fr --input pairs.txt --gold gold.txt --grid
+    seq2seq align --model transformer-small.tatoeba.en-fr --input pairs.txt --gold gold.txt \
+        --lines 1-100 --lines 101-447 --record results/models/NAME.json
 
 Each input line is `SOURCE ||| TARGET` (words split on whitespace) and gives one output line of
 links in Pharaoh form, `i-j` for source word i and target word j, counted from 0; a line with
@@ -16,14 +18,22 @@ the opposite model (fr-en for en-fr), and --combine how the two directions are c
 
 With --gold FILE (one line per input line: `i-j` sure links and `ipj` possible ones, counted
 from 1), the command prints the alignment error rate (AER), precision and recall instead of the
-links; with --grid, those of every layer and head. --lines A-B takes input lines A to B alone
-(from 1), and --swap reads each line (and its gold) as `TARGET ||| SOURCE` of the model.
+links: of the model alone and, with --reverse-model, of both directions combined; with --grid,
+those of every layer and head. --lines A-B takes input lines A to B alone (from 1); with --gold,
+--lines given several times scores each range apart. --swap reads each line (and its gold) as
+`TARGET ||| SOURCE` of the model.
+
+--record FILE adds those scores to the model's existing record FILE (seq2seq evaluate --record,
+seq2seq.decoding.model_result) as its field alignment_test, and changes nothing else in it: the
+gold file's name and number of pairs, the model's direction, its rule, the scores by line range
+and by rule, the command that prints them, and the git revision.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,11 +92,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--input", metavar="FILE", help="read FILE instead of standard input")
     parser.add_argument("--gold", metavar="FILE", help="score against this gold: AER, P, R")
     parser.add_argument("--grid", action="store_true", help="with --gold: every layer and head")
-    parser.add_argument("--lines", metavar="A-B", help="input lines A to B alone (from 1)")
+    parser.add_argument(
+        "--lines",
+        metavar="A-B",
+        action="append",
+        help="input lines A to B alone (from 1); with --gold, repeat it to score several ranges",
+    )
     parser.add_argument(
         "--swap", action="store_true", help="lines and gold are TARGET ||| SOURCE of the model"
     )
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="with --gold and --input: add the scores to the model's record FILE (alignment_test)",
+    )
     parser.add_argument(
         "--beam", **ranged(int, ARGUMENTS["beam"], "beam size of translations", "the model's")
     )
@@ -94,6 +114,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.grid and (args.gold is None or args.reverse_model is not None):
         parser.error("--grid needs --gold, and scores one model (no --reverse-model)")
+    if len(args.lines or []) > 1 and (args.gold is None or args.grid):
+        parser.error("several --lines need --gold (and no --grid)")
+    if args.record and (args.gold is None or args.input is None or args.grid):
+        parser.error("--record needs --gold and --input (and no --grid)")
     return args
 
 
@@ -147,15 +171,17 @@ def align_all(
     reverse: Aligner | None,
     args: argparse.Namespace,
     name: str,
-) -> list[WordAlignment]:
-    """The alignment of every pair, a source alone aligned to its translation by the model."""
-    from seq2seq.decoding.alignment import align_ids
+) -> dict[str, list[WordAlignment]]:
+    """The alignment of every pair by the model alone, under its rule's name, and with `reverse`
+    both directions combined, under `RULE COMBINE` (the last); a source alone is aligned to its
+    translation by the model."""
+    from seq2seq.decoding.alignment import align_ids, combined
 
     sources = [pair.src for pair in pairs if pair.tgt is None]
     translated = iter(
         forward.translator.translate(sources, split_sentences=False) if sources else []
     )
-    alignments = []
+    alone, both = [], []
     for pair in pairs:
         try:
             if pair.tgt is None:
@@ -163,10 +189,13 @@ def align_all(
                 ids = best.src_tokens, best.tokens
             else:
                 ids = forward.ids(pair.src, pair.tgt)
-            alignments.append(align_ids(forward, ids, reverse, args.combine))
+            alone.append(align_ids(forward, ids))
         except ValueError as err:
             raise UserError(f"{name}:{pair.number}: {err}") from None
-    return alignments
+        if reverse is not None:
+            both.append(combined(alone[-1], reverse, args.combine))
+    rows = {str(forward.rule): alone}
+    return rows if reverse is None else rows | {f"{forward.rule} {args.combine}": both}
 
 
 def read_gold_lines(name: str, count: int, swap: bool = False) -> list[GoldLinks]:
@@ -237,43 +266,117 @@ def grid(
     return scores
 
 
-def print_scores(scores: dict[str, AlignmentScore], as_json: bool) -> None:
-    """One line per rule: AER, precision and recall in percent; or one JSON object."""
-    summaries = {rule: found.summary() for rule, found in scores.items()}
+def summaries(scores: dict[str, AlignmentScore]) -> dict[str, dict[str, float | int]]:
+    """AER, precision, recall and counts (`AlignmentScore.summary`) by rule."""
+    return {rule: found.summary() for rule, found in scores.items()}
+
+
+def print_scores(by_lines: dict[str, dict[str, dict]], as_json: bool) -> None:
+    """The summaries of each line range (`lines A-B`), one line per rule: AER, precision and
+    recall in percent, and the counts, in a table headed `rule` for one range and by the range
+    for several; or JSON: {rule: summary} of one range, {range: {rule: summary}} of several."""
     if as_json:
-        print(json.dumps(summaries, indent=1))
+        one = len(by_lines) == 1
+        print(json.dumps(next(iter(by_lines.values())) if one else by_lines, indent=1))
         return
-    print(f"{'rule':<22} {'AER':>5} {'P':>5} {'R':>5} {'links':>7} {'sure':>7}")
-    for rule, s in summaries.items():
-        line = f"{rule:<22} {s['aer']:5.1f} {s['precision']:5.1f} {s['recall']:5.1f}"
-        print(f"{line} {s['links']:7d} {s['sure']:7d}")
+    for lines, rows in by_lines.items():
+        label = "rule" if len(by_lines) == 1 else lines
+        print(f"{label:<22} {'AER':>5} {'P':>5} {'R':>5} {'links':>7} {'sure':>7}")
+        for rule, s in rows.items():
+            line = f"{rule:<22} {s['aer']:5.1f} {s['precision']:5.1f} {s['recall']:5.1f}"
+            print(f"{line} {s['links']:7d} {s['sure']:7d}")
+
+
+def score_ranges(
+    rows: dict[str, list[WordAlignment]],
+    gold: list[GoldLinks],
+    pairs: list[Pair],
+    ranges: list[range],
+    args: argparse.Namespace,
+) -> dict[str, dict[str, dict]]:
+    """The summaries of every row of `rows` (alignments of `pairs`, by rule) against their `gold`
+    on each of `ranges` (input lines from 0), by the range's name, `lines A-B` (from 1)."""
+    first = min(lines.start for lines in ranges)  # the input line of pairs[0]
+    by_lines = {}
+    for lines in ranges:
+        part = slice(lines.start - first, lines.stop - first)
+        found = {
+            rule: score(alignments[part], gold[part], pairs[part], args)
+            for rule, alignments in rows.items()
+        }
+        by_lines[f"lines {lines.start + 1}-{lines.stop}"] = summaries(found)
+    return by_lines
+
+
+def alignment_command(args: argparse.Namespace) -> str:
+    """The command that prints the scores --record keeps."""
+    source = ["--checkpoint", args.checkpoint] if args.checkpoint else ["--model", args.model]
+    words = ["seq2seq", "align", *source]
+    if args.reverse_model is not None:
+        words += ["--reverse-model", args.reverse_model, "--combine", args.combine]
+    if args.rule != "mean":
+        words += ["--rule", args.rule]
+    if args.reverse_model is not None and args.reverse_rule:
+        words += ["--reverse-rule", args.reverse_rule]
+    words += ["--swap"] if args.swap else []
+    words += ["--input", args.input, "--gold", args.gold]
+    for lines in args.lines or []:
+        words += ["--lines", lines]
+    return shlex.join(words)
+
+
+def check_record(path: Path, direction: str) -> None:
+    """A UserError unless `path` is the record of a model of `direction`."""
+    from seq2seq.decoding.model_result import ModelResult
+
+    recorded = ModelResult.load(path).direction
+    if recorded != direction:
+        raise UserError(f"--record {path}: a record of {recorded}; the model is {direction}")
+
+
+def record_test(
+    args: argparse.Namespace, count: int, direction: str, rule: str, scores: dict[str, dict]
+) -> None:
+    """Add `scores` of the `count` pairs of --gold to the --record FILE as its alignment_test."""
+    from seq2seq.decoding.model_result import add_to_record
+
+    test = {"gold": Path(args.gold).name, "pairs": count, "direction": direction, "rule": rule}
+    test |= {"scores": scores, "command": alignment_command(args)}
+    add_to_record(Path(args.record), "alignment_test", test)
+    print(f"recorded the alignment test in {args.record}", file=sys.stderr)
 
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     name = "standard input" if args.input is None else f"--input {args.input}"
     lines = read_input(args)
-    chosen = line_range(args.lines, len(lines))
-    pairs = read_pairs(lines, name, args.swap)[chosen.start : chosen.stop]
+    ranges = [line_range(text, len(lines)) for text in args.lines or [None]]
+    span = slice(min(r.start for r in ranges), max(r.stop for r in ranges))
+    pairs = read_pairs(lines, name, args.swap)[span]
     gold = None
     if args.gold:
-        gold = read_gold_lines(args.gold, len(lines), args.swap)[chosen.start : chosen.stop]
+        gold = read_gold_lines(args.gold, len(lines), args.swap)[span]
         check_targets(pairs, name)
     forward = load_aligner(args.checkpoint or args.model, args, args.rule, "--rule")
+    direction = "-".join(forward.translator.languages)
+    if args.record:
+        check_record(Path(args.record), direction)
     if args.grid:
-        print_scores(grid(pairs, gold, forward, args), args.json)
+        print_scores({"": summaries(grid(pairs, gold, forward, args))}, args.json)
         return
     reverse = None
     if args.reverse_model is not None:
         option = "--reverse-rule" if args.reverse_rule else "--rule"
         rule = args.reverse_rule or args.rule
         reverse = load_aligner(args.reverse_model, args, rule, option)
-    alignments = align_all(pairs, forward, reverse, args, name)
+    rows = align_all(pairs, forward, reverse, args, name)
     if gold is not None:
-        rule = str(forward.rule) if reverse is None else f"{forward.rule} {args.combine}"
-        print_scores({rule: score(alignments, gold, pairs, args)}, args.json)
+        scores = score_ranges(rows, gold, pairs, ranges, args)
+        print_scores(scores, args.json)
+        if args.record:
+            record_test(args, len(lines), direction, str(forward.rule), scores)
         return
-    for pair, alignment in zip(pairs, alignments, strict=True):
+    for pair, alignment in zip(pairs, list(rows.values())[-1], strict=True):
         if args.swap:
             alignment = alignment.reversed()
         links = alignment.pharaoh()

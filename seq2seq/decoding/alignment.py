@@ -302,8 +302,12 @@ def align_ids(
     with no words."""
     check_sides(ids)
     aligned = forward.maps(*ids).align(forward.rule)
-    if reverse is None:
-        return aligned
+    return aligned if reverse is None else combined(aligned, reverse, combine)
+
+
+def combined(aligned: WordAlignment, reverse: Aligner, combine: str) -> WordAlignment:
+    """The links `aligned` of one direction combined by `combine` (one of COMBINATIONS) with
+    those of the opposite model `reverse`, teacher-forced on the same words turned round."""
     turned_round = reverse.ids(" ".join(aligned.tgt_words), " ".join(aligned.src_words))
     backward = reverse.maps(*turned_round).align(reverse.rule).reversed()
     links = COMBINATIONS[combine](aligned.links, backward.links)

@@ -23,7 +23,9 @@ evaluation and the checkpoint, the domain from the corpus (`seq2seq.data.corpora
 name, training time, device and commands are given as options. `seq2seq evaluate --split entities
 --record FILE` adds the entity test's scores and copy accuracy to an existing record
 (`entity_test`, see seq2seq.data.entity_copy), `--split realistic` the realistic test's
-(`realistic_entity_test`). The commands are ones that run
+(`realistic_entity_test`), and `seq2seq align --gold GOLD --record FILE` the alignment error
+rate of the model's attention against human gold (`alignment_test`, see
+seq2seq.commands.align). The commands are ones that run
 today from the repository root: make targets, the scripts of scripts/ and `seq2seq` commands,
 with the configurations they name (tests/test_results_table.py checks every record and card).
 
@@ -88,6 +90,8 @@ class ModelResult:
     entity_test: dict[str, Any] = field(default_factory=dict)
     # the realistic entity test's, likewise (seq2seq evaluate --split realistic --record)
     realistic_entity_test: dict[str, Any] = field(default_factory=dict)
+    # AER, precision and recall against word alignment gold (seq2seq align --gold --record)
+    alignment_test: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> "ModelResult":
@@ -121,7 +125,7 @@ class ModelResult:
 
 def add_to_record(path: Path, key: str, section: dict[str, Any]) -> None:
     """Add `section` and the git revision that computed it to the record at `path` under `key`,
-    leaving the rest as it was (`seq2seq evaluate --split entities --record FILE`)."""
+    leaving the rest as it was (`--record FILE` of evaluate's entity tests and of align)."""
     ModelResult.load(path)  # a record: refused with a line naming what is wrong
     values = json.loads(path.read_text(encoding="utf-8"))
     values[key] = {**section, "git_revision": git_revision()}
