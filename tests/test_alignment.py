@@ -1,10 +1,12 @@
 """Word alignment: the rules on hand-made maps, the combination heuristics on hand-made links,
 AER where its value is known exactly, the shipped Tatoeba models on lines of the Hansards gold,
-POST /v1/align on loopback, and a bad gold file as one `error:` line."""
+POST /v1/align on loopback, a bad gold file as one `error:` line, and the AER in the shipped
+Tatoeba cards reproduced."""
 
 import copy
 import dataclasses
 import json
+import shlex
 import socket
 import threading
 import time
@@ -30,6 +32,7 @@ from seq2seq.decoding.alignment import (
     attention_links,
     parse_gold,
 )
+from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult
 from seq2seq.decoding.torch_translator import Translator
 from seq2seq.errors import UserError
 from seq2seq.serving.app import create_app
@@ -37,6 +40,8 @@ from seq2seq.serving.registry import served_model
 from seq2seq.serving.schemas import AlignRequest
 
 EN_FR, FR_EN = "transformer-small.tatoeba.en-fr", "transformer-small.tatoeba.fr-en"
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "results" / "models"
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +212,81 @@ def test_a_bad_gold_file_is_one_error_line(tmp_path: Path, hansards: tuple[Path,
     assert stopped.value.code == 2
     expected = f"error: {gold}:2: '2x2' is not a link i-j (sure) or ipj (possible), from 1\n"
     assert capsys.readouterr().err == expected
+
+
+# --- The AER in the shipped Tatoeba models' cards --------------------------------------------
+
+
+def test_recording_the_alignment_test_changes_nothing_else(
+    tmp_path: Path, hansards: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lines 7-8 as in test_align_scores_gold_lines, recorded in a copy of the en-fr record; a
+    record of fr-en is refused in one line before any alignment."""
+    pairs, gold = map(str, hansards)
+    path = tmp_path / "record.json"
+    before = json.loads((RECORDS / f"{EN_FR}.shipped.json").read_text(encoding="utf-8"))
+    before.pop("alignment_test")
+    path.write_text(json.dumps(before), encoding="utf-8")
+    argv = ["--model", EN_FR, "--input", pairs, "--gold", gold, "--lines", "7-8"]
+    align.main([*argv, "--record", str(path)])
+    after = json.loads(path.read_text(encoding="utf-8"))
+    recorded = after.pop("alignment_test")
+    assert after == before
+    assert recorded["git_revision"]
+    del recorded["git_revision"]
+    scores = {"aer": 66.7, "precision": 50.0, "recall": 0.0, "links": 4, "sure": 2}
+    assert recorded == {
+        "gold": "hansards.en-fr.gold",
+        "pairs": 447,
+        "direction": "en-fr",
+        "rule": "mean",
+        "scores": {"lines 7-8": {"mean": scores}},
+        "command": shlex.join(["seq2seq", "align", *argv]),
+    }
+    capsys.readouterr()
+    wrong = tmp_path / "fr-en.json"
+    wrong.write_text(json.dumps({**before, "direction": "fr-en"}), encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(partial(align.main, [*argv, "--record", str(wrong)]))
+    assert stopped.value.code == 2
+    expected = f"error: --record {wrong}: a record of fr-en; the model is en-fr\n"
+    assert capsys.readouterr().err == expected
+
+
+def card_command(command: str, hansards: tuple[Path, Path]) -> list[str]:
+    """The arguments of a card's `seq2seq align` command, its two Hansards files (named from the
+    repository root) those of the suite's shared data."""
+    words = shlex.split(command)
+    assert words[:2] == ["seq2seq", "align"]
+    for option, path in zip(("--input", "--gold"), hansards, strict=True):
+        given = words.index(option) + 1
+        assert words[given] == f"../shared/data/alignment/{path.name}"
+        words[given] = str(path)
+    return words[2:]
+
+
+@pytest.mark.slow  # aligns the 447 pairs with both models
+@pytest.mark.parametrize("name", [EN_FR, FR_EN])
+def test_align_gold_reproduces_the_aer_of_the_cards(
+    name: str, hansards: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The card's command, run, prints the card's scores exactly: the model alone, the benchmark
+    record's, and both directions combined with grow-diag, the heuristic it chose on lines
+    1-100; the card is the record's copy."""
+    card = ModelResult.load(SHIPPED_MODELS / name / "card.json")
+    test = card.alignment_test
+    assert ModelResult.load(RECORDS / f"{name}.shipped.json").alignment_test == test
+    assert (test["gold"], test["pairs"], test["direction"]) == (hansards[1].name, 447, name[-5:])
+    align.main([*card_command(test["command"], hansards), "--json"])
+    assert json.loads(capsys.readouterr().out) == test["scores"]
+    benchmark = json.loads((ROOT / "results/alignment/aer-amd-epyc.json").read_text("utf-8"))
+    both = benchmark["combined_mean"]  # en-fr's links grown with fr-en's
+    assert (benchmark["chosen_on"], both["chosen"]) == ("lines 1-100", "grow-diag")
+    for split, lines in {"lines 1-100": "lines 1-100", "all 447": "lines 1-447"}.items():
+        scores = test["scores"][lines]
+        assert scores["mean"] == benchmark[test["direction"]]["mean"][split]
+        if name == EN_FR:
+            assert scores["mean grow-diag"] == both["heuristics"]["grow-diag"][split]
 
 
 # --- POST /v1/align on loopback ---------------------------------------------------------------
