@@ -581,10 +581,13 @@ def test_tatoeba_gpu_refuses_an_unknown_option() -> None:
     assert done.stderr == "error: unknown option --fast (expected --dry-run or a folder)\n"
 
 
+REVERSE = "transformer-tiny.multi30k.de-en"  # the opposite model of an alignment test
+
+
 def exported_with_record(folder: Path, name: str, **changes: object) -> Path:
     """`folder`/NAME: the shipped model NAME's files as `seq2seq export` writes them, and beside
     them NAME.json: its card as a record of tatoeba_gpu.sh would be (evaluated from the folder,
-    with both entity tests, no limits), changed by `changes`."""
+    with both entity tests and an alignment test, no limits), changed by `changes`."""
     exported = folder / name
     exported.mkdir(parents=True)
     for file in ("model.json", "model.safetensors", "sentencepiece.model"):
@@ -607,6 +610,11 @@ def exported_with_record(folder: Path, name: str, **changes: object) -> Path:
             "entity_copy_accuracy": 30.6,
             "command": evaluation.replace("SPLIT", "realistic"),
         },
+        "alignment_test": {
+            "git_revision": "unknown",
+            "command": f"seq2seq align --model {exported} --reverse-model {folder}/{REVERSE} "
+            "--input pairs.txt --gold gold.txt",
+        },
         **changes,
     }
     exported.with_name(f"{name}.json").write_text(json.dumps(record), encoding="utf-8")
@@ -616,8 +624,9 @@ def exported_with_record(folder: Path, name: str, **changes: object) -> Path:
 def test_ship_model_makes_the_exported_folder_the_shipped_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The files are copied as they are; the card is the record, evaluated by the model's name,
-    with the replaced card's limits translated again (the same weights here: the same outputs)."""
+    """The files are copied as they are; the card is the record, evaluated by the model's name
+    (an alignment's reverse model by its folder's), with the replaced card's limits translated
+    again (the same weights here: the same outputs)."""
     name = "transformer-tiny.multi30k.en-de"
     card = json.loads((SHIPPED_MODELS / name / CARD).read_text(encoding="utf-8"))
     exported = exported_with_record(tmp_path / "results", name)
@@ -649,6 +658,11 @@ def test_ship_model_makes_the_exported_folder_the_shipped_model(
     realistic = new["realistic_entity_test"]
     assert realistic["command"] == evaluation.replace("SPLIT", "realistic")
     assert (realistic["git_revision"], realistic["entity_copy_accuracy"]) == (revision, 30.6)
+    assert new["alignment_test"] == {  # both models by the names they ship as
+        "git_revision": revision,
+        "command": f"seq2seq align --model {name} --reverse-model {REVERSE} --input pairs.txt "
+        "--gold gold.txt",
+    }
     assert json.loads((records / f"{name}.shipped.json").read_text(encoding="utf-8")) == new
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == (
