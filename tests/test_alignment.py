@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import json
 import shlex
+import shutil
 import socket
 import threading
 import time
@@ -199,6 +200,38 @@ def test_align_scores_gold_lines(hansards: tuple[Path, Path], capsys) -> None:
     align.main(["--model", EN_FR, "--input", str(pairs), "--gold", str(gold), "--lines", "7-8"])
     rows = capsys.readouterr().out.splitlines()
     assert rows[1].split() == ["mean", "66.7", "50.0", "0.0", "4", "2"]  # 1 - 2/6
+
+
+def test_several_rules_are_scored_beside_each_other(
+    tmp_path: Path, hansards: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--rule` twice with --gold: each rule's row is what the rule alone gives, and with
+    --reverse-model each rule is combined with the reverse model's same rule; a record keeps
+    the first rule as its rule and every row; without --gold two rules are refused in one
+    line."""
+    pairs, gold = map(str, hansards)
+    argv = ["--model", EN_FR, "--input", pairs, "--gold", gold, "--lines", "1-20", "--json"]
+    both = ["--reverse-model", FR_EN, "--combine", "grow-diag"]
+    alone = {}
+    for rule in ("head:1.0", "mean"):
+        align.main([*argv, *both, "--rule", rule])
+        alone |= json.loads(capsys.readouterr().out)
+    record = tmp_path / "record.json"
+    shutil.copy(RECORDS / f"{EN_FR}.shipped.json", record)
+    rules = ["--rule", "head:1.0", "--rule", "mean"]
+    align.main([*argv, *both, *rules, "--record", str(record)])
+    together = json.loads(capsys.readouterr().out)
+    assert list(together) == ["head:1.0", "head:1.0 grow-diag", "mean", "mean grow-diag"]
+    assert together == alone
+    test = ModelResult.load(record).alignment_test
+    assert (test["rule"], test["scores"]) == ("head:1.0", {"lines 1-20": together})
+    assert shlex.join(rules) in test["command"]
+    assert together["head:1.0"] != together["mean"]
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(partial(align.main, ["--model", EN_FR, "--rule", "mean", "--rule", "layer:0"]))
+    assert stopped.value.code == 2
+    expected = "error: several --rule need --gold (and no --grid) (see seq2seq align --help)\n"
+    assert capsys.readouterr().err == expected
 
 
 def test_a_bad_gold_file_is_one_error_line(tmp_path: Path, hansards: tuple[Path, Path], capsys):

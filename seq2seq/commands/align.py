@@ -13,7 +13,8 @@ links in Pharaoh form, `i-j` for source word i and target word j, counted from 0
 no ` ||| ` is a source alone: the model translates it and its output line is
 `TRANSLATION ||| LINKS`. --rule picks the attention that aligns (docs/align.md): `mean` (of every
 layer and head), `layer:L`, `head:L.H`, `alignment-head` (the head trained to align), each
-optionally after `shifted:`. --reverse-model gives
+optionally after `shifted:`; with --gold it may be given several times, to score each rule
+beside the others. --reverse-model gives
 the opposite model (fr-en for en-fr), and --combine how the two directions are combined.
 
 With --gold FILE (one line per input line: `i-j` sure links and `ipj` possible ones, counted
@@ -25,8 +26,8 @@ those of every layer and head. --lines A-B takes input lines A to B alone (from 
 
 --record FILE adds those scores to the model's existing record FILE (seq2seq evaluate --record,
 seq2seq.decoding.model_result) as its field alignment_test, and changes nothing else in it: the
-gold file's name and number of pairs, the model's direction, its rule, the scores by line range
-and by rule, the command that prints them, and the git revision.
+gold file's name and number of pairs, the model's direction, its rule (the first --rule), the
+scores by line range and by rule, the command that prints them, and the git revision.
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_model_options(parser)
     parser.add_argument(
         "--rule",
-        default="mean",
+        action="append",
         help="the attention that aligns: mean (of every layer and head; the default), layer:L, "
         "head:L.H, alignment-head (the head trained to align), each optionally after shifted: "
-        "(docs/align.md)",
+        "(docs/align.md); with --gold, repeat it to score several rules",
     )
     parser.add_argument(
         "--reverse-model",
@@ -112,6 +113,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
     args = parser.parse_args(argv)
+    args.rule = args.rule or ["mean"]
+    if len(args.rule) > 1 and (args.gold is None or args.grid):
+        parser.error("several --rule need --gold (and no --grid)")
     if args.grid and (args.gold is None or args.reverse_model is not None):
         parser.error("--grid needs --gold, and scores one model (no --reverse-model)")
     if len(args.lines or []) > 1 and (args.gold is None or args.grid):
@@ -150,19 +154,23 @@ def read_input(args: argparse.Namespace) -> list[str]:
     return list(iter_lines(Path(args.input), f"--input {args.input}"))
 
 
-def load_aligner(name: str, args: argparse.Namespace, rule: str, option: str) -> Aligner:
-    """The Aligner of model `name` (--checkpoint or --model for the forward one) with `rule`."""
+def load_aligners(
+    name: str, args: argparse.Namespace, rules: list[str], option: str
+) -> list[Aligner]:
+    """The Aligners of model `name` (--checkpoint or --model for the forward one), one for each
+    of `rules`, all parsed before the model is loaded."""
     from seq2seq.decoding.alignment import Aligner, AlignmentRule
     from seq2seq.decoding.open_pytorch import load_model
     from seq2seq.decoding.torch_translator import Translator
     from seq2seq.device import pick_device
 
-    parsed = AlignmentRule.parse(rule, option)
+    parsed = [AlignmentRule.parse(rule, option) for rule in rules]
     device = pick_device(args.device)
     inference = load_model(name, device, args.plain)
     if args.beam is not None:
         inference.config.decode.beam_size = args.beam
-    return Aligner(Translator.from_inference(inference, device), parsed, option)
+    translator = Translator.from_inference(inference, device)
+    return [Aligner(translator, rule, option) for rule in parsed]
 
 
 def align_all(
@@ -314,8 +322,9 @@ def alignment_command(args: argparse.Namespace) -> str:
     words = ["seq2seq", "align", *source]
     if args.reverse_model is not None:
         words += ["--reverse-model", args.reverse_model, "--combine", args.combine]
-    if args.rule != "mean":
-        words += ["--rule", args.rule]
+    if args.rule != ["mean"]:
+        for rule in args.rule:
+            words += ["--rule", rule]
     if args.reverse_model is not None and args.reverse_rule:
         words += ["--reverse-rule", args.reverse_rule]
     words += ["--swap"] if args.swap else []
@@ -357,19 +366,22 @@ def main(argv: list[str]) -> None:
     if args.gold:
         gold = read_gold_lines(args.gold, len(lines), args.swap)[span]
         check_targets(pairs, name)
-    forward = load_aligner(args.checkpoint or args.model, args, args.rule, "--rule")
+    forwards = load_aligners(args.checkpoint or args.model, args, args.rule, "--rule")
+    forward = forwards[0]
     direction = "-".join(forward.translator.languages)
     if args.record:
         check_record(Path(args.record), direction)
     if args.grid:
         print_scores({"": summaries(grid(pairs, gold, forward, args))}, args.json)
         return
-    reverse = None
+    reverses: list[Aligner | None] = [None] * len(forwards)
     if args.reverse_model is not None:
         option = "--reverse-rule" if args.reverse_rule else "--rule"
-        rule = args.reverse_rule or args.rule
-        reverse = load_aligner(args.reverse_model, args, rule, option)
-    rows = align_all(pairs, forward, reverse, args, name)
+        rules = [args.reverse_rule] * len(forwards) if args.reverse_rule else args.rule
+        reverses = load_aligners(args.reverse_model, args, rules, option)
+    rows = {}
+    for each, reverse in zip(forwards, reverses, strict=True):
+        rows |= align_all(pairs, each, reverse, args, name)
     if gold is not None:
         scores = score_ranges(rows, gold, pairs, ranges, args)
         print_scores(scores, args.json)
