@@ -181,6 +181,7 @@ def test_the_en_fr_model_aligns_hansards_lines(en_fr: Model, hansards: tuple[Pat
 
 
 def test_the_alignment_head_rule_reads_the_trained_head(en_fr: Model, monkeypatch) -> None:
+    monkeypatch.setattr(en_fr.translator, "alignment_head", None)  # a model trained without
     with pytest.raises(ValueError, match=r"^rule alignment-head: the model was trained without"):
         en_fr.align("The cat sleeps.", "Le chat dort.", rule="alignment-head")
     # a model trained with train.alignment_head = [-1, 2] (of 2 decoder layers)
