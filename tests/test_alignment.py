@@ -227,6 +227,9 @@ def test_several_rules_are_scored_beside_each_other(
     test = ModelResult.load(record).alignment_test
     assert (test["rule"], test["scores"]) == ("head:1.0", {"lines 1-20": together})
     assert shlex.join(rules) in test["command"]
+    align.main([*argv[:-1], *both, *rules])  # the table: its columns in line
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 5 and len({len(line) for line in table}) == 1
     assert together["head:1.0"] != together["mean"]
     with pytest.raises(SystemExit) as stopped:
         run_cli(partial(align.main, ["--model", EN_FR, "--rule", "mean", "--rule", "layer:0"]))

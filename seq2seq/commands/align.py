@@ -287,11 +287,12 @@ def print_scores(by_lines: dict[str, dict[str, dict]], as_json: bool) -> None:
         one = len(by_lines) == 1
         print(json.dumps(next(iter(by_lines.values())) if one else by_lines, indent=1))
         return
+    width = max(22, *(len(rule) for rows in by_lines.values() for rule in rows))
     for lines, rows in by_lines.items():
         label = "rule" if len(by_lines) == 1 else lines
-        print(f"{label:<22} {'AER':>5} {'P':>5} {'R':>5} {'links':>7} {'sure':>7}")
+        print(f"{label:<{width}} {'AER':>5} {'P':>5} {'R':>5} {'links':>7} {'sure':>7}")
         for rule, s in rows.items():
-            line = f"{rule:<22} {s['aer']:5.1f} {s['precision']:5.1f} {s['recall']:5.1f}"
+            line = f"{rule:<{width}} {s['aer']:5.1f} {s['precision']:5.1f} {s['recall']:5.1f}"
             print(f"{line} {s['links']:7d} {s['sure']:7d}")
 
 
