@@ -5,6 +5,7 @@ files."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -136,7 +137,10 @@ def test_the_card_scores_are_reproduced_from_the_shipped_files(
     )
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
-    test_sentences = {"multi30k": 1000, "tatoeba": 3346}[model.corpus]
+    rule = read_description(SHIPPED_MODELS / model.name).config.data.split_rule
+    test_sentences = {"multi30k": 1000, "english-side": 3346, "both-sides": 3228}[
+        "multi30k" if model.corpus == "multi30k" else rule
+    ]
     assert scores["sentences"] == test_sentences and scores["signatures"] == card.signatures
     assert scores["bleu"] == pytest.approx(card.bleu, abs=0.1)
     assert scores["bleu_lc"] == pytest.approx(card.bleu_lc, abs=0.1)
@@ -178,6 +182,35 @@ def test_the_readme_and_the_card_give_the_shape(model: Shipped) -> None:
     if layers != (preset.encoder_layers, preset.decoder_layers):
         card = ModelResult.load(SHIPPED_MODELS / model.name / CARD)
         assert f"({layers[0]}+{layers[1]} layers)" in card.name
+
+
+# Three sentences on one line, as a user pastes a paragraph: a price, names with diacritics and a
+# phone number, each to come through whole
+PARAGRAPH = (
+    "Siobhán bought three books for 27.99 dollars. Her number is 555-0142. "
+    "Mr Dvořák arrives on Friday."
+)
+
+
+@pytest.mark.slow  # starts a Python that imports torch
+def test_translate_py_keeps_a_paragraphs_names_and_numbers_whole() -> None:
+    """scripts/translate.py with the shipped en-fr model cuts the paragraph into its sentences,
+    translates them and joins them again, every name and number whole, the price as French
+    writes it (fp32, so that every CPU gives the same words; bf16 and int8 give them too)."""
+    options = ["--model", "transformer-small.tatoeba.en-fr", "--precision", "fp32"]
+    result = subprocess.run(
+        [sys.executable, "scripts/translate.py", *options],
+        input=PARAGRAPH + "\n",
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "Siobhán a acheté trois livres pour 27,99 dollars. Son numéro est le 555-0142. "
+        "Mr Dvořák arrive vendredi.\n"
+    )
 
 
 @pytest.mark.slow  # starts a Python that imports torch
