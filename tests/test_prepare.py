@@ -317,12 +317,15 @@ def test_new_folders_split_digits_and_fall_back_to_bytes(
 
 @pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
 def test_the_hint_of_a_missing_tatoeba_folder_is_the_command_that_made_it(direction: str) -> None:
-    """The Tatoeba configurations train on a copy-teaching folder (data/tatoeba-copy.*) that
-    `make data` does not prepare: the hint is the command their shipped model's card records,
-    but for the card's --mirror."""
-    config = load_config(ROOT / "configs" / f"transformer.tatoeba.{direction}.toml")
+    """The Tatoeba configurations train on a copy-teaching folder (data/tatoeba-copy.* or
+    data/tatoeba-v2.*) that `make data` does not prepare: the hint is the command their shipped
+    model's card records, but for the card's --mirror (the configuration: the card's training
+    command's)."""
     card = SHIPPED_MODELS / f"transformer-small.tatoeba.{direction}" / CARD
-    recorded = json.loads(card.read_text(encoding="utf-8"))["commands"][0]
+    prepared, trained = json.loads(card.read_text(encoding="utf-8"))["commands"][:2]
+    words = trained.split()
+    config = load_config(ROOT / words[words.index("--config") + 1])
+    recorded = prepared
     recorded = recorded.replace(" --mirror ../shared/data", "")
     assert recorded.startswith("seq2seq prepare ")
     assert prepare_command(config) == recorded
@@ -351,12 +354,13 @@ def test_evaluating_without_the_tatoeba_folder_names_its_command(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no data/ here
     with pytest.raises(SystemExit) as exit_info:
-        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.en-fr"])
+        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.fr-en"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == (
-        "error: data/tatoeba-copy.en-fr: not a prepared corpus (no manifest.json); prepare it "
-        "with `seq2seq prepare --corpus tatoeba --src en --tgt fr --split-rule english-side "
-        "--augment-entities 2 --augment-numbers 20 --seed 1 --out data/tatoeba-copy.en-fr`\n"
+        "error: data/tatoeba-copy.fr-en: not a prepared corpus (no manifest.json); prepare it "
+        "with `seq2seq prepare --corpus tatoeba --src fr --tgt en --split-rule english-side "
+        "--augment-entities 2 --augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 "
+        "--out data/tatoeba-copy.fr-en`\n"
     )
 
 
@@ -366,20 +370,21 @@ def test_evaluating_a_tatoeba_model_on_another_split_rule_is_refused(
     """A shipped Tatoeba model (trained on the English-side split: its model.json names no rule)
     is not scored on a folder split by both sides, whose test pairs it may have trained on; the
     error names the command that prepares its own."""
-    folder = tmp_path / "data" / "tatoeba-copy.en-fr"
+    folder = tmp_path / "data" / "tatoeba-copy.fr-en"
     shutil.copytree(reversal, folder)
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["corpus"], manifest["settings"]["split_rule"] = "tatoeba", "both-sides"
     (folder / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
-        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.en-fr"])
+        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.fr-en"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == (
-        "error: data.split_rule english-side: data/tatoeba-copy.en-fr was split by --split-rule "
+        "error: data.split_rule english-side: data/tatoeba-copy.fr-en was split by --split-rule "
         "both-sides, whose test pairs may be training pairs of this model; prepare the folder "
-        "with `seq2seq prepare --corpus tatoeba --src en --tgt fr --split-rule english-side "
-        "--augment-entities 2 --augment-numbers 20 --seed 1 --out data/tatoeba-copy.en-fr`\n"
+        "with `seq2seq prepare --corpus tatoeba --src fr --tgt en --split-rule english-side "
+        "--augment-entities 2 --augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 "
+        "--out data/tatoeba-copy.fr-en`\n"
     )
     del manifest["settings"]["split_rule"]  # a folder prepared before the rules: English side
     (folder / "manifest.json").write_text(json.dumps(manifest))
