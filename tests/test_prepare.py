@@ -325,8 +325,7 @@ def test_the_hint_of_a_missing_tatoeba_folder_is_the_command_that_made_it(direct
     prepared, trained = json.loads(card.read_text(encoding="utf-8"))["commands"][:2]
     words = trained.split()
     config = load_config(ROOT / words[words.index("--config") + 1])
-    recorded = prepared
-    recorded = recorded.replace(" --mirror ../shared/data", "")
+    recorded = prepared.replace(" --mirror ../shared/data", "")
     assert recorded.startswith("seq2seq prepare ")
     assert prepare_command(config) == recorded
     assert prepare_hint(config) == f"prepare it with `{recorded}`"
