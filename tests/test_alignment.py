@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import get_args
+from unittest import mock
 
 import httpx2
 import pytest
@@ -27,6 +28,7 @@ from seq2seq.commands import align, serve
 from seq2seq.commands.cli import run_cli
 from seq2seq.data.word_links import COMBINATIONS, grow_diag, grow_diag_final, intersection, union
 from seq2seq.decoding.alignment import (
+    Aligner,
     AlignmentRule,
     AlignmentScore,
     GoldLinks,
@@ -207,9 +209,9 @@ def test_several_rules_are_scored_beside_each_other(
     tmp_path: Path, hansards: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`--rule` twice with --gold: each rule's row is what the rule alone gives, and with
-    --reverse-model each rule is combined with the reverse model's same rule; a record keeps
-    the first rule as its rule and every row; without --gold two rules are refused in one
-    line."""
+    --reverse-model each rule is combined with the reverse model's same rule, each model
+    teacher-forcing a pair once for both rules; a record keeps the first rule as its rule and
+    every row; without --gold two rules, and a rule given twice, are refused in one line."""
     pairs, gold = map(str, hansards)
     argv = ["--model", EN_FR, "--input", pairs, "--gold", gold, "--lines", "1-20", "--json"]
     both = ["--reverse-model", FR_EN, "--combine", "grow-diag"]
@@ -220,8 +222,10 @@ def test_several_rules_are_scored_beside_each_other(
     record = tmp_path / "record.json"
     shutil.copy(RECORDS / f"{EN_FR}.shipped.json", record)
     rules = ["--rule", "head:1.0", "--rule", "mean"]
-    align.main([*argv, *both, *rules, "--record", str(record)])
+    with mock.patch.object(Aligner, "maps", autospec=True, side_effect=Aligner.maps) as maps:
+        align.main([*argv, *both, *rules, "--record", str(record)])
     together = json.loads(capsys.readouterr().out)
+    assert maps.call_count == 2 * 20  # each of lines 1-20 once each way
     assert list(together) == ["head:1.0", "head:1.0 grow-diag", "mean", "mean grow-diag"]
     assert together == alone
     test = ModelResult.load(record).alignment_test
@@ -235,6 +239,11 @@ def test_several_rules_are_scored_beside_each_other(
         run_cli(partial(align.main, ["--model", EN_FR, "--rule", "mean", "--rule", "layer:0"]))
     assert stopped.value.code == 2
     expected = "error: several --rule need --gold (and no --grid) (see seq2seq align --help)\n"
+    assert capsys.readouterr().err == expected
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(partial(align.main, [*argv, "--rule", "mean", "--rule", "mean"]))
+    assert stopped.value.code == 2
+    expected = "error: --rule mean given twice (see seq2seq align --help)\n"
     assert capsys.readouterr().err == expected
 
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # torch is imported when the work starts, so that --help answ
         AlignmentScore,
         GoldFile,
         GoldLinks,
+        PairMaps,
         WordAlignment,
     )
 
@@ -114,6 +115,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
     args = parser.parse_args(argv)
     args.rule = args.rule or ["mean"]
+    twice = next((rule for index, rule in enumerate(args.rule) if rule in args.rule[:index]), None)
+    if twice is not None:
+        parser.error(f"--rule {twice} given twice")
     if len(args.rule) > 1 and (args.gold is None or args.grid):
         parser.error("several --rule need --gold (and no --grid)")
     if args.grid and (args.gold is None or args.reverse_model is not None):
@@ -175,21 +179,24 @@ def load_aligners(
 
 def align_all(
     pairs: list[Pair],
-    forward: Aligner,
-    reverse: Aligner | None,
+    forwards: list[Aligner],
+    reverses: list[Aligner],
     args: argparse.Namespace,
     name: str,
 ) -> dict[str, list[WordAlignment]]:
-    """The alignment of every pair by the model alone, under its rule's name, and with `reverse`
-    both directions combined, under `RULE COMBINE` (the last); a source alone is aligned to its
-    translation by the model."""
-    from seq2seq.decoding.alignment import align_ids, combined
+    """The alignment of every pair by the model alone under each rule of `forwards` (one model,
+    an Aligner a rule), by the rule's name, each followed, with `reverses` (the opposite
+    model's Aligners, one for each of `forwards`; none: the model alone), by both directions
+    combined, under `RULE COMBINE`. Each model teacher-forces a pair once for every rule; a
+    source alone is aligned to its translation by the model."""
+    from seq2seq.decoding.alignment import check_sides
 
+    forward = forwards[0]
     sources = [pair.src for pair in pairs if pair.tgt is None]
     translated = iter(
         forward.translator.translate(sources, split_sentences=False) if sources else []
     )
-    alone, both = [], []
+    rows: dict[str, list[WordAlignment]] = {}
     for pair in pairs:
         try:
             if pair.tgt is None:
@@ -197,13 +204,33 @@ def align_all(
                 ids = best.src_tokens, best.tokens
             else:
                 ids = forward.ids(pair.src, pair.tgt)
-            alone.append(align_ids(forward, ids))
+            check_sides(ids)
         except ValueError as err:
             raise UserError(f"{name}:{pair.number}: {err}") from None
-        if reverse is not None:
-            both.append(combined(alone[-1], reverse, args.combine))
-    rows = {str(forward.rule): alone}
-    return rows if reverse is None else rows | {f"{forward.rule} {args.combine}": both}
+        add_rows(rows, forward.maps(*ids), forwards, reverses, args.combine)
+    return rows
+
+
+def add_rows(
+    rows: dict[str, list[WordAlignment]],
+    maps: PairMaps,
+    forwards: list[Aligner],
+    reverses: list[Aligner],
+    combine: str,
+) -> None:
+    """Add one pair's alignments to `rows` (`align_all`): its `maps` under each rule of
+    `forwards`, each followed by both directions combined by `combine` when there are
+    `reverses`, whose model teacher-forces the pair turned round once."""
+    from seq2seq.decoding.alignment import combined, turned_maps
+
+    alone = [maps.align(forward.rule) for forward in forwards]
+    turned = turned_maps(alone[0], reverses[0]) if reverses else None
+    for index, (forward, aligned) in enumerate(zip(forwards, alone, strict=True)):
+        rows.setdefault(str(forward.rule), []).append(aligned)
+        if turned is not None:
+            backward = turned.align(reverses[index].rule).reversed()
+            both = combined(aligned, backward, combine)
+            rows.setdefault(f"{forward.rule} {combine}", []).append(both)
 
 
 def read_gold_lines(name: str, count: int, swap: bool = False) -> list[GoldLinks]:
@@ -375,14 +402,12 @@ def main(argv: list[str]) -> None:
     if args.grid:
         print_scores({"": summaries(grid(pairs, gold, forward, args))}, args.json)
         return
-    reverses: list[Aligner | None] = [None] * len(forwards)
+    reverses = []
     if args.reverse_model is not None:
         option = "--reverse-rule" if args.reverse_rule else "--rule"
         rules = [args.reverse_rule] * len(forwards) if args.reverse_rule else args.rule
         reverses = load_aligners(args.reverse_model, args, rules, option)
-    rows = {}
-    for each, reverse in zip(forwards, reverses, strict=True):
-        rows |= align_all(pairs, each, reverse, args, name)
+    rows = align_all(pairs, forwards, reverses, args, name)
     if gold is not None:
         scores = score_ranges(rows, gold, pairs, ranges, args)
         print_scores(scores, args.json)

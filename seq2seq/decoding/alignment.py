@@ -302,14 +302,21 @@ def align_ids(
     with no words."""
     check_sides(ids)
     aligned = forward.maps(*ids).align(forward.rule)
-    return aligned if reverse is None else combined(aligned, reverse, combine)
+    if reverse is None:
+        return aligned
+    backward = turned_maps(aligned, reverse).align(reverse.rule).reversed()
+    return combined(aligned, backward, combine)
 
 
-def combined(aligned: WordAlignment, reverse: Aligner, combine: str) -> WordAlignment:
+def turned_maps(aligned: WordAlignment, reverse: Aligner) -> PairMaps:
+    """The maps of the opposite model `reverse` teacher-forced on the words of `aligned` turned
+    round (its target words as the source)."""
+    return reverse.maps(*reverse.ids(" ".join(aligned.tgt_words), " ".join(aligned.src_words)))
+
+
+def combined(aligned: WordAlignment, backward: WordAlignment, combine: str) -> WordAlignment:
     """The links `aligned` of one direction combined by `combine` (one of COMBINATIONS) with
-    those of the opposite model `reverse`, teacher-forced on the same words turned round."""
-    turned_round = reverse.ids(" ".join(aligned.tgt_words), " ".join(aligned.src_words))
-    backward = reverse.maps(*turned_round).align(reverse.rule).reversed()
+    `backward`, those of the opposite direction on the same words, turned back (`reversed`)."""
     links = COMBINATIONS[combine](aligned.links, backward.links)
     return WordAlignment(aligned.src_words, aligned.tgt_words, links)
 
