@@ -5,8 +5,9 @@ A model that writes a number one digit piece at a time can drop or repeat a digi
 becomes "876-714" when it loses count of the two 7s (docs/experiments.md). With the guard, the
 search lets a number into the output only as one of the source's numbers, in the form the source
 writes it or the form the target language does ("19.99" in English is "19,99" in French:
-seq2seq.data.entities.written_in). A number grouped in thousands is one number ("2 500 000" in
-French), written as the target groups it ("2,500,000" or "2500000" in English: `number_forms`).
+seq2seq.data.entities.written_in). A number grouped in thousands is one number ("2 500 000" or
+"1 250,00" in French), written as the target groups it or not grouped at all ("2,500,000" or
+"2500000" and "1,250.00" or "1250.00" in English: `number_forms`).
 A number the source writes in words is one of its numbers ("vingt-cinq" is 25: text2num reads
 it), and a source number may be written in the target's words ("twenty-five": num2words writes
 them). The guard only forbids pieces; the model's probabilities of the pieces it allows are
@@ -30,11 +31,11 @@ A sentence's automaton is a trie of every form of its numbers (`_Trie`): digit f
 word forms ("▁twenty-five", "▁Twenty-five"; "▁" is sentencepiece's mark of a word start). A
 state is a node of the trie (the empty node meaning "outside a number") and the set of source
 numbers already used. `NumberGuard` holds the tries of a batch as tables over the pieces that can
-write a form, its *columns* (the run pieces: digits and separators alone, "▁" allowed first; the
-pieces of the batch's word forms; and two for every other piece: one that starts a word or is
-punctuation, one that goes on with a word), so that one step masks and advances every row at
-once. N nodes, C columns, M numbers per sentence (a sentence with fewer has its extra ones used
-from the start):
+write a form, its *columns* (the run pieces: digits and separators alone, "▁" allowed first, and
+"▁" alone, the space of "1▁500"; the pieces of the batch's word forms; and two for every other
+piece: one that starts a word or is punctuation, one that goes on with a word), so that one step
+masks and advances every row at once. N nodes, C columns, M numbers per sentence (a sentence
+with fewer has its extra ones used from the start):
 
     next_node  (N, C)  the node after each column, or -1 where the piece is refused
     closer     (N, C)  the node whose number the piece ends (the number is then used), or -1
@@ -59,13 +60,17 @@ from seq2seq.data.specials import EOS_PIECE
 
 SEPARATORS = ".,:-"
 WORD_START = "▁"  # sentencepiece's mark of a piece that begins a word
-RUN_PIECE = re.compile(rf"{WORD_START}?[\d{re.escape(SEPARATORS)}]+")
+RUN_PIECE = re.compile(rf"{WORD_START}|{WORD_START}?[\d{re.escape(SEPARATORS)}]+")
 COMMA_DECIMAL = re.compile(r"(\d+),(\d+)")
-# a number grouped in thousands: "1 500" (French, with a space or a no-break space), "1,500"
-# (English), "1.500" (German)
-SPACE_GROUPED = re.compile(r"(?<![\d.,:-])\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d.,:-])")
-COMMA_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
-DOT_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+")
+# a number grouped in thousands, with its decimals if any: "1 500" and "1 250,00" (French, with
+# a space or a no-break space, and no other group of digits beside it: "91 555 0142" is a phone
+# number), "1,500" and "1,250.00" (English), "1.500" (German)
+SPACE = "[ \u00a0\u202f]"
+SPACE_GROUPED = re.compile(
+    rf"(?<![\d.,:-])(?<!\d{SPACE})\d{{1,3}}(?:{SPACE}\d{{3}})+(?:,\d+)?(?![\d.,:-]|{SPACE}\d)"
+)
+COMMA_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+DOT_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?")
 # Numbers in words: from 3 (text2num's threshold: "one", "un", "two", "deux" alone are not read
 # as numbers) to 999 (a year or a larger number is written in digits, and its words are long).
 WORDS_FROM, WORDS_BELOW = 3, 1000
@@ -113,31 +118,39 @@ def source_numbers(line: str, src: str) -> list[str]:
     return grouped + NUMBER.findall(rest) + words_to_digits(line, src)
 
 
-def thousands(number: str, src: str) -> str | None:
-    """The digits of `number` where the source language groups them in thousands ("1,500" in
-    English, "1 500" or "1.500" in French), else None."""
+def thousands(number: str, src: str) -> tuple[str, str] | None:
+    """The digits of `number` and its decimals ("" for none) where the source language groups
+    it in thousands ("1,500" or "1,250.00" in English, "1 500", "1.500" or "1 250,00" in
+    French: ("1500", "") or ("1250", "00")), else None."""
     grouping = DOT_GROUPED if src in DECIMAL_COMMA else COMMA_GROUPED
-    if SPACE_GROUPED.fullmatch(number) or grouping.fullmatch(number):
-        return re.sub(r"\D", "", number)
-    return None
+    if not (SPACE_GROUPED.fullmatch(number) or grouping.fullmatch(number)):
+        return None
+    whole, _, decimals = number.partition("," if src in DECIMAL_COMMA else ".")
+    return re.sub(r"\D", "", whole), decimals
 
 
-def grouped_in_thousands(digits: str) -> str:
-    """`digits` grouped by commas, as English writes them ("2500000" -> "2,500,000"), with no
-    conversion to int (which refuses more than 4,300 digits)."""
+def grouped_in_thousands(digits: str, tgt: str = "en") -> str:
+    """`digits` grouped in thousands as `tgt` writes them: by commas in English ("2500000" ->
+    "2,500,000"), by spaces in French and German ("2▁500▁000", with sentencepiece's word start
+    for each space); with no conversion to int (which refuses more than 4,300 digits)."""
     head = len(digits) % 3 or 3
-    return ",".join([digits[:head], *(digits[i : i + 3] for i in range(head, len(digits), 3))])
+    groups = [digits[:head], *(digits[i : i + 3] for i in range(head, len(digits), 3))]
+    return (WORD_START if tgt in DECIMAL_COMMA else ",").join(groups)
 
 
 def number_forms(number: str, src: str, tgt: str) -> set[str]:
     """The forms of a source number that a translation into `tgt` may hold: as the source
     writes it, as the target language does ("12,22" in French is "12.22" in English), and in the
     target's words ("▁twenty-five" and "▁Twenty-five", with "▁" for every space). A number
-    grouped in thousands may only be written as the target groups it in one run of pieces:
-    "1,500" or "1500" in English, "1500" in French (its "1 500" would be two numbers to the
-    guard, and its "1,500" means 1.5)."""
-    if (digits := thousands(number, src)) is not None:
-        forms = {digits} if tgt in DECIMAL_COMMA else {digits, grouped_in_thousands(digits)}
+    grouped in thousands is written as the target groups it, and one of four digits may also
+    be written whole: "1,250.00" or "1250.00" in English, "1▁250,00" or "1250,00" in French
+    (never "1,250.00", which means 1.25 there), but only "52▁000" for "52,000"."""
+    if (grouped := thousands(number, src)) is not None:
+        digits, decimals = grouped
+        forms = {grouped_in_thousands(digits, tgt)} | ({digits} if len(digits) == 4 else set())
+        if decimals:
+            point = "," if tgt in DECIMAL_COMMA else "."
+            forms = {form + point + decimals for form in forms}
     else:
         english = number
         if src in DECIMAL_COMMA and (decimal := COMMA_DECIMAL.fullmatch(number)) is not None:
@@ -159,8 +172,8 @@ def allowed_numbers(line: str, src: str, tgt: str) -> list[set[str]]:
 @dataclass(frozen=True)
 class GuardVocabulary:
     """What the guard needs of the target vocabulary: its pieces by text, its run pieces (digits
-    and separators alone, "▁" allowed first), which pieces go on with a word (a letter first),
-    and the EOS."""
+    and separators alone, "▁" allowed first, and "▁" alone: the space inside "1▁500"), which
+    pieces go on with a word (a letter first), and the EOS."""
 
     ids: dict[str, int]
     runs: dict[int, str]
@@ -170,7 +183,7 @@ class GuardVocabulary:
     @classmethod
     def of(cls, pieces: list[str]) -> "GuardVocabulary":
         """From `pieces`, the vocabulary's pieces in id order."""
-        runs = {i: p for i, p in enumerate(pieces) if RUN_PIECE.fullmatch(p) and p != WORD_START}
+        runs = {i: p for i, p in enumerate(pieces) if RUN_PIECE.fullmatch(p)}
         inside = torch.tensor([p[:1].isalpha() for p in pieces], dtype=torch.bool)
         ids = {p: i for i, p in enumerate(pieces)}
         return cls(ids=ids, runs=runs, inside=inside, eos=ids[EOS_PIECE])
