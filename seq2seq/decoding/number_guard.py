@@ -6,8 +6,8 @@ becomes "876-714" when it loses count of the two 7s (docs/experiments.md). With 
 search lets a number into the output only as one of the source's numbers, in the form the source
 writes it or the form the target language does ("19.99" in English is "19,99" in French:
 seq2seq.data.entities.written_in). A number grouped in thousands is one number ("2 500 000" or
-"1 250,00" in French), written as the target groups it or not grouped at all ("2,500,000" or
-"2500000" and "1,250.00" or "1250.00" in English: `number_forms`).
+"1 250,00" in French), written as the target groups it ("2,500,000" and "1,250.00" in English),
+or not grouped when it has four digits ("1250.00": `number_forms`).
 A number the source writes in words is one of its numbers ("vingt-cinq" is 25: text2num reads
 it), and a source number may be written in the target's words ("twenty-five": num2words writes
 them). The guard only forbids pieces; the model's probabilities of the pieces it allows are
