@@ -10,6 +10,7 @@ import pytest
 
 import seq2seq.commands
 import seq2seq.data.prepare
+from seq2seq.config import Config
 from seq2seq.config_file import load_config
 from seq2seq.data.clean import normalize_lines
 from seq2seq.data.corpora import CORPORA, UserFiles
@@ -315,17 +316,22 @@ def test_new_folders_split_digits_and_fall_back_to_bytes(
     assert "prepared with other settings; rebuilding it" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
-def test_the_hint_of_a_missing_tatoeba_folder_is_the_command_that_made_it(direction: str) -> None:
-    """The Tatoeba configurations train on a copy-teaching folder (data/tatoeba-copy.* or
-    data/tatoeba-v2.*) that `make data` does not prepare: the hint is the command their shipped
-    model's card records, but for the card's --mirror (the configuration: the card's training
-    command's)."""
+def card_commands(direction: str) -> tuple[str, Config]:
+    """The prepare command that the card of the shipped Tatoeba model of `direction` records,
+    but for its --mirror, and the configuration of the card's training command."""
     card = SHIPPED_MODELS / f"transformer-small.tatoeba.{direction}" / CARD
     prepared, trained = json.loads(card.read_text(encoding="utf-8"))["commands"][:2]
     words = trained.split()
     config = load_config(ROOT / words[words.index("--config") + 1])
-    recorded = prepared.replace(" --mirror ../shared/data", "")
+    return prepared.replace(" --mirror ../shared/data", ""), config
+
+
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
+def test_the_hint_of_a_missing_tatoeba_folder_is_the_command_that_made_it(direction: str) -> None:
+    """The Tatoeba configurations train on a copy-teaching folder (data/tatoeba-copy.* or
+    data/tatoeba-v2.*) that `make data` does not prepare: the hint is the command their shipped
+    model's card records, but for the card's --mirror."""
+    recorded, config = card_commands(direction)
     assert recorded.startswith("seq2seq prepare ")
     assert prepare_command(config) == recorded
     assert prepare_hint(config) == f"prepare it with `{recorded}`"
@@ -348,44 +354,59 @@ def test_the_prepare_command_gives_every_setting_that_is_not_the_default() -> No
     )
 
 
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
 def test_evaluating_without_the_tatoeba_folder_names_its_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    direction: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
+    recorded, config = card_commands(direction)
     monkeypatch.chdir(tmp_path)  # no data/ here
     with pytest.raises(SystemExit) as exit_info:
-        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.fr-en"])
+        seq2seq.commands.main(["evaluate", "--model", f"transformer-small.tatoeba.{direction}"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == (
-        "error: data/tatoeba-copy.fr-en: not a prepared corpus (no manifest.json); prepare it "
-        "with `seq2seq prepare --corpus tatoeba --src fr --tgt en --split-rule english-side "
-        "--augment-entities 2 --augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 "
-        "--out data/tatoeba-copy.fr-en`\n"
+        f"error: {config.data.prepared}: not a prepared corpus (no manifest.json); prepare it "
+        f"with `{recorded}`\n"
     )
 
 
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
 def test_evaluating_a_tatoeba_model_on_another_split_rule_is_refused(
-    reversal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    direction: str,
+    reversal: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
 ) -> None:
-    """A shipped Tatoeba model (trained on the English-side split: its model.json names no rule)
-    is not scored on a folder split by both sides, whose test pairs it may have trained on; the
-    error names the command that prepares its own."""
-    folder = tmp_path / "data" / "tatoeba-copy.fr-en"
+    """A shipped Tatoeba model is not scored on a folder split by the other rule (English side
+    or both sides), whose test pairs it may have trained on; the error names the command that
+    prepares its own."""
+    recorded, config = card_commands(direction)
+    rule = config.data.split_rule
+    other = "both-sides" if rule == "english-side" else "english-side"
+    folder = tmp_path / config.data.prepared
     shutil.copytree(reversal, folder)
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["corpus"], manifest["settings"]["split_rule"] = "tatoeba", "both-sides"
+    manifest["corpus"], manifest["settings"]["split_rule"] = "tatoeba", other
     (folder / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
-        seq2seq.commands.main(["evaluate", "--model", "transformer-small.tatoeba.fr-en"])
+        seq2seq.commands.main(["evaluate", "--model", f"transformer-small.tatoeba.{direction}"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == (
-        "error: data.split_rule english-side: data/tatoeba-copy.fr-en was split by --split-rule "
-        "both-sides, whose test pairs may be training pairs of this model; prepare the folder "
-        "with `seq2seq prepare --corpus tatoeba --src fr --tgt en --split-rule english-side "
-        "--augment-entities 2 --augment-numbers 20 --augment-repeated-digits 0.5 --seed 1 "
-        "--out data/tatoeba-copy.fr-en`\n"
+        f"error: data.split_rule {rule}: {config.data.prepared} was split by --split-rule "
+        f"{other}, whose test pairs may be training pairs of this model; prepare the folder "
+        f"with `{recorded}`\n"
     )
-    del manifest["settings"]["split_rule"]  # a folder prepared before the rules: English side
+
+
+def test_a_folder_prepared_before_the_split_rules_is_split_by_the_english_side(
+    reversal: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "tatoeba"
+    shutil.copytree(reversal, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["corpus"] = "tatoeba"
+    manifest["settings"].pop("split_rule", None)  # a folder prepared before the rules
     (folder / "manifest.json").write_text(json.dumps(manifest))
     data = PreparedData.load(folder)
     data.check_split_rule(load_config(ROOT / "configs" / "transformer.tatoeba.en-fr.toml"))
