@@ -22,10 +22,10 @@ ID = {piece: i for i, piece in enumerate(PIECES)}
 VOCABULARY = GuardVocabulary.of(PIECES)
 
 
-def first_banned(numbers: list[set[str]], pieces: list[str]) -> str | None:
+def first_banned(numbers: list[set[str]], pieces: list[str], tgt: str = "fr") -> str | None:
     """The first of `pieces` that the guard of one sentence whose numbers have the forms
-    `numbers` (one set a number) bans, or None."""
-    guard = NumberGuard.build([numbers], VOCABULARY)
+    `numbers` (one set a number) in `tgt` bans, or None."""
+    guard = NumberGuard.build([numbers], VOCABULARY, tgt)
     state = guard.starts
     for piece in pieces:
         log_probs = guard.mask(torch.zeros(1, len(PIECES)), state, torch.tensor([False]))
@@ -147,7 +147,7 @@ def test_a_separator_after_a_whole_number_is_punctuation():
 
 
 def test_rows_at_their_maximum_length_are_left_alone():
-    guard = NumberGuard.build([[{"876-7714"}]], VOCABULARY)
+    guard = NumberGuard.build([[{"876-7714"}]], VOCABULARY, "fr")
     state = guard.advance(guard.starts, torch.tensor([ID["8"]]))
     log_probs = guard.mask(
         torch.zeros(2, len(PIECES)), state.repeat(2, 1), torch.tensor([False, True])
@@ -178,23 +178,28 @@ def test_a_number_is_never_glued_to_another():
 def test_a_number_in_words_is_the_sources_value_whole():
     # "Il y a vingt-cinq élèves" -> "There are twenty-for students" (the guard refused "25")
     numbers = allowed_numbers("Il y a vingt-cinq élèves.", "fr", "en")
-    assert first_banned(numbers, ["▁there", "▁", "2", "5", "▁students", ".", "</s>"]) is None
+    assert first_banned(numbers, ["▁there", "▁", "2", "5", "▁students", ".", "</s>"], "en") is None
     words = ["▁there", "▁twenty", "-", "five", "▁students", ".", "</s>"]
-    assert first_banned(numbers, words) is None
-    assert first_banned(numbers, ["▁there", "▁twenty", "-", "f", "ive", "</s>"]) is None
-    assert first_banned(numbers, ["▁there", "▁twenty", "-", "for"]) == "for"
-    assert first_banned(numbers, ["▁twenty", "▁students", "</s>"]) == "</s>"  # 25 not written
-    assert first_banned(numbers, ["▁twenty", "-", "five", "▁twenty", "-"]) == "-"  # used up
-    # "soixante et onze" is 71, in three words; "vingt-cinu" is no number
+    assert first_banned(numbers, words, "en") is None
+    assert first_banned(numbers, ["▁there", "▁twenty", "-", "f", "ive", "</s>"], "en") is None
+    assert first_banned(numbers, ["▁there", "▁twenty", "-", "for"], "en") == "for"
+    # "twenty" alone is 20, no number of the source: it goes on to 25
+    assert first_banned(numbers, ["▁twenty", "▁students"], "en") == "▁students"
+    assert first_banned(numbers, ["▁twenty", "-", "five", "▁twenty"], "en") == "▁twenty"  # used up
+    # "soixante et onze" is 71, in three words; "soixante" alone is 60; "vingt-cinu" no number
     numbers = allowed_numbers("She is 71.", "en", "fr")
     assert first_banned(numbers, ["▁le", "▁soixante", "▁et", "▁onze", "▁ans", "</s>"]) is None
-    assert first_banned(numbers, ["▁le", "▁soixante", "▁ans", "</s>"]) == "</s>"
+    assert first_banned(numbers, ["▁le", "▁soixante", "▁ans"]) == "▁ans"
     numbers = allowed_numbers("There are twenty-five students.", "en", "fr")
+    assert first_banned(numbers, ["▁vingt", "▁le"]) == "▁le"
     assert first_banned(numbers, ["▁vingt", "-", "cin", "u"]) == "u"
     assert first_banned(numbers, ["▁vingt", "-", "cinq", "▁le", "</s>"]) is None
     assert first_banned(numbers, ["▁vingt", "-", "cinq", ".", "</s>"]) is None
-    # words are never refused: "sixty" of no source number is a word like another
-    assert first_banned([], ["▁sixty", "▁and", "▁twenty", "▁le", "</s>"]) is None
+    # "vingt" is whole where the source has 20 too
+    numbers = allowed_numbers("Twenty or twenty-five students.", "en", "fr")
+    assert first_banned(numbers, ["▁vingt", "▁le", "▁vingt", "-", "cinq", "</s>"]) is None
+    # a source without numbers in words refuses no word: "sixty" is a word like another
+    assert first_banned([], ["▁sixty", "▁and", "▁twenty", "▁le", "</s>"], "en") is None
 
 
 def test_the_guard_keeps_the_numbers_the_shipped_en_fr_model_changes():

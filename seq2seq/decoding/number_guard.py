@@ -20,11 +20,14 @@ unchanged. Its rules:
   next one: "12" then ":" then "34" is refused ("06 12 34" must not become "06 12:34"), while a
   separator after a whole number is punctuation ("... le 876-7714.");
 - a number in words that has gone past a hyphen on the way to a source number is finished:
-  "twenty-" goes on to "five" when the source has 25 ("twenty-for" is refused);
+  "twenty-" goes on to "five" when the source has 25 ("twenty-for" is refused); so is one whose
+  words so far are a number of another value: "vingt" goes on to "-trois" when the source has 23
+  and not 20 ("Il y a vingt étudiants" is refused);
 - the EOS only once every source number is written, in digits or in words.
 
-Other words are never refused ("un", "one" are articles too): a word that writes a source number
-only counts as writing it. Numbers are read from words and written in words from `WORDS_FROM`
+Other words are never refused ("un", "one" are articles too), but for the first words of a
+source number's words where they are a number of their own ("vingt" of "vingt-trois"): a word
+that writes a source number only counts as writing it. Numbers are read from words and written in words from `WORDS_FROM`
 to `WORDS_BELOW`.
 
 A sentence's automaton is a trie of every form of its numbers (`_Trie`): digit forms ("25") and
@@ -52,7 +55,7 @@ from dataclasses import dataclass
 
 import torch
 from num2words import num2words
-from text_to_num import alpha2digit
+from text_to_num import alpha2digit, text2num
 from torch import Tensor
 
 from seq2seq.data.entities import DECIMAL_COMMA, NUMBER, written_in
@@ -107,6 +110,15 @@ def in_words(number: str, language: str) -> str | None:
         return num2words(int(number), lang=language)
     except NotImplementedError:
         return None
+
+
+def is_number_word(text: str, language: str) -> bool:
+    """Whether `text` ("▁vingt", "▁one▁hundred") is a number in the words of `language`, at
+    least `WORDS_FROM` ("▁one" and "▁un" are articles too)."""
+    try:
+        return text2num(text.replace(WORD_START, " ").strip(), language) >= WORDS_FROM
+    except (ValueError, NotImplementedError, KeyError):
+        return False
 
 
 def source_numbers(line: str, src: str) -> list[str]:
@@ -196,7 +208,7 @@ class _Trie:
     source has 25). Every whole node of digits has a *punctuation* node: the number followed by
     separators, after which no digit may come."""
 
-    def __init__(self, numbers: list[set[str]]) -> None:
+    def __init__(self, numbers: list[set[str]], language: str) -> None:
         self.children: list[dict[str, int]] = [{}]
         self.whole: list[set[int]] = [set()]
         self.reach: list[set[int]] = [set()]
@@ -205,7 +217,7 @@ class _Trie:
         self.punct: dict[int, int] = {}
         for index, forms in enumerate(numbers):
             for form in forms:
-                self._add(form, index)
+                self._add(form, index, language)
         for node in range(len(self.digits)):
             if self.digits[node] and self.whole[node]:
                 self.punct[node] = punct = self._node(True, True)
@@ -223,14 +235,18 @@ class _Trie:
         self.bound.append(bound)
         return len(self.digits) - 1
 
-    def _add(self, form: str, index: int) -> None:
-        node, digits = ROOT, form[0] != WORD_START
+    def _add(self, form: str, index: int, language: str) -> None:
+        node, digits, bound = ROOT, form[0] != WORD_START, False
         for at, char in enumerate(form):
+            bound = bound or digits or char == "-"
             if char not in self.children[node]:
-                bound = digits or "-" in form[: at + 1]
                 self.children[node][char] = self._node(digits, bound)
             node = self.children[node][char]
             self.reach[node].add(index)
+            if not bound and form[at + 1 : at + 2] in ("-", WORD_START):
+                # "▁vingt" of "▁vingt▁et▁un" is 20, no number of the source unless whole
+                bound = is_number_word(form[: at + 1], language)
+            self.bound[node] |= bound
         self.whole[node].add(index)
 
     def follow(self, node: int, text: str) -> tuple[int, int] | None:
@@ -262,8 +278,8 @@ class NumberGuard:
     state is a (1 + M,) vector: its node, then 1 for each of its sentence's numbers used."""
 
     column: Tensor  # (V,) each vocabulary id's column
-    # (C',) the ids of the pieces of columns 2 .. 1 + C': the run pieces, and the pieces of words
-    # that go on past a hyphen; the others are refused or not as the two columns of other pieces
+    # (C',) the ids of the pieces of columns 2 .. 1 + C': the run pieces and the pieces of the
+    # batch's word forms; the others are refused or not as the two columns of other pieces
     ids: Tensor
     next_node: Tensor  # (N, C)
     closer: Tensor  # (N, C)
@@ -276,13 +292,15 @@ class NumberGuard:
     eos: int
 
     @classmethod
-    def build(cls, numbers: list[list[set[str]]], vocabulary: GuardVocabulary) -> "NumberGuard":
+    def build(
+        cls, numbers: list[list[set[str]]], vocabulary: GuardVocabulary, tgt: str
+    ) -> "NumberGuard":
         """The guard of B sentences: `numbers[b]`, the forms of each number sentence b's
-        translation may hold (`allowed_numbers`)."""
-        tries = [_Trie(forms) for forms in numbers]
-        bound, words = _word_pieces(numbers, vocabulary)
-        texts = [*vocabulary.runs.values(), *bound, *words]
-        ids = [*vocabulary.runs, *(vocabulary.ids[text] for text in [*bound, *words])]
+        translation into `tgt` may hold (`allowed_numbers`)."""
+        tries = [_Trie(forms, tgt) for forms in numbers]
+        words = _word_pieces(numbers, vocabulary)
+        texts = [*vocabulary.runs.values(), *words]
+        ids = [*vocabulary.runs, *(vocabulary.ids[text] for text in words)]
         column = torch.where(vocabulary.inside, OTHER_INSIDE, OTHER_BOUNDARY)
         column[ids] = torch.arange(2, 2 + len(ids))
         width = max((len(forms) for forms in numbers), default=0)
@@ -293,7 +311,7 @@ class NumberGuard:
             offset += len(trie.digits)
         return cls(
             column,
-            torch.tensor(ids[: len(vocabulary.runs) + len(bound)], dtype=torch.long),
+            torch.tensor(ids, dtype=torch.long),
             *(torch.cat(parts) for parts in zip(*tables, strict=True)),
             torch.tensor(starts, dtype=torch.long).view(len(numbers), 1 + width),
             vocabulary.eos,
@@ -340,22 +358,13 @@ class NumberGuard:
         return torch.cat([node[:, None], used.long()], dim=1)
 
 
-def _word_pieces(numbers: list[list[set[str]]], vocabulary: GuardVocabulary) -> list[list[str]]:
+def _word_pieces(numbers: list[list[set[str]]], vocabulary: GuardVocabulary) -> list[str]:
     """The vocabulary's pieces, run pieces aside, that write part of a word form of the batch
-    (its substrings: "▁twenty", "-", "five" of "▁twenty-five"): those that may go on past a
-    hyphen, where the guard refuses pieces, and the others."""
+    (its substrings: "▁twenty", "-", "five" of "▁twenty-five"), each a column of its own."""
     forms = {form for sentence in numbers for each in sentence for form in each}
     words = {form for form in forms if form.startswith(WORD_START)}
     pieces = {w[i:j] for w in words for i in range(len(w)) for j in range(i + 1, len(w) + 1)}
-    pieces = {p for p in pieces if p in vocabulary.ids} - set(vocabulary.runs.values())
-    bound = {
-        w[i:j]
-        for w in words
-        if "-" in w
-        for i in range(w.index("-"), len(w))
-        for j in range(i + 1, len(w) + 1)
-    }
-    return [sorted(pieces & bound), sorted(pieces - bound)]
+    return sorted({p for p in pieces if p in vocabulary.ids} - set(vocabulary.runs.values()))
 
 
 def _tables(trie: _Trie, texts: list[str], offset: int, width: int) -> tuple[Tensor, ...]:

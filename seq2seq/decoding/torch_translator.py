@@ -245,7 +245,7 @@ class Translator(LineTranslator):
             raise ValueError("decode.keep_numbers: give the Translator its languages")
         src, tgt = self.languages
         numbers = [allowed_numbers(line, src, tgt) for line in self.src_tokenizer.decode(sources)]
-        guard = NumberGuard.build(numbers, self.guard_vocabulary)
+        guard = NumberGuard.build(numbers, self.guard_vocabulary, tgt)
         return guard.to(self.device)
 
 
