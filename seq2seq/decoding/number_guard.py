@@ -27,8 +27,8 @@ unchanged. Its rules:
 
 Other words are never refused ("un", "one" are articles too), but for the first words of a
 source number's words where they are a number of their own ("vingt" of "vingt-trois"): a word
-that writes a source number only counts as writing it. Numbers are read from words and written in words from `WORDS_FROM`
-to `WORDS_BELOW`.
+that writes a source number only counts as writing it. Numbers are read from words and written
+in words from `WORDS_FROM` to `WORDS_BELOW`.
 
 A sentence's automaton is a trie of every form of its numbers (`_Trie`): digit forms ("25") and
 word forms ("▁twenty-five", "▁Twenty-five"; "▁" is sentencepiece's mark of a word start). A
