@@ -127,7 +127,9 @@ def combined(forward: dict, reverse: dict, rules: tuple[str, str], gold: list[Go
 
 
 def commands(gold_dir: Path, en_fr: dict, fr_en: dict, chosen: str) -> list[str]:
-    """The `seq2seq align` commands that print the record's figures."""
+    """The `seq2seq align` commands that print the record's figures, run from the repository
+    root (`gold_dir` relative to it: ../shared/data/alignment by default)."""
+    gold_dir = Path(os.path.relpath(gold_dir, ROOT))
     data = f"--input {gold_dir}/hansards.en-fr.src-tgt --gold {gold_dir}/hansards.en-fr.gold"
     both = f"--model {FORWARD} --reverse-model {REVERSE}"
     rules = f"--rule {en_fr['chosen_rule']} --reverse-rule {fr_en['chosen_rule']}"
