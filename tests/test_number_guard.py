@@ -208,12 +208,12 @@ def test_the_guard_keeps_the_numbers_the_shipped_en_fr_model_changes():
     lines = [
         "My phone number is 876-7714.",
         "The door code is 38884.",
-        "The train leaves at 22:11.",
+        "The train leaves at 22:15.",
     ]
     alone = model.translate(lines, beam=5, keep_numbers=False)
     guarded = model.translate(lines, beam=5)
-    assert "876-7714." in guarded[0] and "38884." in guarded[1] and "22:11." in guarded[2]
-    assert "3884." in alone[1] and "2:111." in alone[2]
+    assert "876-7714." in guarded[0] and "38884." in guarded[1] and "22:15." in guarded[2]
+    assert "3884." in alone[1] and "à 2:15." in alone[2]
 
 
 def test_the_shipped_models_group_thousands_as_the_target_does():
