@@ -205,8 +205,9 @@ class _Trie:
     """One sentence's forms as a trie of characters, each node with the numbers it writes whole
     and those it is on the way to. A node is *bound* where the output must go on to a whole
     number: inside digits, or in words past a hyphen ("▁twenty-" goes on to "five" when the
-    source has 25). Every whole node of digits has a *punctuation* node: the number followed by
-    separators, after which no digit may come."""
+    source has 25) or past first words that are a number of their own ("▁vingt" goes on to
+    "-trois" for 23, unless it writes a source number whole). Every whole node of digits has a
+    *punctuation* node: the number followed by separators, after which no digit may come."""
 
     def __init__(self, numbers: list[set[str]], language: str) -> None:
         self.children: list[dict[str, int]] = [{}]
