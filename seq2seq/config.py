@@ -187,7 +187,7 @@ class DecodeConfig:
     no_repeat_ngram: int = 0  # ban a token that would repeat an n-gram of the output (0: off)
     max_piece_repeat: int = 0  # ban the same piece more than this many times in a row (0: off)
     stop_early: bool = False  # beam: a sentence stops when its best candidate ends (else: K ended)
-    keep_numbers: bool = False  # write numbers only as the source's, whole (number_guard.py)
+    keep_numbers: bool = False  # numbers only as the source's, characters whole (number_guard.py)
     batch_size: int = 128  # sentences per decoding batch
     precision: str = "auto"  # as train.precision: bf16 autocast on a GPU or a CPU with bf16
     # instructions (AVX512_BF16 or AMX), else fp32, but int8 for a single line on a CPU

@@ -18,6 +18,7 @@ from seq2seq.decoding.number_guard import (
 PIECES = ["<pad>", "<s>", "</s>", "<unk>", "▁le", "▁", ".", ",", "-", ":", "▁dollars", "▁there"]
 PIECES += [*"0123456789", "▁19", "90", "h", "▁twenty", "five", "for", "f", "ive", "▁students"]
 PIECES += ["▁vingt", "cinq", "cin", "u", "▁soixante", "▁et", "▁onze", "▁ans", "▁sixty", "▁and"]
+PIECES += ["▁Lê", "▁Th", "▁Ánh", "<0xE1>", "<0xBB>", "<0x8B>", "<0xC0>"]  # "ị" in bytes: E1 BB 8B
 ID = {piece: i for i, piece in enumerate(PIECES)}
 VOCABULARY = GuardVocabulary.of(PIECES)
 
@@ -200,6 +201,36 @@ def test_a_number_in_words_is_the_sources_value_whole():
     assert first_banned(numbers, ["▁vingt", "▁le", "▁vingt", "-", "cinq", "</s>"]) is None
     # a source without numbers in words refuses no word: "sixty" is a word like another
     assert first_banned([], ["▁sixty", "▁and", "▁twenty", "▁le", "</s>"], "en") is None
+
+
+@pytest.mark.parametrize(
+    ("pieces", "banned"),
+    [
+        (["▁Lê", "▁Th", "<0xE1>", "<0xBB>", "<0x8B>", "▁Ánh", "</s>"], None),  # "Lê Thị Ánh"
+        (["▁Lê", "▁Th", "<0xE1>", "<0xBB>", "▁Ánh"], "▁Ánh"),  # "Lê Th� Ánh"
+        (["▁Th", "<0xE1>", "<0xBB>", "</s>"], "</s>"),
+        (["▁Th", "<0xE1>", "."], "."),  # nor punctuation
+        (["▁Th", "<0xE1>", "<0xBB>", "<0x8B>", "<0x8B>"], "<0x8B>"),  # one byte too many
+        (["▁Th", "<0xBB>"], "<0xBB>"),  # a continuation byte without its lead
+        (["▁le", "<0xC0>"], "<0xC0>"),  # a byte no UTF-8 text holds
+    ],
+)
+def test_a_character_written_in_bytes_is_whole(pieces, banned):
+    assert first_banned([], pieces) == banned
+
+
+def test_the_guard_keeps_the_characters_the_shipped_en_fr_model_breaks():
+    """Real output: the en-fr model alone writes "Lê Th�� Ánh", two bytes of the three of "ị"
+    and one that no character starts with; with the guard, a whole character (not "ị")."""
+    model = seq2seq.load("transformer-small.tatoeba.en-fr", device="cpu", precision="fp32")
+    line = (
+        "The new intern, Lê Thị Ánh, will share office 12 with Ramón Gutiérrez until the second"
+        " office is ready in May."
+    )
+    [alone] = model.translate([line], beam=5, keep_numbers=False)
+    [guarded] = model.translate([line], beam=5)
+    assert "Lê Th\ufffd" in alone
+    assert "\ufffd" not in guarded and "Ánh" in guarded and "bureau 12" in guarded
 
 
 def test_the_guard_keeps_the_numbers_the_shipped_en_fr_model_changes():

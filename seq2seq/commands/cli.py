@@ -233,8 +233,8 @@ def add_guard_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-numbers",
         action=argparse.BooleanOptionalAction,
-        help="write a number only as one of the source's, whole (the number guard; default: "
-        "the checkpoint's decode.keep_numbers)",
+        help="write a number only as one of the source's, whole, and every character whole "
+        "(the number guard; default: the checkpoint's decode.keep_numbers)",
     )
 
 

@@ -23,7 +23,11 @@ unchanged. Its rules:
   "twenty-" goes on to "five" when the source has 25 ("twenty-for" is refused); so is one whose
   words so far are a number of another value: "vingt" goes on to "-trois" when the source has 23
   and not 20 ("Il y a vingt étudiants" is refused);
-- the EOS only once every source number is written, in digits or in words.
+- the EOS only once every source number is written, in digits or in words;
+- a character that the vocabulary writes in bytes (sentencepiece's byte pieces: "ị" is
+  "<0xE1>", "<0xBB>", "<0x8B>") is whole before anything else comes, and no byte comes that
+  UTF-8 does not allow there: "Lê Th<0xE1><0xBB>" then "▁Ánh" is refused (it decodes to
+  "Lê Th�"), and so is the EOS.
 
 Other words are never refused ("un", "one" are articles too), but for the first words of a
 source number's words where they are a number of their own ("vingt" of "vingt-trois"): a word
@@ -32,12 +36,13 @@ in words from `WORDS_FROM` to `WORDS_BELOW`.
 
 A sentence's automaton is a trie of every form of its numbers (`_Trie`): digit forms ("25") and
 word forms ("▁twenty-five", "▁Twenty-five"; "▁" is sentencepiece's mark of a word start). A
-state is a node of the trie (the empty node meaning "outside a number") and the set of source
-numbers already used. `NumberGuard` holds the tries of a batch as tables over the pieces that can
-write a form, its *columns* (the run pieces: digits and separators alone, "▁" allowed first, and
-"▁" alone, the space of "1▁500"; the pieces of the batch's word forms; and two for every other
-piece: one that starts a word or is punctuation, one that goes on with a word), so that one step
-masks and advances every row at once. N nodes, C columns, M numbers per sentence (a sentence
+state is a node of the trie (the empty node meaning "outside a number"), the set of source
+numbers already used, and the continuation bytes that the last character still needs.
+`NumberGuard` holds the tries of a batch as tables over the pieces that can write a form, its
+*columns* (the run pieces: digits and separators alone, "▁" allowed first, and "▁" alone, the
+space of "1▁500"; the pieces of the batch's word forms; and two for every other piece: one that
+starts a word or is punctuation, one that goes on with a word), so that one step masks and
+advances every row at once. N nodes, C columns, M numbers per sentence (a sentence
 with fewer has its extra ones used from the start):
 
     next_node  (N, C)  the node after each column, or -1 where the piece is refused
@@ -79,6 +84,7 @@ DOT_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?")
 WORDS_FROM, WORDS_BELOW = 3, 1000
 IN_WORDS = re.compile(r"(?<![\w.,:-])\d+(?![\w]|[.,:-]\d)")  # a number text2num wrote, whole
 ROOT = 0  # every trie's node 0: outside a number
+BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")  # sentencepiece's piece of one byte
 OTHER_BOUNDARY, OTHER_INSIDE = 0, 1  # the columns of every piece that writes no form
 
 
@@ -191,6 +197,10 @@ class GuardVocabulary:
     runs: dict[int, str]
     inside: Tensor  # (V,) True where a piece goes on with a word (its first character a letter)
     eos: int
+    # sentencepiece's byte pieces ("<0xE1>"), which write a character its pieces do not have:
+    opens: Tensor  # (V,) the continuation bytes that each piece's lead byte calls for, or 0
+    continues: Tensor  # (V,) True where a piece is a continuation byte (0x80 to 0xBF)
+    never: Tensor  # (V,) True where a piece is a byte no UTF-8 text holds (0xC0, 0xC1, 0xF5 on)
 
     @classmethod
     def of(cls, pieces: list[str]) -> "GuardVocabulary":
@@ -198,7 +208,23 @@ class GuardVocabulary:
         runs = {i: p for i, p in enumerate(pieces) if RUN_PIECE.fullmatch(p)}
         inside = torch.tensor([p[:1].isalpha() for p in pieces], dtype=torch.bool)
         ids = {p: i for i, p in enumerate(pieces)}
-        return cls(ids=ids, runs=runs, inside=inside, eos=ids[EOS_PIECE])
+        values = torch.tensor([_byte_value(p) for p in pieces])  # -1: no byte piece
+        opens = (values >= 0xC2).long() + (values >= 0xE0).long() + (values >= 0xF0).long()
+        return cls(
+            ids=ids,
+            runs=runs,
+            inside=inside,
+            eos=ids[EOS_PIECE],
+            opens=opens.masked_fill(values > 0xF4, 0),
+            continues=(values >= 0x80) & (values < 0xC0),
+            never=((values >= 0xC0) & (values < 0xC2)) | (values > 0xF4),
+        )
+
+
+def _byte_value(piece: str) -> int:
+    """The byte a byte piece writes ("<0xE1>" -> 225), or -1 for any other piece."""
+    byte = BYTE_PIECE.fullmatch(piece)
+    return int(byte[1], 16) if byte is not None else -1
 
 
 class _Trie:
@@ -276,7 +302,8 @@ class _Trie:
 @dataclass
 class NumberGuard:
     """The automata of a batch of sentences; see the module docstring for the tables. A row's
-    state is a (1 + M,) vector: its node, then 1 for each of its sentence's numbers used."""
+    state is a (2 + M,) vector: its node, 1 for each of its sentence's numbers used, and the
+    continuation bytes its last character still needs."""
 
     column: Tensor  # (V,) each vocabulary id's column
     # (C',) the ids of the pieces of columns 2 .. 1 + C': the run pieces and the pieces of the
@@ -289,8 +316,11 @@ class NumberGuard:
     free: Tensor  # (N,)
     ends: Tensor  # (N,)
     root: Tensor  # (N,) the root node of each node's sentence
-    starts: Tensor  # (B, 1 + M) each sentence's first state
+    starts: Tensor  # (B, 2 + M) each sentence's first state
     eos: int
+    opens: Tensor  # (V,) the vocabulary's bytes (GuardVocabulary)
+    continues: Tensor  # (V,)
+    never: Tensor  # (V,)
 
     @classmethod
     def build(
@@ -308,14 +338,17 @@ class NumberGuard:
         tables, offset, starts = [], 0, []
         for trie, forms in zip(tries, numbers, strict=True):
             tables.append(_tables(trie, ["", "", *texts], offset, width))
-            starts.append([offset] + [0] * len(forms) + [1] * (width - len(forms)))
+            starts.append([offset] + [0] * len(forms) + [1] * (width - len(forms)) + [0])
             offset += len(trie.digits)
         return cls(
             column,
             torch.tensor(ids, dtype=torch.long),
             *(torch.cat(parts) for parts in zip(*tables, strict=True)),
-            torch.tensor(starts, dtype=torch.long).view(len(numbers), 1 + width),
+            torch.tensor(starts, dtype=torch.long).view(len(numbers), 2 + width),
             vocabulary.eos,
+            vocabulary.opens,
+            vocabulary.continues,
+            vocabulary.never,
         )
 
     def to(self, device: torch.device) -> "NumberGuard":
@@ -331,9 +364,9 @@ class NumberGuard:
 
     def mask(self, log_probs: Tensor, states: Tensor, free: Tensor) -> Tensor:
         """Set to -inf, in place, the log-probabilities (R, V) of the pieces that rows in
-        `states` (R, 1 + M) may not write next; rows where `free` (R,) is True are left alone (a
+        `states` (R, 2 + M) may not write next; rows where `free` (R,) is True are left alone (a
         row at its maximum length, which must end now)."""
-        node, used = states[:, 0], states[:, 1:].bool()
+        node, used, owed = states[:, 0], states[:, 1:-1].bool(), states[:, -1]
         columns = slice(2, 2 + len(self.ids))
         after = self.next_node[node, columns]  # (R, C')
         ending = self._ending(self.closer[node, columns], used[:, None, :])  # (R, C', M)
@@ -347,16 +380,20 @@ class NumberGuard:
         # every piece but a form's: adding -inf is faster than masked_fill_ over (R, V)
         log_probs.add_(log_probs.new_zeros(len(node)).masked_fill_(inside, float("-inf"))[:, None])
         log_probs[:, ids] = forms
-        return log_probs
+        # a character in bytes is whole before anything else comes: its continuation bytes only
+        # while it needs them, then none
+        broken = (self.continues != (owed > 0)[:, None]) | self.never  # (R, V)
+        return log_probs.masked_fill_(broken & ~free[:, None], float("-inf"))
 
     def advance(self, states: Tensor, tokens: Tensor) -> Tensor:
-        """The states (R, 1 + M) after rows in `states` (R, 1 + M) write `tokens` (R,)."""
-        node, used = states[:, 0], states[:, 1:].bool()
+        """The states (R, 2 + M) after rows in `states` (R, 2 + M) write `tokens` (R,)."""
+        node, used, owed = states[:, 0], states[:, 1:-1].bool(), states[:, -1]
         column = self.column[tokens]
         used = used | self._ending(self.closer[node, column], used)
         after = self.next_node[node, column]
         node = torch.where(after >= 0, after, self.root[node])
-        return torch.cat([node[:, None], used.long()], dim=1)
+        owed = torch.where(owed > 0, owed - 1, self.opens[tokens])
+        return torch.cat([node[:, None], used.long(), owed[:, None]], dim=1)
 
 
 def _word_pieces(numbers: list[list[set[str]]], vocabulary: GuardVocabulary) -> list[str]:

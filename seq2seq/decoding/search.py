@@ -132,7 +132,7 @@ def greedy_search(
     rows = torch.arange(batch_size, device=device)  # (R,) the sentences in the batch
     running = reads.all_running(batch_size, device)  # (R,) those not finished (None: all)
     prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
-    guard_states = None if guard is None else guard.starts  # (R, 1 + M)
+    guard_states = None if guard is None else guard.starts  # (R, 2 + M)
     for step in range(max_steps):
         check_stop(should_stop)
         out = model.decode_step(state, prev, cache, need_attention)

@@ -38,8 +38,8 @@ class TranslateRequest(BaseModel):
     )
     keep_numbers: bool | None = Field(
         None,
-        description="the number guard: write a number only as one of the source's, whole "
-        "(PyTorch engine only)",
+        description="the number guard: write a number only as one of the source's, whole, "
+        "and every character whole (PyTorch engine only)",
     )
     split_sentences: bool = Field(
         True,
