@@ -35,7 +35,8 @@ LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's
 # what the card of a folder exported without the model's number guard says (its number_guard)
 GUARD_DROPPED = (
     "not in this folder: CTranslate2 has no number guard (exported with --no-keep-numbers), so "
-    "it can change numbers; the scores and limits above were decoded with the guard"
+    "it can change numbers and break a character written in bytes; the scores and limits above "
+    "were decoded with the guard"
 )
 
 

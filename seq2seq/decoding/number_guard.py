@@ -42,8 +42,8 @@ numbers already used, and the continuation bytes that the last character still n
 *columns* (the run pieces: digits and separators alone, "▁" allowed first, and "▁" alone, the
 space of "1▁500"; the pieces of the batch's word forms; and two for every other piece: one that
 starts a word or is punctuation, one that goes on with a word), so that one step masks and
-advances every row at once. N nodes, C columns, M numbers per sentence (a sentence
-with fewer has its extra ones used from the start):
+advances every row at once. N nodes, C columns, M numbers per sentence (a sentence with fewer
+has its extra ones used from the start):
 
     next_node  (N, C)  the node after each column, or -1 where the piece is refused
     closer     (N, C)  the node whose number the piece ends (the number is then used), or -1
