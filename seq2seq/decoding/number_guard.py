@@ -57,6 +57,7 @@ has its extra ones used from the start):
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from math import inf
 
 import torch
 from num2words import num2words
@@ -199,8 +200,9 @@ class GuardVocabulary:
     eos: int
     # sentencepiece's byte pieces ("<0xE1>"), which write a character its pieces do not have:
     opens: Tensor  # (V,) the continuation bytes that each piece's lead byte calls for, or 0
-    continues: Tensor  # (V,) True where a piece is a continuation byte (0x80 to 0xBF)
-    never: Tensor  # (V,) True where a piece is a byte no UTF-8 text holds (0xC0, 0xC1, 0xF5 on)
+    byte_ids: Tensor  # (B,) the ids of the byte pieces
+    continues: Tensor  # (B,) True where a byte piece is a continuation byte (0x80 to 0xBF)
+    never: Tensor  # (B,) True where a byte piece is one no UTF-8 text holds (0xC0, 0xC1, 0xF5 on)
 
     @classmethod
     def of(cls, pieces: list[str]) -> "GuardVocabulary":
@@ -210,14 +212,17 @@ class GuardVocabulary:
         ids = {p: i for i, p in enumerate(pieces)}
         values = torch.tensor([_byte_value(p) for p in pieces])  # -1: no byte piece
         opens = (values >= 0xC2).long() + (values >= 0xE0).long() + (values >= 0xF0).long()
+        byte_ids = (values >= 0).nonzero().view(-1)
+        byte_values = values[byte_ids]
         return cls(
             ids=ids,
             runs=runs,
             inside=inside,
             eos=ids[EOS_PIECE],
             opens=opens.masked_fill(values > 0xF4, 0),
-            continues=(values >= 0x80) & (values < 0xC0),
-            never=((values >= 0xC0) & (values < 0xC2)) | (values > 0xF4),
+            byte_ids=byte_ids,
+            continues=(byte_values >= 0x80) & (byte_values < 0xC0),
+            never=((byte_values >= 0xC0) & (byte_values < 0xC2)) | (byte_values > 0xF4),
         )
 
 
@@ -318,9 +323,10 @@ class NumberGuard:
     root: Tensor  # (N,) the root node of each node's sentence
     starts: Tensor  # (B, 2 + M) each sentence's first state
     eos: int
-    opens: Tensor  # (V,) the vocabulary's bytes (GuardVocabulary)
-    continues: Tensor  # (V,)
-    never: Tensor  # (V,)
+    opens: Tensor  # (V,) the vocabulary's byte pieces (GuardVocabulary)
+    byte_ids: Tensor  # (B,)
+    continues: Tensor  # (B,)
+    never: Tensor  # (B,)
 
     @classmethod
     def build(
@@ -347,6 +353,7 @@ class NumberGuard:
             torch.tensor(starts, dtype=torch.long).view(len(numbers), 2 + width),
             vocabulary.eos,
             vocabulary.opens,
+            vocabulary.byte_ids,
             vocabulary.continues,
             vocabulary.never,
         )
@@ -374,16 +381,20 @@ class NumberGuard:
         allowed = (after >= 0) & (self.free[after.clamp(min=0)] | ahead.any(-1))
         written = (used | self._ending(node, used)).all(-1)  # every number, if the run ends
         ids = torch.cat([self.ids, self.ids.new_tensor([self.eos])])
+        mid_character = (owed > 0) & ~free  # (R,) a character in bytes that needs more
         kept = torch.cat([allowed, (self.ends[node] & written)[:, None]], dim=1) | free[:, None]
-        forms = log_probs[:, ids].masked_fill_(~kept, float("-inf"))  # (R, C' + 1)
+        forms = log_probs[:, ids].masked_fill_(~kept | mid_character[:, None], -inf)
         inside = (self.next_node[node, OTHER_BOUNDARY] < 0) & ~free  # (R,) inside a number
-        # every piece but a form's: adding -inf is faster than masked_fill_ over (R, V)
-        log_probs.add_(log_probs.new_zeros(len(node)).masked_fill_(inside, float("-inf"))[:, None])
+        # a character in bytes is whole before anything else comes: only its continuation
+        # bytes while it needs them, and none at any other place
+        bytes_kept = (self.continues == (owed > 0)[:, None]) & ~self.never & ~inside[:, None]
+        byte_pieces = log_probs[:, self.byte_ids].masked_fill_(~(bytes_kept | free[:, None]), -inf)
+        # every other piece: adding -inf is faster than masked_fill_ over (R, V)
+        refused = log_probs.new_zeros(len(node)).masked_fill_(inside | mid_character, -inf)
+        log_probs.add_(refused[:, None])
         log_probs[:, ids] = forms
-        # a character in bytes is whole before anything else comes: its continuation bytes only
-        # while it needs them, then none
-        broken = (self.continues != (owed > 0)[:, None]) | self.never  # (R, V)
-        return log_probs.masked_fill_(broken & ~free[:, None], float("-inf"))
+        log_probs[:, self.byte_ids] = byte_pieces
+        return log_probs
 
     def advance(self, states: Tensor, tokens: Tensor) -> Tensor:
         """The states (R, 2 + M) after rows in `states` (R, 2 + M) write `tokens` (R,)."""
