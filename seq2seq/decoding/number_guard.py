@@ -27,7 +27,8 @@ unchanged. Its rules:
 - a character that the vocabulary writes in bytes (sentencepiece's byte pieces: "ị" is
   "<0xE1>", "<0xBB>", "<0x8B>") is whole before anything else comes, and no byte comes that
   UTF-8 does not allow there: "Lê Th<0xE1><0xBB>" then "▁Ánh" is refused (it decodes to
-  "Lê Th�"), and so is the EOS.
+  "Lê Th�"), and so is the EOS (the narrower range of the byte after E0, ED, F0 or F4 is not
+  checked).
 
 Other words are never refused ("un", "one" are articles too), but for the first words of a
 source number's words where they are a number of their own ("vingt" of "vingt-trois"): a word
