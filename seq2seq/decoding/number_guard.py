@@ -199,11 +199,7 @@ class GuardVocabulary:
     runs: dict[int, str]
     inside: Tensor  # (V,) True where a piece goes on with a word (its first character a letter)
     eos: int
-    # sentencepiece's byte pieces ("<0xE1>"), which write a character its pieces do not have:
-    opens: Tensor  # (V,) the continuation bytes that each piece's lead byte calls for, or 0
-    byte_ids: Tensor  # (B,) the ids of the byte pieces
-    continues: Tensor  # (B,) True where a byte piece is a continuation byte (0x80 to 0xBF)
-    never: Tensor  # (B,) True where a byte piece is one no UTF-8 text holds (0xC0, 0xC1, 0xF5 on)
+    bytes: "BytePieces"
 
     @classmethod
     def of(cls, pieces: list[str]) -> "GuardVocabulary":
@@ -211,20 +207,35 @@ class GuardVocabulary:
         runs = {i: p for i, p in enumerate(pieces) if RUN_PIECE.fullmatch(p)}
         inside = torch.tensor([p[:1].isalpha() for p in pieces], dtype=torch.bool)
         ids = {p: i for i, p in enumerate(pieces)}
+        return cls(ids, runs, inside, ids[EOS_PIECE], BytePieces.of(pieces))
+
+
+@dataclass(frozen=True)
+class BytePieces:
+    """Sentencepiece's byte pieces ("<0xE1>") of a vocabulary, which write a character its
+    other pieces do not have, as the guard's rule on bytes needs them."""
+
+    opens: Tensor  # (V,) the continuation bytes that each piece's lead byte calls for, or 0
+    ids: Tensor  # (B,) the ids of the byte pieces
+    continues: Tensor  # (B,) True where a byte piece is a continuation byte (0x80 to 0xBF)
+    never: Tensor  # (B,) True where a byte piece is one no UTF-8 text holds (0xC0, 0xC1, 0xF5 on)
+
+    @classmethod
+    def of(cls, pieces: list[str]) -> "BytePieces":
+        """From `pieces`, the vocabulary's pieces in id order."""
         values = torch.tensor([_byte_value(p) for p in pieces])  # -1: no byte piece
         opens = (values >= 0xC2).long() + (values >= 0xE0).long() + (values >= 0xF0).long()
-        byte_ids = (values >= 0).nonzero().view(-1)
-        byte_values = values[byte_ids]
+        ids = (values >= 0).nonzero().view(-1)
+        byte = values[ids]
         return cls(
-            ids=ids,
-            runs=runs,
-            inside=inside,
-            eos=ids[EOS_PIECE],
             opens=opens.masked_fill(values > 0xF4, 0),
-            byte_ids=byte_ids,
-            continues=(byte_values >= 0x80) & (byte_values < 0xC0),
-            never=((byte_values >= 0xC0) & (byte_values < 0xC2)) | (byte_values > 0xF4),
+            ids=ids,
+            continues=(byte >= 0x80) & (byte < 0xC0),
+            never=((byte >= 0xC0) & (byte < 0xC2)) | (byte > 0xF4),
         )
+
+    def to(self, device: torch.device) -> "BytePieces":
+        return BytePieces(*(t.to(device) for t in vars(self).values()))
 
 
 def _byte_value(piece: str) -> int:
@@ -324,10 +335,7 @@ class NumberGuard:
     root: Tensor  # (N,) the root node of each node's sentence
     starts: Tensor  # (B, 2 + M) each sentence's first state
     eos: int
-    opens: Tensor  # (V,) the vocabulary's byte pieces (GuardVocabulary)
-    byte_ids: Tensor  # (B,)
-    continues: Tensor  # (B,)
-    never: Tensor  # (B,)
+    bytes: BytePieces
 
     @classmethod
     def build(
@@ -353,15 +361,15 @@ class NumberGuard:
             *(torch.cat(parts) for parts in zip(*tables, strict=True)),
             torch.tensor(starts, dtype=torch.long).view(len(numbers), 2 + width),
             vocabulary.eos,
-            vocabulary.opens,
-            vocabulary.byte_ids,
-            vocabulary.continues,
-            vocabulary.never,
+            vocabulary.bytes,
         )
 
     def to(self, device: torch.device) -> "NumberGuard":
         return NumberGuard(
-            *(t.to(device) if isinstance(t, Tensor) else t for t in vars(self).values())
+            *(
+                t.to(device) if isinstance(t, Tensor | BytePieces) else t
+                for t in vars(self).values()
+            )
         )
 
     def _ending(self, closer: Tensor, used: Tensor) -> Tensor:
@@ -388,13 +396,14 @@ class NumberGuard:
         inside = (self.next_node[node, OTHER_BOUNDARY] < 0) & ~free  # (R,) inside a number
         # a character in bytes is whole before anything else comes: only its continuation
         # bytes while it needs them, and none at any other place
-        bytes_kept = (self.continues == (owed > 0)[:, None]) & ~self.never & ~inside[:, None]
-        byte_pieces = log_probs[:, self.byte_ids].masked_fill_(~(bytes_kept | free[:, None]), -inf)
+        byte = self.bytes
+        bytes_kept = (byte.continues == (owed > 0)[:, None]) & ~byte.never & ~inside[:, None]
+        byte_pieces = log_probs[:, byte.ids].masked_fill_(~(bytes_kept | free[:, None]), -inf)
         # every other piece: adding -inf is faster than masked_fill_ over (R, V)
         refused = log_probs.new_zeros(len(node)).masked_fill_(inside | mid_character, -inf)
         log_probs.add_(refused[:, None])
         log_probs[:, ids] = forms
-        log_probs[:, self.byte_ids] = byte_pieces
+        log_probs[:, byte.ids] = byte_pieces
         return log_probs
 
     def advance(self, states: Tensor, tokens: Tensor) -> Tensor:
@@ -404,7 +413,7 @@ class NumberGuard:
         used = used | self._ending(self.closer[node, column], used)
         after = self.next_node[node, column]
         node = torch.where(after >= 0, after, self.root[node])
-        owed = torch.where(owed > 0, owed - 1, self.opens[tokens])
+        owed = torch.where(owed > 0, owed - 1, self.bytes.opens[tokens])
         return torch.cat([node[:, None], used.long(), owed[:, None]], dim=1)
 
 
