@@ -43,6 +43,10 @@ class DataConfig:
     augment_codes: float = 0.0
     # the share of the names put in that are e-mail addresses or URLs instead
     augment_contacts: float = 0.0
+    # extra pairs, on average, per training pair naming the same month on both sides, with another
+    # month, each side in its own language ("in August" / "en août" -> "in March" / "en mars";
+    # English, French and German); 0: off
+    augment_months: float = 0.0
     # the share of training pairs followed by an example joining them to the 1 to 3 before
     # (seq2seq.data.concatenate); 0: off
     concat_share: float = 0.0

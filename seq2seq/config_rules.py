@@ -89,6 +89,7 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "data.augment_world_names": Range(0, 1),
     "data.augment_codes": Range(0, 1),
     "data.augment_contacts": Range(0, 1),
+    "data.augment_months": Range(0, 50),  # higher: few pairs name a month
     "data.concat_share": Range(0, 1),
     "data.split_rule": SPLIT_RULES,
     "model.arch": ("transformer", "gru"),

@@ -12,6 +12,7 @@ from seq2seq.data.concatenate import Concatenator
 from seq2seq.data.corpora import UserFiles
 from seq2seq.data.entities import (
     CODE_SHAPES,
+    MONTHS,
     WORLD_NAMES_FILE,
     contact,
     draw_code,
@@ -41,7 +42,7 @@ def test_a_digit_is_a_decimal_digit_everywhere(tmp_path: Path) -> None:
         read_keys(keys)
 
 
-# --- Copy-teaching's new kinds: names of many alphabets, codes, e-mail addresses and URLs ------
+# --- Copy-teaching's new kinds: names of many alphabets, codes, e-mails and URLs, months ------
 
 PAIR = ("Tom paid 30 euros.", "Tom a payé 30 euros.")
 
@@ -97,11 +98,42 @@ def test_e_mail_addresses_and_urls_are_made_of_names_at_example_domains() -> Non
     }
 
 
+def test_a_month_named_on_both_sides_is_swapped_for_another_in_each_language(
+    tmp_path: Path,
+) -> None:
+    """Every other month comes up, each side in its own language, capitalised where the pair's
+    was; a month is no name to swap ("August" in German), and a word like one is no month."""
+    augment = EntityAugmenter(0.0, seed=1, languages=EN_FR, months=3.0)
+    pairs = [pair for _ in range(40) for pair in augment("See you in October.", "À octobre.")]
+    months = dict(zip(MONTHS["en"], MONTHS["fr"], strict=True))
+    for src, tgt in pairs:
+        month = re.fullmatch(r"See you in (\w+)\.", src)[1]
+        assert tgt == f"À {months[month]}." and month != "October"
+    assert len(pairs) == 120 and {src.split()[-1][:-1] for src, _ in pairs} == set(months) - {
+        "October"
+    }
+    assert augment.report.pairs_with_months == 40 and augment.report.pairs_with_entities == 0
+    (src, tgt), *_ = augment("October is cold.", "Octobre est froid.")
+    assert src.split()[0] in MONTHS["en"] and tgt.split()[0] in [
+        month.capitalize() for month in MONTHS["fr"]
+    ]
+    assert augment("May I come in March?", "Puis-je venir en avril ?") == []
+    german = EntityAugmenter(1.0, seed=1, languages=("en", "de"), months=1.0)
+    (src, tgt), *_ = german("Tom was born in August.", "Tom wurde im August geboren.")
+    month = MONTHS["en"].index(src.split()[-1][:-1])
+    assert not src.startswith("Tom ") and tgt.split()[-2] == MONTHS["de"][month]
+    with pytest.raises(
+        UserError,
+        match=r"^--augment-months 2: copy-teaching knows the months of en, fr, de, not en-cs$",
+    ):
+        prepare("multi30k", "en", "cs", tmp_path / "p", augment_numbers=2, augment_months=2)
+
+
 def test_the_new_kinds_are_off_by_default_and_need_copy_teaching(tmp_path: Path) -> None:
     defaults = load_config(None).data
     assert all(getattr(defaults, key) == 0 for key in AUGMENT_SETTINGS)
     # a share of 0 spends no draw: copy-teaching's pairs are those it gave before these kinds
-    assert _pairs() == _pairs(world_names=0.0, codes=0.0, contacts=0.0)
+    assert _pairs() == _pairs(world_names=0.0, codes=0.0, contacts=0.0, months=0.0)
     with pytest.raises(UserError, match=r"^--augment-codes 0.5: copy-teaching is off; give"):
         prepare("tatoeba", "en", "fr", tmp_path / "p", augment_codes=0.5)
 

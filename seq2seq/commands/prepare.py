@@ -117,6 +117,8 @@ def add_copy_teaching_options(parser: argparse.ArgumentParser) -> None:
          "instead", "0, off"),
         ("--augment-contacts", "SHARE", "the share of copy-teaching's names that are e-mails or "
          "URLs", "0, off"),
+        ("--augment-months", "RATE", "copy-teaching pairs added on average per training pair "
+         "naming the same month on both sides, with another month", "0, off"),
         ("--concat-share", "SHARE", "the share of training pairs followed by an example joining "
          "them to the 1 to 3 pairs before", "0, off"),
     ):  # fmt: skip

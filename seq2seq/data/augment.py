@@ -29,6 +29,14 @@ pieces. With `repeated_digits` set, that share of the numbers put in are drawn w
 digits side by side, where their shape has room for them (left at 0, only those drawn so by
 chance are).
 
+A model taught to copy capitalised words copies a month's name too ("on 2 August" stays "le 2
+August" in French), and everyday sentences name few months (Tatoeba's English-French pairs name
+the same month on both sides in 187 pairs). With `month_rate` set, a pair that does gets that
+many extra pairs on average with another month, each side in its own language (`MONTHS`):
+
+    His birthday is August 21st.    Son anniversaire est le 21 août.
+    His birthday is March 21st.     Son anniversaire est le 21 mars.
+
 The replacements are training entities (`seq2seq.data.entities`): the entity test never sees
 them. The random draws come from one seeded generator, so the same corpus, rates and seed give
 the same pairs. Only the training split is augmented, and the tokenizer learns its vocabulary
@@ -41,6 +49,7 @@ from dataclasses import dataclass
 
 from seq2seq.data.entities import (
     MAX_DRAWS,
+    MONTHS,
     NUMBER,
     NUMBER_SHAPES,
     WORLD_NAMES_FILE,
@@ -69,6 +78,7 @@ AUGMENT_SETTINGS = (
     "augment_world_names",
     "augment_codes",
     "augment_contacts",
+    "augment_months",
     "concat_share",  # seq2seq.data.concatenate
 )
 # The settings that only change what copy-teaching puts in: nothing without it.
@@ -77,6 +87,7 @@ COPY_TEACHING_SHARES = (
     "augment_world_names",
     "augment_codes",
     "augment_contacts",
+    "augment_months",
 )
 SAME_SHAPE = 0.5  # the share of the numbers put in that have the shape of the one they replace
 # The share of the given names put in that come with a surname (a full name): everyday sentences
@@ -95,6 +106,28 @@ def shared_entities(src: str, tgt: str) -> list[str]:
     return list(dict.fromkeys(e for e in entities(src) if e in in_target))
 
 
+def shared_months(src: str, tgt: str, languages: tuple[str, str]) -> list[tuple[str, str, int]]:
+    """The months that both sides name, as (source word, target word, month from 0): "August"
+    and "août" in "His birthday is August 21st." / "Son anniversaire est le 21 août." (a month's
+    name as `MONTHS` writes it, or with a capital first)."""
+    in_target = {}
+    for word in TOKEN.findall(tgt):
+        for month, name in enumerate(MONTHS[languages[1]]):
+            if word in (name, name[0].upper() + name[1:]):
+                in_target.setdefault(month, word)
+    found = []
+    for word in TOKEN.findall(src):
+        for month, name in enumerate(MONTHS[languages[0]]):
+            if word in (name, name[0].upper() + name[1:]) and month in in_target:
+                found.append((word, in_target[month], month))
+    return list(dict.fromkeys(found))
+
+
+def _as_cased(name: str, like: str) -> str:
+    """`name` with a capital first where `like` has one ("mars", "Octobre" -> "Mars")."""
+    return name[0].upper() + name[1:] if like[0].isupper() else name
+
+
 def replace(line: str, replacements: dict[str, str]) -> str:
     """`line` with every whole entity that is a key of `replacements` replaced."""
     return TOKEN.sub(lambda token: replacements.get(token[0], token[0]), line)
@@ -108,6 +141,13 @@ class AugmentReport:
     pairs_added: int = 0
     pairs_with_numbers: int = 0  # of pairs_with_entities, those sharing a number
     pairs_added_for_numbers: int = 0  # of pairs_added, those for the pairs sharing a number
+    pairs_with_months: int = 0  # training pairs naming the same month on both sides
+
+    def to_dict(self) -> dict[str, int]:
+        """The report as the manifest records it (`pairs_with_months` only when not 0)."""
+        return {
+            key: value for key, value in vars(self).items() if value or key != "pairs_with_months"
+        }
 
 
 class EntityAugmenter:
@@ -115,7 +155,8 @@ class EntityAugmenter:
     `number_rate` for each pair that shares a number (0: `rate`; a pair sharing a name and a
     number gets the larger). A rate of 2.5 gives two pairs, and a third with probability 0.5.
     `languages`: the (source, target) languages, whose way of writing numbers is kept;
-    `repeated_digits`: the share of the numbers put in that have a digit repeated."""
+    `repeated_digits`: the share of the numbers put in that have a digit repeated; `months`: the
+    pairs added for each pair naming the same month on both sides (the largest rate wins)."""
 
     def __init__(
         self,
@@ -129,10 +170,12 @@ class EntityAugmenter:
         world_names: float = 0.0,
         codes: float = 0.0,
         contacts: float = 0.0,
+        months: float = 0.0,
     ) -> None:
         self.rate = rate
         self.number_rate = number_rate or rate
         self.repeated_digits = repeated_digits
+        self.month_rate = months
         self.shares = {"world": world_names, "codes": codes, "contacts": contacts}
         self.languages = languages
         self.rng = random.Random(seed)
@@ -192,10 +235,13 @@ class EntityAugmenter:
         repeated = bool(self.repeated_digits) and self.rng.random() < self.repeated_digits
         return draw_number(self.rng, like, held=False, repeated_digit=repeated)
 
-    def substitute(self, src: str, tgt: str, shared: list[str]) -> tuple[str, str]:
-        """The pair with each of its `shared` entities replaced by a different random one. Given
-        names become full names only where the pair has no surname ("Tom" -> "Ana Berg", but
-        not "Tom Smith" -> "Ana Berg Okafor")."""
+    def substitute(
+        self, src: str, tgt: str, shared: list[str], months: list[tuple[str, str, int]]
+    ) -> tuple[str, str]:
+        """The pair with each of its `shared` entities replaced by a different random one, and
+        each of its `months` by another month on both sides. Given names become full names only
+        where the pair has no surname ("Tom" -> "Ana Berg", but not "Tom Smith" -> "Ana Berg
+        Okafor")."""
         full_names = self.names.surname_set.isdisjoint(shared)
         in_src: dict[str, str] = {}
         in_tgt: dict[str, str] = {}
@@ -203,19 +249,30 @@ class EntityAugmenter:
         for entity in shared:
             in_src[entity], in_tgt[entity] = self._draw(entity, taken, full_names)
             taken.update(in_src[entity].split())
+        for src_word, tgt_word, month in months:
+            other = (month + self.rng.randrange(1, 12)) % 12
+            in_src[src_word] = _as_cased(MONTHS[self.languages[0]][other], src_word)
+            in_tgt[tgt_word] = _as_cased(MONTHS[self.languages[1]][other], tgt_word)
         return replace(src, in_src), replace(tgt, in_tgt)
 
     def __call__(self, src: str, tgt: str) -> list[tuple[str, str]]:
         """The extra pairs for the training pair (`src`, `tgt`), often none."""
-        shared = shared_entities(src, tgt)
-        if not shared:
+        months = shared_months(src, tgt, self.languages) if self.month_rate else []
+        named = {word for src_word, tgt_word, _ in months for word in (src_word, tgt_word)}
+        shared = [entity for entity in shared_entities(src, tgt) if entity not in named]
+        if not shared and not months:
             return []
-        has_number = any(entity[0].isdecimal() for entity in shared)
-        rate = max(self.number_rate if entity[0].isdecimal() else self.rate for entity in shared)
+        rates = [self.number_rate if entity[0].isdecimal() else self.rate for entity in shared]
+        rate = max(rates + [self.month_rate] * bool(months))
         copies = int(rate) + int(self.rng.random() < rate - int(rate))
-        self.report.pairs_with_entities += 1
+        self._count(shared, months, copies)
+        return [self.substitute(src, tgt, shared, months) for _ in range(copies)]
+
+    def _count(self, shared: list[str], months: list[tuple[str, str, int]], copies: int) -> None:
+        """Record a pair's `copies` in the report."""
         self.report.pairs_added += copies
-        if has_number:
+        self.report.pairs_with_entities += bool(shared)
+        self.report.pairs_with_months += bool(months)
+        if any(entity[0].isdecimal() for entity in shared):
             self.report.pairs_with_numbers += 1
             self.report.pairs_added_for_numbers += copies
-        return [self.substitute(src, tgt, shared) for _ in range(copies)]

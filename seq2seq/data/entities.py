@@ -59,6 +59,16 @@ CODE_SHAPES = (
     "AAAAAAAA99",
     "AA-9999-A",
 )
+# The months, January first, as each language writes them inside a sentence (copy-teaching
+# swaps them: seq2seq.data.augment)
+MONTHS = {
+    "en": ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December"),
+    "fr": ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre",
+           "octobre", "novembre", "décembre"),
+    "de": ("Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September",
+           "Oktober", "November", "Dezember"),
+}  # fmt: skip
 # E-mail addresses and URLs are made of a name at a domain reserved for examples (RFC 2606).
 DOMAINS = ("example.com", "example.org", "example.net")
 # Letters that NFKD does not take apart, as an address writes them

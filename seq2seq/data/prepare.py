@@ -48,6 +48,7 @@ from seq2seq.data.corpora import (
     get_corpus,
 )
 from seq2seq.data.download import fetch, removing_new_empty_dirs, resolve_mirror
+from seq2seq.data.entities import MONTHS
 from seq2seq.data.manifest import (
     FORMAT_VERSION,
     ID_DTYPES,
@@ -109,6 +110,7 @@ def prepare(
     augment_world_names: float = 0.0,
     augment_codes: float = 0.0,
     augment_contacts: float = 0.0,
+    augment_months: float = 0.0,
     concat_share: float = 0.0,
     augment_seed: int = 1,
     split_rule: str = BOTH_SIDES,
@@ -133,10 +135,10 @@ def prepare(
     align_teacher: "eflomal": the teacher's links too (`seq2seq.data.align_teacher`); "": none.
     """
     shares = (augment_entities, augment_numbers, augment_repeated_digits, augment_world_names)
-    shares += (augment_codes, augment_contacts, concat_share)
+    shares += (augment_codes, augment_contacts, augment_months, concat_share)
     augmentation = dict(zip(AUGMENT_SETTINGS, shares, strict=True))
     _check_options(corpus, src, tgt, vocab_size, model_type, max_words, max_ratio, files)
-    _check_pieces_and_copy_teaching(vocab_size, byte_fallback, spm_sample, augmentation)
+    _check_pieces_and_copy_teaching(vocab_size, byte_fallback, spm_sample, augmentation, src, tgt)
     out = _check_out(Path(out) if out else default_out(corpus, src, tgt))
     settings: dict[str, Any] = {
         "corpus": corpus,
@@ -211,10 +213,16 @@ def _check_options(
 
 
 def _check_pieces_and_copy_teaching(
-    vocab_size: int, byte_fallback: bool, spm_sample: int, augmentation: dict[str, float]
+    vocab_size: int,
+    byte_fallback: bool,
+    spm_sample: int,
+    augmentation: dict[str, float],
+    src: str,
+    tgt: str,
 ) -> None:
-    """Refuse copy-teaching's repeated digits without copy-teaching, byte fallback in too small a
-    vocabulary, and too small a sentencepiece sample."""
+    """Refuse copy-teaching's other settings without copy-teaching, its months in a language
+    whose month names it lacks, byte fallback in too small a vocabulary, and too small a
+    sentencepiece sample."""
     for key in COPY_TEACHING_SHARES:
         if augmentation[key] and not (
             augmentation["augment_entities"] or augmentation["augment_numbers"]
@@ -223,6 +231,11 @@ def _check_pieces_and_copy_teaching(
                 f"--{key.replace('_', '-')} {augmentation[key]}: copy-teaching is off; give "
                 "--augment-entities or --augment-numbers too"
             )
+    if augmentation["augment_months"] and not {src, tgt} <= MONTHS.keys():
+        raise UserError(
+            f"--augment-months {augmentation['augment_months']}: copy-teaching knows the months of "
+            f"{', '.join(MONTHS)}, not {src}-{tgt}"
+        )
     if byte_fallback and vocab_size < MIN_BYTE_FALLBACK_VOCAB:
         raise UserError(
             f"--vocab-size {vocab_size}: byte fallback takes {BYTE_PIECES} pieces (one per byte) "
@@ -361,7 +374,7 @@ def _build(
         "sources": [{"path": str(path), "sha256": sha256_file(path)} for path in sources],
         "lines": lines,
         "cleaning": report.to_dict(),
-        **({"augmentation": vars(augmenter.report)} if augmenter else {}),
+        **({"augmentation": augmenter.report.to_dict()} if augmenter else {}),
         **({"concatenation": {"examples_added": concatenator.added}} if concatenator else {}),
         **({"align_teacher": links} if teacher else {}),
         "tokenizer": {
@@ -402,6 +415,7 @@ def _augmenters(settings: dict[str, Any]) -> tuple[EntityAugmenter | None, Conca
             world_names=shares["augment_world_names"],
             codes=shares["augment_codes"],
             contacts=shares["augment_contacts"],
+            months=shares["augment_months"],
         )
     if settings.get("concat_share"):
         concatenator = Concatenator(settings["concat_share"], settings["augment_seed"])
