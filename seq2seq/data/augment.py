@@ -30,9 +30,9 @@ digits side by side, where their shape has room for them (left at 0, only those 
 chance are).
 
 A model taught to copy capitalised words copies a month's name too ("on 2 August" stays "le 2
-August" in French), and everyday sentences name few months (Tatoeba's English-French pairs name
-the same month on both sides in 187 pairs). With `month_rate` set, a pair that does gets that
-many extra pairs on average with another month, each side in its own language (`MONTHS`):
+August" in French), and everyday sentences name few months (182 of Tatoeba's English-French
+training pairs name the same month on both sides). With `month_rate` set, a pair that does gets
+that many extra pairs on average with another month, each side in its own language (`MONTHS`):
 
     His birthday is August 21st.    Son anniversaire est le 21 août.
     His birthday is March 21st.     Son anniversaire est le 21 mars.
@@ -106,26 +106,38 @@ def shared_entities(src: str, tgt: str) -> list[str]:
     return list(dict.fromkeys(e for e in entities(src) if e in in_target))
 
 
+def _capitalised(word: str) -> str:
+    """`word` with a capital first ("octobre" -> "Octobre")."""
+    return word[:1].upper() + word[1:]
+
+
+def _cased_like(word: str, like: str) -> str:
+    """`word` with a capital first where `like` has one ("mars", "Octobre" -> "Mars")."""
+    return _capitalised(word) if like[0].isupper() else word
+
+
+def _month(word: str, language: str) -> int | None:
+    """The month (from 0) that `word` names in `language`, as `MONTHS` writes it or with a
+    capital first ("août", "Août"); None for any other word."""
+    for month, name in enumerate(MONTHS[language]):
+        if word in (name, _capitalised(name)):
+            return month
+    return None
+
+
 def shared_months(src: str, tgt: str, languages: tuple[str, str]) -> list[tuple[str, str, int]]:
     """The months that both sides name, as (source word, target word, month from 0): "August"
-    and "août" in "His birthday is August 21st." / "Son anniversaire est le 21 août." (a month's
-    name as `MONTHS` writes it, or with a capital first)."""
-    in_target = {}
+    and "août" in "His birthday is August 21st." / "Son anniversaire est le 21 août."."""
+    in_target: dict[int, str] = {}
     for word in TOKEN.findall(tgt):
-        for month, name in enumerate(MONTHS[languages[1]]):
-            if word in (name, name[0].upper() + name[1:]):
-                in_target.setdefault(month, word)
-    found = []
-    for word in TOKEN.findall(src):
-        for month, name in enumerate(MONTHS[languages[0]]):
-            if word in (name, name[0].upper() + name[1:]) and month in in_target:
-                found.append((word, in_target[month], month))
+        if (month := _month(word, languages[1])) is not None:
+            in_target.setdefault(month, word)
+    found = [
+        (word, in_target[month], month)
+        for word in TOKEN.findall(src)
+        if (month := _month(word, languages[0])) in in_target
+    ]
     return list(dict.fromkeys(found))
-
-
-def _as_cased(name: str, like: str) -> str:
-    """`name` with a capital first where `like` has one ("mars", "Octobre" -> "Mars")."""
-    return name[0].upper() + name[1:] if like[0].isupper() else name
 
 
 def replace(line: str, replacements: dict[str, str]) -> str:
@@ -251,8 +263,8 @@ class EntityAugmenter:
             taken.update(in_src[entity].split())
         for src_word, tgt_word, month in months:
             other = (month + self.rng.randrange(1, 12)) % 12
-            in_src[src_word] = _as_cased(MONTHS[self.languages[0]][other], src_word)
-            in_tgt[tgt_word] = _as_cased(MONTHS[self.languages[1]][other], tgt_word)
+            in_src[src_word] = _cased_like(MONTHS[self.languages[0]][other], src_word)
+            in_tgt[tgt_word] = _cased_like(MONTHS[self.languages[1]][other], tgt_word)
         return replace(src, in_src), replace(tgt, in_tgt)
 
     def __call__(self, src: str, tgt: str) -> list[tuple[str, str]]:
