@@ -13,6 +13,7 @@ Preparing streams: the text is encoded in chunks, and sentencepiece trains on a 
 the training sentences (`spm_sample`), so memory does not grow with the corpus for those steps.
 """
 
+import gc
 import json
 import multiprocessing
 import os
@@ -539,9 +540,11 @@ def _run_in_children(function: Callable[..., T], calls: list[tuple], processes: 
 
     The children are terminated as soon as this process is interrupted or fails, so Ctrl-C
     stops sentencepiece at once (its training and encoding do not return to Python, which
-    handles the signal, until they are done).
+    handles the signal, until they are done). A forked child runs without the garbage collector:
+    it would collect the objects it inherits, and an object whose thread stayed behind in this
+    process aborts the child when collected (a child that dies leaves its call unanswered).
     """
-    with multiprocessing.get_context("fork").Pool(processes) as pool:
+    with multiprocessing.get_context("fork").Pool(processes, initializer=gc.disable) as pool:
         result = pool.starmap_async(function, calls, chunksize=1)
         while not result.ready():
             result.wait(0.1)
