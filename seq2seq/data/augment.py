@@ -90,6 +90,11 @@ COPY_TEACHING_SHARES = (
     "augment_months",
 )
 SAME_SHAPE = 0.5  # the share of the numbers put in that have the shape of the one they replace
+# Each language's months by the words that name them, as MONTHS writes them or with a capital
+MONTH_OF_WORD = {
+    language: {form: month for month, name in enumerate(names) for form in (name, name.title())}
+    for language, names in MONTHS.items()
+}
 # The share of the given names put in that come with a surname (a full name): everyday sentences
 # share hardly any surname, so without them a model would never see one to copy.
 FULL_NAME = 1 / 3
@@ -119,10 +124,7 @@ def _cased_like(word: str, like: str) -> str:
 def _month(word: str, language: str) -> int | None:
     """The month (from 0) that `word` names in `language`, as `MONTHS` writes it or with a
     capital first ("août", "Août"); None for any other word."""
-    for month, name in enumerate(MONTHS[language]):
-        if word in (name, _capitalised(name)):
-            return month
-    return None
+    return MONTH_OF_WORD[language].get(word)
 
 
 def shared_months(src: str, tgt: str, languages: tuple[str, str]) -> list[tuple[str, str, int]]:
