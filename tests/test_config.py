@@ -29,13 +29,13 @@ def test_committed_configs_load(path: Path) -> None:
 
 
 @pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
-@pytest.mark.parametrize("corpus", ["tatoeba", "tatoeba-v2"])
+@pytest.mark.parametrize("corpus", ["tatoeba", "tatoeba-v2", "tatoeba-months"])
 def test_the_tatoeba_configs_build_the_shipped_models_not_their_preset(
     corpus: str, direction: str
 ) -> None:
-    """The Tatoeba configurations, the shipped models' and the next ones', give exactly the
-    shipped models' architecture, 4+2 layers and FFN 512, which is not the shape of the preset
-    they are named after (3+3 layers, FFN 1024)."""
+    """The Tatoeba configurations, the first models', v2's and the months fine-tunes', give
+    exactly the shipped models' architecture, 4+2 layers and FFN 512, which is not the shape of
+    the preset they are named after (3+3 layers, FFN 1024)."""
     model = load_config(CONFIGS[0].parent / f"transformer.{corpus}.{direction}.toml").model
     shipped = read_description(SHIPPED_MODELS / f"transformer-small.tatoeba.{direction}")
     assert model == shipped.config.model and model.name == "transformer-small"
@@ -71,6 +71,35 @@ def test_the_next_tatoeba_configs_change_the_data_alone(direction: str) -> None:
     assert new.train == shipped.train
 
 
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
+def test_the_months_configs_fine_tune_the_v2_models_with_months(direction: str) -> None:
+    """configs/transformer.tatoeba-months.* start from the exported v2 model and change, beside
+    the folder, the months copy-taught, the run's name and its schedule alone: 1000 steps at
+    lr 0.0007 after 100 of warm-up, validated on 500 pairs every 250 steps."""
+    v2, months = (
+        load_config(CONFIGS[0].parent / f"transformer.{corpus}.{direction}.toml")
+        for corpus in ("tatoeba-v2", "tatoeba-months")
+    )
+    assert months.data.prepared == f"data/tatoeba-months.{direction}"
+    assert (v2.data.augment_months, months.data.augment_months) == (0.0, 20.0)
+    months.data.prepared, months.data.augment_months = v2.data.prepared, 0.0
+    assert (months.data, months.model, months.decode) == (v2.data, v2.model, v2.decode)
+    schedule = {
+        "run_name": f"transformer.tatoeba-months.{direction}",
+        "init_from": f"exported/transformer-small.tatoeba-v2.{direction}",
+        "max_steps": 1000,
+        "lr": 0.0007,
+        "warmup_steps": 100,
+        "valid_every": 250,
+        "valid_max_sentences": 500,
+        "log_every": 50,
+    }
+    assert {key: getattr(months.train, key) for key in schedule} == schedule
+    for key in schedule:
+        setattr(months.train, key, getattr(v2.train, key))
+    assert months.train == v2.train
+
+
 def test_train_help_gives_each_presets_shape_and_the_configs_that_change_it(
     capsys: pytest.CaptureFixture,
 ) -> None:
@@ -87,6 +116,10 @@ def test_train_help_gives_each_presets_shape_and_the_configs_that_change_it(
         "committed configurations that change their preset's shape:",
         "  configs/gru-small.multi30k.en-de.toml:",
         "    gru as GRU with Bahdanau attention 1+1 layers, embeddings 192, hidden 256",
+        "  configs/transformer.tatoeba-months.en-fr.toml:",
+        changed,
+        "  configs/transformer.tatoeba-months.fr-en.toml:",
+        changed,
         "  configs/transformer.tatoeba-v2.en-fr.toml:",
         changed,
         "  configs/transformer.tatoeba-v2.fr-en.toml:",
