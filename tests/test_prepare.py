@@ -317,10 +317,15 @@ def test_new_folders_split_digits_and_fall_back_to_bytes(
 
 
 def card_commands(direction: str) -> tuple[str, Config]:
-    """The prepare command that the card of the shipped Tatoeba model of `direction` records,
-    but for its --mirror, and the configuration of the card's training command."""
+    """The last prepare command that the card of the shipped Tatoeba model of `direction`
+    records (a model fine-tuned from another records that one's commands first), but for its
+    --mirror, and the configuration of the card's last training command."""
     card = SHIPPED_MODELS / f"transformer-small.tatoeba.{direction}" / CARD
-    prepared, trained = json.loads(card.read_text(encoding="utf-8"))["commands"][:2]
+    commands = json.loads(card.read_text(encoding="utf-8"))["commands"]
+    prepared, trained = (
+        [command for command in commands if command.startswith(f"seq2seq {step} ")][-1]
+        for step in ("prepare", "train")
+    )
     words = trained.split()
     config = load_config(ROOT / words[words.index("--config") + 1])
     return prepared.replace(" --mirror ../shared/data", ""), config
@@ -328,9 +333,9 @@ def card_commands(direction: str) -> tuple[str, Config]:
 
 @pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
 def test_the_hint_of_a_missing_tatoeba_folder_is_the_command_that_made_it(direction: str) -> None:
-    """The Tatoeba configurations train on a copy-teaching folder (data/tatoeba-copy.* or
-    data/tatoeba-v2.*) that `make data` does not prepare: the hint is the command their shipped
-    model's card records, but for the card's --mirror."""
+    """The Tatoeba configurations train on a copy-teaching folder (data/tatoeba-copy.*,
+    data/tatoeba-v2.* or data/tatoeba-months.*) that `make data` does not prepare: the hint is
+    the command their shipped model's card records, but for the card's --mirror."""
     recorded, config = card_commands(direction)
     assert recorded.startswith("seq2seq prepare ")
     assert prepare_command(config) == recorded

@@ -209,7 +209,7 @@ def test_translate_py_keeps_a_paragraphs_names_and_numbers_whole() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         "Siobhán a acheté trois livres pour 27,99 dollars. Son numéro est le 555-0142. "
-        "Mr Dvořák arrive le vendredi.\n"
+        "Mr Dvořák arrive vendredi.\n"
     )
 
 
