@@ -4,6 +4,8 @@ import gzip
 import json
 import os
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -233,6 +235,39 @@ def test_failed_rebuild_keeps_the_good_folder(small_corpus: Path, tmp_path: Path
         )
     assert _snapshot(out) == before and (out / "manifest.json").read_text() == manifest
     assert _leftovers(tmp_path) == []
+
+
+def _killed(*_: object) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_children_answer_in_the_order_of_the_calls_or_raise_their_error() -> None:
+    run = seq2seq.data.prepare._run_in_children
+    assert run(pow, [(2, 3), (3, 2), (2, 10), (5, 0)], processes=2) == [8, 9, 1024, 1]
+    with pytest.raises(ValueError, match="'twelve'"):
+        run(int, [("12",), ("twelve",)], processes=2)
+
+
+def test_a_child_killed_stops_prepare_with_one_error(
+    small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child killed while it encodes (as by the out-of-memory killer) leaves its call
+    unanswered: prepare stops at once with an error naming the signal, and leaves nothing
+    behind, where multiprocessing.Pool waited for the answer forever."""
+    monkeypatch.setattr(seq2seq.data.prepare, "_write_ids", _killed)
+    started = time.monotonic()
+    with pytest.raises(UserError, match=r"^prepare: a child process died \(exit code -9: "):
+        prepare(
+            "files",
+            "en",
+            "de",
+            tmp_path / "p",
+            vocab_size=47,
+            byte_fallback=False,
+            files=_data_dir_files(small_corpus),
+        )
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "p").exists() and _leftovers(tmp_path) == []
 
 
 def test_out_must_be_a_prepared_folder(small_corpus: Path, tmp_path: Path) -> None:

@@ -22,6 +22,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import chain, islice
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for_connections
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -536,19 +539,65 @@ def _train_in_child(
 
 
 def _run_in_children(function: Callable[..., T], calls: list[tuple], processes: int) -> list[T]:
-    """`function(*args)` for every `args` of `calls`, in up to `processes` child processes.
+    """`function(*args)` for every `args` of `calls`, each in a forked child process, up to
+    `processes` at a time; the results in the order of `calls`.
 
     The children are terminated as soon as this process is interrupted or fails, so Ctrl-C
     stops sentencepiece at once (its training and encoding do not return to Python, which
-    handles the signal, until they are done). A forked child runs without the garbage collector:
-    it would collect the objects it inherits, and an object whose thread stayed behind in this
-    process aborts the child when collected (a child that dies leaves its call unanswered).
+    handles the signal, until they are done). A child that dies without answering (killed, or
+    aborted inside sentencepiece) stops the run with an error, where `multiprocessing.Pool`
+    would wait for its answer forever.
     """
-    with multiprocessing.get_context("fork").Pool(processes, initializer=gc.disable) as pool:
-        result = pool.starmap_async(function, calls, chunksize=1)
-        while not result.ready():
-            result.wait(0.1)
-        return result.get()
+    context = multiprocessing.get_context("fork")
+    results: list[Any] = [None] * len(calls)
+    waiting = list(enumerate(calls))
+    running: dict[Connection, tuple[int, BaseProcess]] = {}  # answer pipe -> (call, child)
+    try:
+        while waiting or running:
+            while waiting and len(running) < processes:
+                index, args = waiting.pop(0)
+                answer, send = context.Pipe(duplex=False)
+                child = context.Process(target=_answer, args=(send, function, args), daemon=True)
+                child.start()
+                send.close()
+                running[answer] = (index, child)
+            for answer in wait_for_connections(list(running), timeout=0.1):
+                index, child = running.pop(answer)
+                results[index] = _received(answer, child)
+        return results
+    finally:
+        for _, child in running.values():
+            child.terminate()
+
+
+def _answer(send: Connection, function: Callable[..., Any], args: tuple) -> None:
+    """A child's work: `function(*args)`, or the exception it raised, sent back. The child runs
+    without the garbage collector: it would collect the objects it inherits, and an object whose
+    thread stayed behind in the parent aborts the child when collected."""
+    gc.disable()
+    try:
+        send.send((True, function(*args)))
+    except Exception as error:
+        send.send((False, error))
+
+
+def _received(answer: Connection, child: BaseProcess) -> Any:
+    """What `child` sent on `answer`: its result, or the exception it raised, raised here."""
+    try:
+        done, value = answer.recv()
+    except EOFError:  # the child closed the pipe unanswered: it died
+        child.join()
+        raise UserError(
+            f"prepare: a child process died (exit code {child.exitcode}: a negative code is the "
+            "signal that killed it, -9 often the out-of-memory killer); the folder is left as it "
+            "was"
+        ) from None
+    finally:
+        answer.close()
+    child.join()
+    if not done:
+        raise value
+    return value
 
 
 def _write_ids(folder: Path, name: str, model: Path, dtype: str) -> None:
