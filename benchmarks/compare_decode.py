@@ -49,10 +49,8 @@ def serve_requests(model: str, sources: str, precision: str, beam: int, threads:
 
     torch.set_num_threads(threads)
     inference = load_model(model)
-    decode_cfg = replace(inference.config.decode, precision=precision, beam_size=beam)
-    translator = Translator(
-        inference.model, inference.src_tokenizer, inference.tgt_tokenizer, decode_cfg, "cpu"
-    )
+    inference.config.decode = replace(inference.config.decode, precision=precision, beam_size=beam)
+    translator = Translator.from_inference(inference, "cpu")  # its languages for the number guard
     lines = Path(sources).read_text(encoding="utf-8").splitlines()
     translator.translate(lines[:16])
     print("ready", flush=True)

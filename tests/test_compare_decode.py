@@ -14,10 +14,14 @@ SCRIPT = [sys.executable, str(ROOT / "benchmarks" / "compare_decode.py")]
 
 
 @pytest.mark.slow  # two Pythons that import torch and decode with the shipped model
-def test_a_tree_against_itself_gives_the_same_outputs(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "model", ["transformer-tiny.multi30k.en-de", "transformer-small.tatoeba.en-fr"]
+)
+def test_a_tree_against_itself_gives_the_same_outputs(model: str, tmp_path: Path) -> None:
+    """Also a model that decodes with the number guard by default, which needs its languages."""
     sources = tmp_path / "test.en"
-    sources.write_text("A dog runs in the snow.\nTwo men play football.\nA girl reads.\n")
-    options = ["--sources", str(sources), "--one-by-one", "2", "--batches", "2"]
+    sources.write_text("A dog runs in the snow.\nTwo men play 11 games.\nA girl reads.\n")
+    options = ["--model", model, "--sources", str(sources), "--one-by-one", "2", "--batches", "2"]
     options += ["--batch-size", "3", "--repeats", "1", "--precision", "fp32", "fp32"]
     result = subprocess.run(
         [*SCRIPT, str(ROOT), str(ROOT), *options], capture_output=True, text=True, check=True
