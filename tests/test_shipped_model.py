@@ -4,6 +4,7 @@ files."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from seq2seq.commands.translate import load_translator, parse_args
 from seq2seq.config import model_preset, model_shape
+from seq2seq.config_file import load_config
 from seq2seq.data.corpora import domain_of, get_corpus
 from seq2seq.decoding.model_folder import CARD, JOINT_TOKENIZER, WEIGHTS, read_description
 from seq2seq.decoding.model_result import SHIPPED_MODELS, ModelResult, domain_and_limits
@@ -271,6 +273,20 @@ def test_the_card_states_the_limits_with_real_outputs(model: Shipped) -> None:
     outputs = [nbest[0].text for nbest in translator.translate(sources)]
     assert outputs == [limit["output"] for limit in card.limits]
     assert all(output != source for output, source in zip(outputs, sources, strict=True))
+
+
+@pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
+def test_a_tatoeba_model_has_the_configuration_its_card_trains_with(direction: str) -> None:
+    """The configuration in the shipped folder is exactly the one that the card's last training
+    command builds (its file and overrides): the card's commands rebuild the model, and nothing
+    of the run that made it (a folder outside the repository, a run name) is shipped."""
+    name = f"transformer-small.tatoeba.{direction}"
+    commands = ModelResult.load(SHIPPED_MODELS / name / CARD).commands
+    trained = [command for command in commands if command.startswith("seq2seq train ")][-1]
+    words = shlex.split(trained, comments=True)
+    config = words.index("--config") + 1
+    built = load_config(ROOT / words[config], words[config + 1 :])
+    assert built == read_description(SHIPPED_MODELS / name).config
 
 
 @pytest.mark.parametrize("direction", ["en-fr", "fr-en"])
