@@ -48,6 +48,13 @@ def _leftovers(parent: Path) -> list[str]:
     return [p.name for p in parent.iterdir() if p.name.startswith(".")]
 
 
+def _prepare_small(corpus: Path, out: Path) -> Path:
+    """The user files in `corpus`, prepared into `out` with a vocabulary of 47 pieces."""
+    return prepare(
+        "files", "en", "de", out, vocab_size=47, byte_fallback=False, files=_data_dir_files(corpus)
+    )
+
+
 @pytest.mark.slow  # prepares a whole corpus
 def test_multi30k_en_de(multi30k_en_de: Path, shared_data: Path) -> None:
     folder = multi30k_en_de
@@ -211,28 +218,12 @@ def test_rebuilds_when_settings_or_files_change(
 
 
 def test_failed_rebuild_keeps_the_good_folder(small_corpus: Path, tmp_path: Path) -> None:
-    out = prepare(
-        "files",
-        "en",
-        "de",
-        tmp_path / "p",
-        vocab_size=47,
-        byte_fallback=False,
-        files=_data_dir_files(small_corpus),
-    )
+    out = _prepare_small(small_corpus, tmp_path / "p")
     before = _snapshot(out)
     manifest = (out / "manifest.json").read_text()
     (small_corpus / "valid.de").write_text("one line\n")
     with pytest.raises(UserError, match=r"valid: .*valid\.en has 10 lines but .*valid\.de has 1"):
-        prepare(
-            "files",
-            "en",
-            "de",
-            out,
-            vocab_size=47,
-            byte_fallback=False,
-            files=_data_dir_files(small_corpus),
-        )
+        _prepare_small(small_corpus, out)
     assert _snapshot(out) == before and (out / "manifest.json").read_text() == manifest
     assert _leftovers(tmp_path) == []
 
@@ -257,15 +248,7 @@ def test_a_child_killed_stops_prepare_with_one_error(
     monkeypatch.setattr(seq2seq.data.prepare, "_write_ids", _killed)
     started = time.monotonic()
     with pytest.raises(UserError, match=r"^prepare: a child process died \(exit code -9: "):
-        prepare(
-            "files",
-            "en",
-            "de",
-            tmp_path / "p",
-            vocab_size=47,
-            byte_fallback=False,
-            files=_data_dir_files(small_corpus),
-        )
+        _prepare_small(small_corpus, tmp_path / "p")
     assert time.monotonic() - started < 60
     assert not (tmp_path / "p").exists() and _leftovers(tmp_path) == []
 
@@ -281,15 +264,7 @@ def test_out_must_be_a_prepared_folder(small_corpus: Path, tmp_path: Path) -> No
 def test_load_errors_name_the_folder(small_corpus: Path, tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"nowhere: not a prepared corpus .*make data"):
         PreparedData.load(tmp_path / "nowhere")
-    out = prepare(
-        "files",
-        "en",
-        "de",
-        tmp_path / "p",
-        vocab_size=47,
-        byte_fallback=False,
-        files=_data_dir_files(small_corpus),
-    )
+    out = _prepare_small(small_corpus, tmp_path / "p")
     (out / "valid.de").unlink()
     with pytest.raises(UserError, match=r"p: missing valid\.de; .*make data"):
         PreparedData.load(out)
