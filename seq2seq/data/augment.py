@@ -90,11 +90,6 @@ COPY_TEACHING_SHARES = (
     "augment_months",
 )
 SAME_SHAPE = 0.5  # the share of the numbers put in that have the shape of the one they replace
-# Each language's months by the words that name them, as MONTHS writes them or with a capital
-MONTH_OF_WORD = {
-    language: {form: month for month, name in enumerate(names) for form in (name, name.title())}
-    for language, names in MONTHS.items()
-}
 # The share of the given names put in that come with a surname (a full name): everyday sentences
 # share hardly any surname, so without them a model would never see one to copy.
 FULL_NAME = 1 / 3
@@ -114,6 +109,15 @@ def shared_entities(src: str, tgt: str) -> list[str]:
 def _capitalised(word: str) -> str:
     """`word` with a capital first ("octobre" -> "Octobre")."""
     return word[:1].upper() + word[1:]
+
+
+# Each language's months by the words that name them, as MONTHS writes them or with a capital
+MONTH_OF_WORD = {
+    language: {
+        form: month for month, name in enumerate(names) for form in (name, _capitalised(name))
+    }
+    for language, names in MONTHS.items()
+}
 
 
 def _cased_like(word: str, like: str) -> str:
