@@ -4,6 +4,7 @@ cached and uncached decoding counted in positions (timings are never asserted)."
 import gzip
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ from torch.autograd.profiler_util import FunctionEvent
 
 from seq2seq.checkpoints import CHECKPOINT_FORMAT, tokenizer_entry
 from seq2seq.config_file import dump_toml, load_config
-from seq2seq.data.corpora import UserFiles
+from seq2seq.data.corpora import Tatoeba, UserFiles
 from seq2seq.data.prepare import prepare
 from seq2seq.data.prepared_corpus import PreparedData, prepare_command, teacher_of
 from seq2seq.decoding.model_folder import CARD
@@ -696,3 +697,75 @@ def test_the_repetition_benchmark_counts_words_repeated_at_once() -> None:
     labels = [guard.label for guard in GUARDS]
     assert labels[0] == "none" and GUARDS[0] == Guard("none")  # the baseline first
     assert len(set(labels)) == len(labels)
+
+
+TRANSLATION = {  # the words of `_word_mirror`'s pairs
+    "red": "rouge", "dog": "chien", "cat": "chat", "big": "gros", "old": "vieux",
+    "house": "maison", "tree": "arbre", "small": "petit", "car": "voiture", "sea": "mer",
+    "bread": "pain", "horse": "cheval", "!": "!",
+}  # fmt: skip
+
+
+def _word_mirror(folder: Path, count: int) -> Path:
+    """A Tatoeba mirror of `count` pairs whose words always go together ("Red dog!" and "Chien
+    rouge!"), in random order, so that the test split holds some of them."""
+    rng = random.Random(0)
+    lines = []
+    for _ in range(count):
+        english = rng.sample(list(TRANSLATION)[:-1], rng.randint(2, 5))
+        french = [TRANSLATION[word] for word in rng.sample(english, len(english))]
+        lines.append(f"{' '.join(english).capitalize()}!\t{' '.join(french).capitalize()}!\n")
+    mirror = folder / "tatoeba-eng-fra"
+    mirror.mkdir(parents=True)
+    with gzip.open(mirror / "fra.txt.gz", "wt", encoding="utf-8") as out:
+        out.writelines(lines)
+    return mirror / "fra.txt.gz"
+
+
+@pytest.mark.parametrize("style", ["spaces", "hansards"])
+def test_alignment_silver_links_the_test_pairs_as_the_teacher(tmp_path: Path, style: str) -> None:
+    mirror = _word_mirror(tmp_path / "data", 2000)
+    out = tmp_path / "silver"
+    silver = [sys.executable, "benchmarks/alignment_silver.py", "--data", str(tmp_path / "data")]
+    done = subprocess.run(
+        [*silver, "--out", str(out), "--words", style],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    splits = Tatoeba().pairs("en", "fr", {"fra.txt.gz": mirror})
+    test = [(en, fr) for split, en, fr in splits if split == "test"]
+    if style == "hansards":  # lowercased, "!" a word of its own
+        test = [tuple(side.lower().replace("!", " !") for side in pair) for pair in test]
+    pairs = (out / "tatoeba-test.src-tgt").read_text(encoding="utf-8").splitlines()
+    assert pairs == [f"{en} ||| {fr}" for en, fr in test] and 20 <= len(pairs) < 200
+    gold = (out / "tatoeba-test.gold").read_text(encoding="utf-8").splitlines()
+    assert len(gold) == len(pairs)
+    links = [
+        (en.lower().split()[i - 1], fr.lower().split()[j - 1])
+        for (en, fr), line in zip(test, gold, strict=True)
+        for i, j in (map(int, link.split("-")) for link in line.split())
+    ]
+    right = [TRANSLATION[_bare(en)] == _bare(fr) for en, fr in links]
+    # eflomal samples at random: most words linked, nearly all rightly
+    assert sum(right) >= 0.95 * len(links)
+    assert len(links) >= 0.8 * sum(len(en.split()) for en, _ in test)
+
+
+def _bare(word: str) -> str:
+    """A word without its "!", or "!" alone."""
+    return word.rstrip("!") or "!"
+
+
+def test_alignment_silver_names_a_missing_corpus(tmp_path: Path) -> None:
+    silver = [sys.executable, "benchmarks/alignment_silver.py", "--data", str(tmp_path)]
+    done = subprocess.run(
+        [*silver, "--out", str(tmp_path / "silver")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"error: --data {tmp_path}: no tatoeba-eng-fra/fra.txt.gz\n"
+    assert not (tmp_path / "silver").exists()
