@@ -6,6 +6,7 @@ import torch
 
 import seq2seq
 from seq2seq.decoding.number_guard import (
+    EOS_COST,
     GuardVocabulary,
     NumberGuard,
     allowed_numbers,
@@ -156,12 +157,24 @@ def test_rows_at_their_maximum_length_are_left_alone():
     assert log_probs[0, ID["</s>"]] == float("-inf") and log_probs[1, ID["</s>"]] == 0
 
 
-def test_each_number_is_used_as_often_as_the_source_has_it_and_none_is_left_out():
+def eos_log_prob(numbers: list[set[str]], pieces: list[str]) -> float:
+    """The EOS's log-probability, from 0, after `pieces` under the guard of `numbers`."""
+    guard = NumberGuard.build([numbers], VOCABULARY, "fr")
+    state = guard.starts
+    for piece in pieces:
+        state = guard.advance(state, torch.tensor([ID[piece]]))
+    log_probs = guard.mask(torch.zeros(1, len(PIECES)), state, torch.tensor([False]))
+    return log_probs[0, ID["</s>"]].item()
+
+
+def test_each_number_is_used_as_often_as_the_source_has_it_and_the_eos_waits_for_all():
     # "at 11:58 and left a tip of 20 dollars" -> "... à 11:58 ... 11:58 dollars"
     numbers = allowed_numbers("He came at 11:58 and left a tip of 20 dollars.", "en", "fr")
     assert first_banned(numbers, ["▁le", "▁", *"11:58", "▁le", "▁", *"11:5"]) == "1"
-    assert first_banned(numbers, ["▁le", "▁", *"11:58", ".", "</s>"]) == "</s>"
-    assert first_banned(numbers, ["▁le", "▁", *"20", "▁dollars", "▁", *"11:58", "</s>"]) is None
+    assert eos_log_prob(numbers, ["▁le", "▁", *"11:58", "."]) == -EOS_COST  # 20 left out
+    assert eos_log_prob(numbers, ["▁le", "▁", *"20", "▁dollars", "▁", *"11:58"]) == 0
+    assert eos_log_prob(numbers, ["▁le", "▁", *"11:58", "▁vingt", "▁dollars"]) == 0  # in words
+    assert eos_log_prob([], ["▁le"]) == 0 and EOS_COST > 0
     assert first_banned([{"20"}, {"20"}], ["▁", *"20", "▁le", "▁", *"20", "▁le", "▁", "2"]) == "2"
 
 

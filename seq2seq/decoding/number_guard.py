@@ -1,5 +1,5 @@
 """The number guard: the numbers of a translation are the source's numbers, each whole, each
-used as often as the source has it, none left out.
+used as often as the source has it, none left out unless the model cannot place it.
 
 A model that writes a number one digit piece at a time can drop or repeat a digit: "876-7714"
 becomes "876-714" when it loses count of the two 7s (docs/experiments.md). With the guard, the
@@ -10,8 +10,8 @@ seq2seq.data.entities.written_in). A number grouped in thousands is one number (
 or not grouped when it has four digits ("1250.00": `number_forms`).
 A number the source writes in words is one of its numbers ("vingt-cinq" is 25: text2num reads
 it), and a source number may be written in the target's words ("twenty-five": num2words writes
-them). The guard only forbids pieces; the model's probabilities of the pieces it allows are
-unchanged. Its rules:
+them). The guard forbids pieces; the model's probabilities of the pieces it allows are
+unchanged, but for the EOS's before every number is written. Its rules:
 
 - a digit only as part of one of the source's numbers that is not used up: each source number
   is written at most as often as the source has it ("11:58 ... 11:58 dollars" is refused when the
@@ -23,7 +23,11 @@ unchanged. Its rules:
   "twenty-" goes on to "five" when the source has 25 ("twenty-for" is refused); so is one whose
   words so far are a number of another value: "vingt" goes on to "-trois" when the source has 23
   and not 20 ("Il y a vingt étudiants" is refused);
-- the EOS only once every source number is written, in digits or in words;
+- the EOS costs `EOS_COST` more (its log-probability lowered by that much) until every source
+  number is written, in digits or in words: the search prefers the outputs that write them
+  all, but an output that leaves out a number it cannot place ends, where under a ban it wrote
+  on, often to its length limit ("Elle est née le 1975 février de 1neuf-cent-cent-cinq." for
+  "She was born on 1 February 1975."; docs/experiments.md, "The EOS's cost");
 - a character that the vocabulary writes in bytes (sentencepiece's byte pieces: "ị" is
   "<0xE1>", "<0xBB>", "<0x8B>") is whole before anything else comes, and no byte comes that
   UTF-8 does not allow there: "Lê Th<0xE1><0xBB>" then "▁Ánh" is refused (it decodes to
@@ -88,6 +92,10 @@ IN_WORDS = re.compile(r"(?<![\w.,:-])\d+(?![\w]|[.,:-]\d)")  # a number text2num
 ROOT = 0  # every trie's node 0: outside a number
 BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")  # sentencepiece's piece of one byte
 OTHER_BOUNDARY, OTHER_INSIDE = 0, 1  # the columns of every piece that writes no form
+# What the EOS costs while a source number is not written: e^6, about 400 times less likely.
+# Chosen on lines 1-100 of the en-fr realistic test: the largest cost tried with no output there
+# running past 1.6 times its source (docs/experiments.md).
+EOS_COST = 6.0
 
 
 def words_to_digits(line: str, language: str) -> list[str]:
@@ -391,8 +399,9 @@ class NumberGuard:
         written = (used | self._ending(node, used)).all(-1)  # every number, if the run ends
         ids = torch.cat([self.ids, self.ids.new_tensor([self.eos])])
         mid_character = (owed > 0) & ~free  # (R,) a character in bytes that needs more
-        kept = torch.cat([allowed, (self.ends[node] & written)[:, None]], dim=1) | free[:, None]
+        kept = torch.cat([allowed, self.ends[node][:, None]], dim=1) | free[:, None]
         forms = log_probs[:, ids].masked_fill_(~kept | mid_character[:, None], -inf)
+        forms[:, -1] -= EOS_COST * ~(written | free)  # the EOS before every number is written
         inside = (self.next_node[node, OTHER_BOUNDARY] < 0) & ~free  # (R,) inside a number
         # a character in bytes is whole before anything else comes: only its continuation
         # bytes while it needs them, and none at any other place
