@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from commands import SEQ2SEQ, run_in_process
+from commands import SEQ2SEQ, default_sigint, run_in_process
 from reversal import DEFAULTS, ENV, TRAIN, assert_resumed_exactly, tiny_overrides
 
 from seq2seq import files as files_module
@@ -391,8 +391,9 @@ def test_ctrl_c_on_make_train_says_only_where_it_saved(reversal: Path, tmp_path:
     command = ["make", "-s", "-o", ".venv/.installed", "train", f"CONFIG={DEFAULTS}"]
     command.append(f"ARGS={' '.join(args)}")
     pid, terminal = pty.fork()
-    if pid == 0:  # the child: make, in the terminal
+    if pid == 0:  # the child: make, in the terminal, with the SIGINT a terminal gives
         os.chdir(ROOT)
+        default_sigint()
         os.execvp("make", command)
     output = read_until(terminal, b"", b" epoch 0 loss ", time.monotonic() + 120)  # step 1
     os.write(terminal, b"\x03")  # Ctrl-C
