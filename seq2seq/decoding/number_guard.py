@@ -6,8 +6,8 @@ becomes "876-714" when it loses count of the two 7s (docs/experiments.md). With 
 search lets a number into the output only as one of the source's numbers, in the form the source
 writes it or the form the target language does ("19.99" in English is "19,99" in French:
 seq2seq.data.entities.written_in). A number grouped in thousands is one number ("2 500 000" or
-"1 250,00" in French), written as the target groups it ("2,500,000" and "1,250.00" in English,
-four digits too: `number_forms`).
+"1 250,00" in French), written as the target groups it ("2,500,000" and "1,250.00" in English),
+or not grouped when it has four digits ("1250.00": `number_forms`).
 A number the source writes in words is one of its numbers ("vingt-cinq" is 25: text2num reads
 it), and a source number may be written in the target's words ("twenty-five": num2words writes
 them). The guard forbids pieces; the model's probabilities of the pieces it allows are
@@ -170,11 +170,12 @@ def number_forms(number: str, src: str, tgt: str) -> set[str]:
     """The forms of a source number that a translation into `tgt` may hold: as the source
     writes it, as the target language does ("12,22" in French is "12.22" in English), and in the
     target's words ("▁twenty-five" and "▁Twenty-five", with "▁" for every space). A number
-    grouped in thousands is written as the target groups it, four digits too: "1,250.00" in
-    English, "1▁250,00" in French (never "1,250.00", which means 1.25 there, nor "1250,00")."""
+    grouped in thousands is written as the target groups it, and one of four digits may also
+    be written whole: "1,250.00" or "1250.00" in English, "1▁250,00" or "1250,00" in French
+    (never "1,250.00", which means 1.25 there), but only "52▁000" for "52,000"."""
     if (grouped := thousands(number, src)) is not None:
         digits, decimals = grouped
-        forms = {grouped_in_thousands(digits, tgt)}
+        forms = {grouped_in_thousands(digits, tgt)} | ({digits} if len(digits) == 4 else set())
         if decimals:
             point = "," if tgt in DECIMAL_COMMA else "."
             forms = {form + point + decimals for form in forms}
