@@ -75,28 +75,25 @@ def main() -> None:
     rest = [(en, fr) for split, en, fr in rows if split != "test"]
     lowered = [(" ".join(en).lower(), " ".join(fr).lower()) for en, fr in test + rest]
     forward, reverse = eflomal_links(lowered, len(test))
+    silver = [COMBINATIONS[HEURISTIC](f, r) for f, r in zip(forward, reverse, strict=True)]
     args.out.mkdir(parents=True, exist_ok=True)
     pairs = "".join(f"{' '.join(en)} ||| {' '.join(fr)}\n" for en, fr in test)
     (args.out / "tatoeba-test.src-tgt").write_text(pairs, encoding="utf-8")
     gold = "".join(
-        " ".join(f"{i + 1}-{j + 1}" for i, j in sorted(COMBINATIONS[HEURISTIC](f, r))) + "\n"
-        for f, r in zip(forward, reverse, strict=True)
+        " ".join(f"{i + 1}-{j + 1}" for i, j in sorted(links)) + "\n" for links in silver
     )
     (args.out / "tatoeba-test.gold").write_text(gold, encoding="utf-8")
     print(f"wrote {len(test)} pairs and their {HEURISTIC} links to {args.out}")
     for direction, links in (("en-fr", forward), ("fr-en", reverse)):
-        print(f"eflomal {direction} alone against them: {against_silver(links, forward, reverse)}")
+        print(f"eflomal {direction} alone against them: {against(links, silver)}")
 
 
-def against_silver(
-    links: list[set[Link]], forward: list[set[Link]], reverse: list[set[Link]]
-) -> str:
-    """AER, precision and recall of `links` against the silver links of `forward` and
-    `reverse`: what one direction, one link per word as a model's rule, scores."""
+def against(links: list[set[Link]], silver: list[set[Link]]) -> str:
+    """AER, precision and recall of `links` against the `silver` links, all sure: what one
+    direction, one link per word as a model's rule, scores."""
     score = AlignmentScore()
-    for found, f, r in zip(links, forward, reverse, strict=True):
-        silver = COMBINATIONS[HEURISTIC](f, r)
-        score.add(found, GoldLinks(sure=silver, possible=silver))
+    for found, sure in zip(links, silver, strict=True):
+        score.add(found, GoldLinks(sure=sure, possible=sure))
     aer, precision, recall = (100 * value for value in (score.aer, score.precision, score.recall))
     return f"AER {aer:.1f}, precision {precision:.1f}, recall {recall:.1f}"
 

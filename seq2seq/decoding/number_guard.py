@@ -388,8 +388,9 @@ class NumberGuard:
 
     def mask(self, log_probs: Tensor, states: Tensor, free: Tensor) -> Tensor:
         """Set to -inf, in place, the log-probabilities (R, V) of the pieces that rows in
-        `states` (R, 2 + M) may not write next; rows where `free` (R,) is True are left alone (a
-        row at its maximum length, which must end now)."""
+        `states` (R, 2 + M) may not write next, and lower the EOS's by `EOS_COST` where a source
+        number is not yet written; rows where `free` (R,) is True are left alone (a row at its
+        maximum length, which must end now)."""
         node, used, owed = states[:, 0], states[:, 1:-1].bool(), states[:, -1]
         columns = slice(2, 2 + len(self.ids))
         after = self.next_node[node, columns]  # (R, C')
